@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Makes sure everything the test suite needs is present and running. As root it installs
+# missing Debian packages and starts local services; otherwise it fails naming what is missing.
+# Idempotent: fast when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+
+# (Stores added later extend these lists: postgres, redis-server, etcd.)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  else
+    echo "setup: missing Debian packages: ${missing[*]} (install them, or run as root)" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -f node_modules/better-sqlite3/build/Release/better_sqlite3.node ]; then
+  echo "setup: better-sqlite3's native module is missing; run 'npm ci' (its install script must be allowed)" >&2
+  exit 1
+fi
+echo "setup: test environment ready"

@@ -1,0 +1,479 @@
+import { abortReason, MonotonicGuard, systemClock, type Clock } from './clock.js';
+import type { Duration } from './duration.js';
+import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
+import {
+  LeaseEvents,
+  silentLogger,
+  type LeaseEventOf,
+  type LeaseEventType,
+  type Logger,
+} from './events.js';
+import { defaultOwnerId, leaseIdPrefix, newLeaseId } from './ids.js';
+import { Lease } from './lease.js';
+import { boundedRequest, isProgrammerError } from './request.js';
+import type { AcquireResult, LossReason } from './results.js';
+import type { LeaseStore, StoreAcquireResult, Unwatch } from './store.js';
+import type { LeaseState, Token } from './types.js';
+import {
+  checkSignal,
+  LIMITS,
+  validateKey,
+  validateOwnerId,
+  validatePrefix,
+  validateRenewEvery,
+  validateTimeout,
+  validateTtl,
+  validateValue,
+  validateWait,
+} from './validate.js';
+import { Wakeup } from './wakeup.js';
+
+/** Options for {@link LeaseClient}. */
+export interface LeaseClientOptions {
+  /** The lease authority. The client never closes it; you do. */
+  readonly store: LeaseStore;
+  /** Who this client is, for holders' info and logs. Defaults to `host/pid/random`. */
+  readonly ownerId?: string;
+  /** Monotonic time and timers. Defaults to `performance.now()` and Node timers. */
+  readonly clock?: Clock;
+  /**
+   * The fraction of the TTL assumed lost to clock-rate differences between this machine and
+   * the store; each deadline is shortened by `ceil(ttl × ratio) + 2ms`. Defaults to 0.01.
+   */
+  readonly clockDriftRatio?: number;
+  /** Timeout for acquire, release and inspect requests. Defaults to `'5s'`. */
+  readonly requestTimeout?: Duration;
+  /**
+   * While waiting, how often to re-check without a notification: only a backstop. Defaults
+   * to `'2s'` on stores with push notifications, `'250ms'` on stores without.
+   */
+  readonly pollInterval?: Duration;
+  /** A pino-compatible logger. Defaults to silent. */
+  readonly logger?: Logger;
+  /** Random numbers in [0, 1) for jitter. Defaults to `Math.random`. */
+  readonly random?: () => number;
+}
+
+/** Options for one {@link LeaseClient.acquire}. */
+export interface AcquireOptions {
+  /** How long the store keeps the lease without renewal (100ms–24h). Required. */
+  readonly ttl: Duration;
+  /** How long to wait for a busy key (0–24h). Defaults to 0: answer `busy` at once. */
+  readonly wait?: Duration;
+  /** Cancels a waiting acquire (throws `ERR_ABORTED`); a grant that arrives late is released. */
+  readonly signal?: AbortSignal;
+  /** A small value stored with the lease (≤ 1 KiB), e.g. a leader's address. Defaults to none. */
+  readonly value?: string;
+  /** Renew in the background while held. Defaults to true. */
+  readonly autoRenew?: boolean;
+  /** Background renewal cadence, below the TTL. Defaults to a third of the TTL. */
+  readonly renewEvery?: Duration;
+}
+
+/** The outcome of {@link LeaseClient.withLease}. */
+export type WithLeaseResult<T> =
+  /** `fn` returned while the lease was still valid. */
+  | { readonly status: 'completed'; readonly value: T; readonly token: Token }
+  /** `fn` returned, but the lease was lost while it ran: its unfenced effects may be stale. */
+  | {
+      readonly status: 'lost';
+      readonly value: T;
+      readonly token: Token;
+      readonly reason: LossReason;
+    }
+  | Exclude<AcquireResult, { status: 'acquired' }>;
+
+/** The defaults of {@link LeaseClientOptions}. */
+export const CLIENT_DEFAULTS = Object.freeze({
+  clockDriftRatio: 0.01,
+  clockDriftFixedMs: 2,
+  requestTimeoutMs: 5000,
+  pollIntervalPushMs: 2000,
+  pollIntervalNoneMs: 250,
+});
+
+interface ResolvedAcquire {
+  readonly key: string;
+  readonly ttlMs: number;
+  readonly waitMs: number;
+  readonly driftMs: number;
+  readonly renewEveryMs: number | undefined;
+  readonly value: string | undefined;
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * Acquires leases from a {@link LeaseStore}. One client per process and store is typical;
+ * it is cheap, holds no connection of its own, and may hold many leases at once.
+ *
+ * @example
+ * import { LeaseClient } from 'leasehold';
+ * import { SqliteLeaseStore } from 'leasehold/sqlite';
+ *
+ * const client = new LeaseClient({ store: new SqliteLeaseStore({ path: './leasehold.db' }) });
+ * const result = await client.acquire('report/july', { ttl: '30s', wait: '5s' });
+ * switch (result.status) {
+ *   case 'acquired': {
+ *     await using lease = result.lease;
+ *     await publish(report, { token: lease.token, signal: lease.signal });
+ *     break;
+ *   }
+ *   case 'busy': console.log('held by', result.holder.ownerId); break;
+ *   case 'unavailable': console.error('store unreachable', result.cause); break;
+ * }
+ */
+export class LeaseClient {
+  readonly ownerId: string;
+  readonly store: LeaseStore;
+  private readonly clock: Clock;
+  private readonly guard: MonotonicGuard;
+  private readonly driftRatio: number;
+  private readonly requestTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly logger: Logger;
+  private readonly random: () => number;
+  private readonly events: LeaseEvents;
+  private readonly held = new Set<Lease>();
+  private readonly closing = new AbortController();
+
+  constructor(options: LeaseClientOptions) {
+    if (typeof options !== 'object' || options === null)
+      throw invalidArgument('options', 'must be an object', options);
+    const store = options.store as LeaseStore | undefined;
+    if (store === undefined || typeof store.tryAcquire !== 'function') {
+      throw invalidArgument('store', 'must be a LeaseStore', store);
+    }
+    this.store = store;
+    this.ownerId =
+      options.ownerId === undefined ? defaultOwnerId() : validateOwnerId(options.ownerId);
+    this.clock = options.clock ?? systemClock;
+    this.guard = new MonotonicGuard(this.clock);
+    const ratio = options.clockDriftRatio ?? CLIENT_DEFAULTS.clockDriftRatio;
+    if (typeof ratio !== 'number' || !(ratio >= 0 && ratio < 0.5)) {
+      throw invalidArgument('clockDriftRatio', 'must be a number in [0, 0.5)', ratio);
+    }
+    this.driftRatio = ratio;
+    this.requestTimeoutMs =
+      options.requestTimeout === undefined
+        ? CLIENT_DEFAULTS.requestTimeoutMs
+        : validateTimeout(options.requestTimeout, 'requestTimeout');
+    this.pollIntervalMs =
+      options.pollInterval === undefined
+        ? store.capabilities.watch === 'push'
+          ? CLIENT_DEFAULTS.pollIntervalPushMs
+          : CLIENT_DEFAULTS.pollIntervalNoneMs
+        : validateTimeout(options.pollInterval, 'pollInterval');
+    this.logger = options.logger ?? silentLogger;
+    this.random = options.random ?? Math.random;
+    this.events = new LeaseEvents(this.logger);
+  }
+
+  /** Subscribes to lease events (`'*'` for all). Returns an unsubscribe function. */
+  on<T extends LeaseEventType>(
+    type: T | '*',
+    listener: (event: LeaseEventOf<T>) => void,
+  ): () => void {
+    return this.events.on(type, listener);
+  }
+
+  /** The current monotonic time on the client's clock, the scale of every `deadline`. */
+  now(): number {
+    return this.guard.now();
+  }
+
+  /** Leases this client holds right now. */
+  heldLeases(): readonly Lease[] {
+    return [...this.held];
+  }
+
+  /**
+   * Acquires `key` for `ttl`, waiting up to `wait` for a busy key. Returns `acquired` with a
+   * {@link Lease}, `busy` with the holder, or `unavailable` when the store cannot answer —
+   * never throws for those. Throws `ERR_INVALID_ARGUMENT` for bad arguments (nothing is
+   * sent), `ERR_ABORTED` when `signal` fires, `ERR_CLOSED` after {@link close}.
+   */
+  async acquire(key: string, options: AcquireOptions): Promise<AcquireResult> {
+    this.assertOpen();
+    const req = this.resolveAcquire(key, options);
+    const signal = req.signal
+      ? AbortSignal.any([req.signal, this.closing.signal])
+      : this.closing.signal;
+    const startedAt = this.guard.now();
+    const waitUntil = startedAt + req.waitMs;
+    const wakeup = new Wakeup(this.clock);
+    let unwatch: Unwatch | undefined;
+    let watchTried = false;
+    try {
+      for (;;) {
+        if (signal.aborted) throw this.abortError(signal);
+        const attempt = await this.attempt(req, signal, startedAt);
+        if (attempt.kind === 'done') {
+          const waitedMs = this.guard.now() - startedAt;
+          return attempt.result.status === 'acquired'
+            ? { ...attempt.result, waitedMs }
+            : attempt.result;
+        }
+        const busy = attempt.busy;
+        const now = this.guard.now();
+        const left = waitUntil - now;
+        if (left <= 0) {
+          this.events.emit({
+            type: 'busy',
+            key: req.key,
+            ownerId: this.ownerId,
+            holder: busy.holder,
+            waitedMs: now - startedAt,
+          });
+          return { status: 'busy', holder: busy.holder, retryAfterMs: busy.retryAfterMs };
+        }
+        if (!watchTried) {
+          watchTried = true;
+          const w = await boundedRequest(
+            this.clock,
+            Math.max(1, Math.min(left, this.requestTimeoutMs)),
+            signal,
+            () => this.store.watch(req.key, wakeup.notify),
+          );
+          if (w.ok) unwatch = w.value;
+          else if (w.aborted) throw this.abortError(signal);
+          else
+            this.logger.warn(
+              { key: req.key, err: String(w.error) },
+              'watch failed; waiting by expiry timer and poll',
+            );
+          // Re-check once the subscription is live: a release in between is not missed.
+          continue;
+        }
+        const untilExpiry =
+          busy.retryAfterMs +
+          1 +
+          Math.floor(this.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
+        const poll = Math.floor(this.pollIntervalMs * (0.8 + 0.4 * this.random()));
+        const why = await wakeup.wait(Math.max(1, Math.min(left, untilExpiry, poll)), signal);
+        if (why === 'aborted') throw this.abortError(signal);
+      }
+    } finally {
+      unwatch?.();
+    }
+  }
+
+  /**
+   * Runs `fn` under a lease on `key`: acquires (waiting if `wait` is set), renews while `fn`
+   * runs, and releases in every outcome — return, throw or abort. `fn` receives the lease and
+   * a signal that fires when the lease is lost or the caller's `signal` aborts.
+   */
+  async withLease<T>(
+    key: string,
+    options: AcquireOptions,
+    fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<WithLeaseResult<T>> {
+    const acquired = await this.acquire(key, options);
+    if (acquired.status !== 'acquired') return acquired;
+    const { lease } = acquired;
+    const signal = options.signal ? AbortSignal.any([lease.signal, options.signal]) : lease.signal;
+    try {
+      const value = await fn(lease, signal);
+      if (lease.isValid()) return { status: 'completed', value, token: lease.token };
+      return { status: 'lost', value, token: lease.token, reason: lease.lossReason ?? 'expired' };
+    } finally {
+      await lease.release();
+    }
+  }
+
+  /** The key's state: its last token and live holder. Throws `ERR_UNAVAILABLE` if the store cannot answer. */
+  async inspect(key: string): Promise<LeaseState> {
+    this.assertOpen();
+    const k = validateKey(key);
+    return this.unwrap(
+      await boundedRequest(this.clock, this.requestTimeoutMs, undefined, (o) =>
+        this.store.inspect(k, o),
+      ),
+    );
+  }
+
+  /** Live leases whose key starts with `prefix`, in key order (at most `limit`, default 1000). */
+  async list(prefix = '', options: { limit?: number } = {}): Promise<LeaseState[]> {
+    this.assertOpen();
+    const p = validatePrefix(prefix);
+    const limit = options.limit ?? 1000;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+      throw invalidArgument('limit', 'must be an integer from 1 to 10000', limit);
+    return this.unwrap(
+      await boundedRequest(this.clock, this.requestTimeoutMs, undefined, (o) =>
+        this.store.list(p, limit, o),
+      ),
+    );
+  }
+
+  /**
+   * Stops the client: waiting acquisitions throw `ERR_CLOSED`, and held leases end (their
+   * signals fire) and are released at the store. Does not close the store.
+   */
+  async close(): Promise<void> {
+    if (this.closing.signal.aborted) return;
+    this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the lease client was closed'));
+    const leases = [...this.held];
+    await Promise.all(leases.map((l) => l.release()));
+  }
+
+  private async attempt(
+    req: ResolvedAcquire,
+    signal: AbortSignal,
+    startedAt: number,
+  ): Promise<
+    | { kind: 'done'; result: AcquireResult }
+    | { kind: 'busy'; busy: Extract<StoreAcquireResult, { status: 'busy' }> }
+  > {
+    const leaseId = newLeaseId();
+    const sentAt = this.guard.now();
+    const windowMs = req.ttlMs - req.driftMs;
+    // An answer later than the lease's usable window is worthless, so wait no longer than that.
+    const timeoutMs = Math.max(1, Math.min(this.requestTimeoutMs, windowMs));
+    const settled = await boundedRequest(
+      this.clock,
+      timeoutMs,
+      signal,
+      (o) =>
+        this.store.tryAcquire(
+          { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value },
+          o,
+        ),
+      (late) => this.releaseLateGrant(req.key, leaseId, late),
+    );
+    if (!settled.ok) {
+      if (settled.aborted) throw this.abortError(signal);
+      if (isProgrammerError(settled.error)) throw settled.error;
+      return { kind: 'done', result: this.unavailable(req.key, settled.error) };
+    }
+    const answer = settled.value;
+    if (answer.status === 'busy') return { kind: 'busy', busy: answer };
+    if (typeof answer.token !== 'bigint' || answer.token < 1n || answer.token > LIMITS.maxToken) {
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `store ${this.store.kind} granted an invalid token ${String(answer.token)}`,
+      );
+    }
+    const now = this.guard.now();
+    if (now >= sentAt + windowMs) {
+      this.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
+      return {
+        kind: 'done',
+        result: this.unavailable(
+          req.key,
+          new LeaseholdError(
+            'ERR_UNAVAILABLE',
+            `the grant arrived after the lease's local deadline (${Math.round(now - sentAt)}ms)`,
+          ),
+        ),
+      };
+    }
+    const lease = new Lease({
+      store: this.store,
+      clock: this.clock,
+      guard: this.guard,
+      events: this.events,
+      logger: this.logger,
+      key: req.key,
+      leaseId,
+      ownerId: this.ownerId,
+      token: answer.token,
+      value: req.value,
+      ttlMs: req.ttlMs,
+      driftMs: req.driftMs,
+      sentAt,
+      renewEveryMs: req.renewEveryMs,
+      releaseTimeoutMs: this.requestTimeoutMs,
+      onSettled: (l) => this.held.delete(l),
+    });
+    this.held.add(lease);
+    this.events.emit({
+      type: 'acquired',
+      key: req.key,
+      ownerId: this.ownerId,
+      token: answer.token,
+      leaseIdPrefix: leaseIdPrefix(leaseId),
+      waitedMs: now - startedAt,
+    });
+    this.logger.debug(
+      { key: req.key, token: answer.token.toString(), lease: leaseIdPrefix(leaseId) },
+      'lease acquired',
+    );
+    return { kind: 'done', result: { status: 'acquired', lease, waitedMs: 0 } };
+  }
+
+  /** A grant the caller will never see (timed out, aborted, too late) is released, not leaked. */
+  private releaseLateGrant(key: string, leaseId: string, late: Promise<StoreAcquireResult>): void {
+    late
+      .then(
+        async (answer) => {
+          if (answer.status !== 'acquired') return;
+          this.logger.info(
+            { key, lease: leaseIdPrefix(leaseId), token: answer.token.toString() },
+            'releasing a grant that arrived too late',
+          );
+          await boundedRequest(this.clock, this.requestTimeoutMs, undefined, (o) =>
+            this.store.release({ key, leaseId, token: answer.token }, o),
+          );
+        },
+        () => undefined,
+      )
+      .catch(() => undefined);
+  }
+
+  private unavailable(key: string, cause: unknown): AcquireResult {
+    this.events.emit({ type: 'unavailable', key, ownerId: this.ownerId, cause });
+    this.logger.warn({ key, err: String(cause) }, 'lease store unavailable');
+    return { status: 'unavailable', cause };
+  }
+
+  private resolveAcquire(key: unknown, options: AcquireOptions): ResolvedAcquire {
+    if (typeof options !== 'object' || options === null)
+      throw invalidArgument('options', 'must be an object with a ttl', options);
+    const k = validateKey(key);
+    const ttlMs = validateTtl(options.ttl, this.store.capabilities.minTtlMs);
+    const waitMs = validateWait(options.wait);
+    const value = validateValue(options.value);
+    const driftMs = Math.ceil(ttlMs * this.driftRatio) + CLIENT_DEFAULTS.clockDriftFixedMs;
+    const windowMs = ttlMs - driftMs;
+    if (options.autoRenew !== undefined && typeof options.autoRenew !== 'boolean') {
+      throw invalidArgument('autoRenew', 'must be a boolean', options.autoRenew);
+    }
+    let renewEveryMs: number | undefined;
+    if (options.autoRenew !== false) {
+      renewEveryMs =
+        options.renewEvery === undefined
+          ? Math.floor(ttlMs / 3)
+          : validateRenewEvery(options.renewEvery, ttlMs, windowMs);
+    } else if (options.renewEvery !== undefined) {
+      throw invalidArgument(
+        'renewEvery',
+        'cannot be set when autoRenew is false',
+        options.renewEvery,
+      );
+    }
+    const signal = checkSignal(options.signal);
+    return { key: k, ttlMs, waitMs, driftMs, renewEveryMs, value, signal };
+  }
+
+  private abortError(signal: AbortSignal): LeaseholdError {
+    if (this.closing.signal.aborted) {
+      return new LeaseholdError('ERR_CLOSED', 'the lease client was closed');
+    }
+    return abortReason(signal);
+  }
+
+  private assertOpen(): void {
+    if (this.closing.signal.aborted)
+      throw new LeaseholdError('ERR_CLOSED', 'the lease client was closed');
+  }
+
+  private unwrap<T>(settled: { ok: true; value: T } | { ok: false; error: unknown }): T {
+    if (settled.ok) return settled.value;
+    if (isLeaseholdError(settled.error)) throw settled.error;
+    throw new LeaseholdError(
+      'ERR_UNAVAILABLE',
+      `store ${this.store.kind} could not answer: ${String(settled.error)}`,
+      { cause: settled.error },
+    );
+  }
+}

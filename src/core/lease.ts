@@ -1,0 +1,402 @@
+import type { Clock, MonotonicGuard, TimerHandle } from './clock.js';
+import { LeaseholdError } from './errors.js';
+import type { LeaseEvents, Logger } from './events.js';
+import { leaseIdPrefix } from './ids.js';
+import { boundedRequest, isProgrammerError } from './request.js';
+import type { LossReason, ReleaseResult, RenewResult } from './results.js';
+import type { LeaseStore } from './store.js';
+import type { Token } from './types.js';
+
+/** The state of a {@link Lease}: `held` until it is lost or released, then never again. */
+export type LeaseStatus = 'held' | 'lost' | 'released';
+
+/** Everything a Lease needs from the client that made it. */
+export interface LeaseInit {
+  readonly store: LeaseStore;
+  readonly clock: Clock;
+  readonly guard: MonotonicGuard;
+  readonly events: LeaseEvents;
+  readonly logger: Logger;
+  readonly key: string;
+  readonly leaseId: string;
+  readonly ownerId: string;
+  readonly token: Token;
+  readonly value: string | undefined;
+  readonly ttlMs: number;
+  /** The clock-drift allowance subtracted from every deadline. */
+  readonly driftMs: number;
+  /** Monotonic time taken before the acquire request was sent. */
+  readonly sentAt: number;
+  /** Background renewal cadence, or undefined to renew only by hand. */
+  readonly renewEveryMs: number | undefined;
+  /** Timeout for a release request. */
+  readonly releaseTimeoutMs: number;
+  readonly onSettled: (lease: Lease) => void;
+}
+
+/**
+ * A granted lease: the capability to act on `key` under fencing `token` until `deadline`.
+ *
+ * The deadline is local and conservative: measured on the monotonic clock from *before* the
+ * acquire (or renew) request was sent, minus a clock-drift allowance, so it never ends later
+ * than the store's expiry when clocks run at sane rates. `signal` aborts the moment the lease
+ * is lost, its deadline passes without a confirmed renewal, the clock misbehaves, or it is
+ * released. A lost lease never becomes valid again, even if a late "renewed" answer arrives.
+ *
+ * Send `token` with every protected write and let the resource reject stale tokens: a lease
+ * alone cannot stop a paused process from acting late.
+ *
+ * @example
+ * await using lease = (await client.acquire('report/july', { ttl: '30s' })).lease;
+ * await catalog.publish(objectKey, { token: lease.token });
+ */
+export class Lease implements AsyncDisposable {
+  readonly key: string;
+  readonly leaseId: string;
+  readonly ownerId: string;
+  readonly token: Token;
+  readonly value: string | undefined;
+  readonly ttlMs: number;
+
+  private readonly init: LeaseInit;
+  private readonly controller = new AbortController();
+  private currentDeadline: number;
+  private lastRenewSentAt: number;
+  private readonly grantedAt: number;
+  private statusValue: LeaseStatus = 'held';
+  private reason: LossReason | undefined;
+  private deadlineTimer: TimerHandle | undefined;
+  private renewTimer: TimerHandle | undefined;
+  private inflight: Promise<RenewResult> | undefined;
+  private releasing: Promise<ReleaseResult> | undefined;
+
+  constructor(init: LeaseInit) {
+    this.init = init;
+    this.key = init.key;
+    this.leaseId = init.leaseId;
+    this.ownerId = init.ownerId;
+    this.token = init.token;
+    this.value = init.value;
+    this.ttlMs = init.ttlMs;
+    this.grantedAt = init.sentAt;
+    this.lastRenewSentAt = init.sentAt;
+    this.currentDeadline = init.sentAt + init.ttlMs - init.driftMs;
+    this.armDeadline();
+    this.scheduleRenewal(init.sentAt + (init.renewEveryMs ?? 0));
+  }
+
+  /** Local monotonic time (same clock as the client's `now()`) at which this lease stops being valid. */
+  get deadline(): number {
+    return this.currentDeadline;
+  }
+
+  /** Aborts when the lease stops being valid; its reason is a `LeaseholdError('ERR_LEASE_LOST')`. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get status(): LeaseStatus {
+    return this.statusValue;
+  }
+
+  /** Why the lease ended, once it has. */
+  get lossReason(): LossReason | undefined {
+    return this.reason;
+  }
+
+  /** Milliseconds of local validity left (0 once lost or released). Rechecks the clock. */
+  remainingMs(): number {
+    if (this.statusValue !== 'held') return 0;
+    let now: number;
+    try {
+      now = this.init.guard.now();
+    } catch {
+      this.end('clock');
+      return 0;
+    }
+    const left = this.currentDeadline - now;
+    if (left <= 0) {
+      this.end('expired');
+      return 0;
+    }
+    return left;
+  }
+
+  /** True while held and before the local deadline. */
+  isValid(): boolean {
+    return this.remainingMs() > 0;
+  }
+
+  /**
+   * Throws `ERR_LEASE_LOST` unless the lease is valid for at least `minRemainingMs` more.
+   * Call it before starting work; it narrows the window, the fence at the resource closes it.
+   */
+  assertValid(minRemainingMs = 0): void {
+    const left = this.remainingMs();
+    if (left <= minRemainingMs) {
+      throw new LeaseholdError(
+        'ERR_LEASE_LOST',
+        left === 0
+          ? `lease on ${this.key} (token ${this.token}) is no longer valid: ${this.reason ?? 'expired'}`
+          : `lease on ${this.key} (token ${this.token}) has only ${Math.floor(left)}ms left`,
+      );
+    }
+  }
+
+  /**
+   * Renews now. `renewed` moves the deadline; `lost` is final; `unavailable` means the renewal
+   * was not confirmed and the lease stays valid only until its current deadline.
+   */
+  renew(): Promise<RenewResult> {
+    if (this.statusValue !== 'held') {
+      return Promise.resolve({ status: 'lost', reason: this.reason ?? 'lost' });
+    }
+    return this.renewOnce();
+  }
+
+  /**
+   * Releases the lease at the store (conditional on lease id and token) and fires `signal`.
+   * Waits for an in-flight renewal first. Safe to call more than once; a lease that was
+   * already lost is still released at the store in case it lingers there.
+   */
+  release(): Promise<ReleaseResult> {
+    this.releasing ??= this.doRelease();
+    return this.releasing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      key: this.key,
+      leaseIdPrefix: leaseIdPrefix(this.leaseId),
+      ownerId: this.ownerId,
+      token: this.token.toString(),
+      status: this.statusValue,
+    };
+  }
+
+  private async doRelease(): Promise<ReleaseResult> {
+    this.clearRenewTimer();
+    if (this.inflight) await this.inflight.catch(() => undefined);
+    const heldMs = this.heldMs();
+    this.end('released');
+    const { store, clock } = this.init;
+    const { key, leaseId, token } = this;
+    const settled = await boundedRequest(clock, this.init.releaseTimeoutMs, undefined, (o) =>
+      store.release({ key, leaseId, token }, o),
+    );
+    let result: ReleaseResult;
+    if (settled.ok) {
+      result = settled.value;
+    } else {
+      if (isProgrammerError(settled.error)) throw settled.error;
+      result = { status: 'unavailable', cause: settled.error };
+    }
+    this.init.events.emit({
+      type: 'released',
+      key,
+      ownerId: this.ownerId,
+      token,
+      leaseIdPrefix: leaseIdPrefix(leaseId),
+      result: result.status,
+      heldMs,
+    });
+    return result;
+  }
+
+  private renewOnce(): Promise<RenewResult> {
+    if (this.inflight) return this.inflight;
+    const p = this.doRenew().finally(() => {
+      if (this.inflight === p) this.inflight = undefined;
+    });
+    this.inflight = p;
+    return p;
+  }
+
+  private async doRenew(): Promise<RenewResult> {
+    const { guard, store, clock } = this.init;
+    let sentAt: number;
+    try {
+      sentAt = guard.now();
+    } catch {
+      this.end('clock');
+      return { status: 'lost', reason: 'clock' };
+    }
+    const left = this.currentDeadline - sentAt;
+    if (left <= 0) {
+      this.end('expired');
+      return { status: 'lost', reason: 'expired' };
+    }
+    const scheduledFor = this.lastRenewSentAt + (this.init.renewEveryMs ?? 0);
+    // The request may take no longer than the lease has left: a renewal still in flight at
+    // the deadline counts as failed (k8s#44887).
+    const settled = await boundedRequest(clock, Math.max(1, Math.floor(left)), undefined, (o) =>
+      store.renew(
+        { key: this.key, leaseId: this.leaseId, token: this.token, ttlMs: this.ttlMs },
+        o,
+      ),
+    );
+    if (this.statusValue !== 'held') {
+      // A late answer never resurrects a lease the client has already given up.
+      return { status: 'lost', reason: this.reason ?? 'lost' };
+    }
+    if (!settled.ok) {
+      if (isProgrammerError(settled.error)) throw settled.error;
+      this.init.events.emit({
+        type: 'renew_failed',
+        key: this.key,
+        ownerId: this.ownerId,
+        token: this.token,
+        leaseIdPrefix: leaseIdPrefix(this.leaseId),
+        cause: settled.error,
+      });
+      this.init.logger.warn(
+        {
+          key: this.key,
+          token: this.token.toString(),
+          lease: leaseIdPrefix(this.leaseId),
+          err: String(settled.error),
+        },
+        'lease renewal failed; retrying until the local deadline',
+      );
+      this.scheduleRetry();
+      return { status: 'unavailable', cause: settled.error };
+    }
+    if (settled.value.status === 'lost') {
+      this.end('lost');
+      return { status: 'lost', reason: 'lost' };
+    }
+    let now: number;
+    try {
+      now = guard.now();
+    } catch {
+      this.end('clock');
+      return { status: 'lost', reason: 'clock' };
+    }
+    if (now >= this.currentDeadline) {
+      this.end('expired');
+      return { status: 'lost', reason: 'expired' };
+    }
+    this.lastRenewSentAt = sentAt;
+    this.currentDeadline = Math.max(this.currentDeadline, sentAt + this.ttlMs - this.init.driftMs);
+    this.armDeadline();
+    this.scheduleRenewal(sentAt + (this.init.renewEveryMs ?? 0));
+    this.init.events.emit({
+      type: 'renewed',
+      key: this.key,
+      ownerId: this.ownerId,
+      token: this.token,
+      leaseIdPrefix: leaseIdPrefix(this.leaseId),
+      latencyMs: now - sentAt,
+      lateMs: Math.max(0, sentAt - scheduledFor),
+    });
+    return { status: 'renewed', deadline: this.currentDeadline };
+  }
+
+  private heldMs(): number {
+    try {
+      return Math.max(0, this.init.guard.now() - this.grantedAt);
+    } catch {
+      return 0;
+    }
+  }
+
+  private armDeadline(): void {
+    const { clock } = this.init;
+    if (this.deadlineTimer !== undefined) clock.clearTimeout(this.deadlineTimer);
+    let now: number;
+    try {
+      now = this.init.guard.now();
+    } catch {
+      this.end('clock');
+      return;
+    }
+    this.deadlineTimer = clock.setTimeout(
+      () => {
+        this.deadlineTimer = undefined;
+        // Re-read the clock: a timer may fire early or late, the deadline is what counts.
+        if (this.statusValue === 'held' && this.remainingMs() > 0) this.armDeadline();
+      },
+      Math.max(0, Math.ceil(this.currentDeadline - now)),
+      { background: true },
+    );
+  }
+
+  private scheduleRenewal(at: number): void {
+    if (this.init.renewEveryMs === undefined || this.statusValue !== 'held') return;
+    this.clearRenewTimer();
+    let now: number;
+    try {
+      now = this.init.guard.now();
+    } catch {
+      this.end('clock');
+      return;
+    }
+    this.renewTimer = this.init.clock.setTimeout(
+      () => {
+        this.renewTimer = undefined;
+        void this.renewOnce();
+      },
+      Math.max(0, at - now),
+      { background: true },
+    );
+  }
+
+  private scheduleRetry(): void {
+    if (this.init.renewEveryMs === undefined || this.statusValue !== 'held') return;
+    const retryMs = Math.min(this.init.renewEveryMs, Math.max(25, Math.floor(this.ttlMs / 10)));
+    let now: number;
+    try {
+      now = this.init.guard.now();
+    } catch {
+      this.end('clock');
+      return;
+    }
+    this.scheduleRenewal(now + retryMs);
+  }
+
+  private clearRenewTimer(): void {
+    if (this.renewTimer !== undefined) {
+      this.init.clock.clearTimeout(this.renewTimer);
+      this.renewTimer = undefined;
+    }
+  }
+
+  /** Ends the lease for good: timers stop, the signal fires, the client forgets it. */
+  private end(reason: LossReason): void {
+    if (this.statusValue !== 'held') return;
+    const heldMs = this.heldMs();
+    this.statusValue = reason === 'released' ? 'released' : 'lost';
+    this.reason = reason;
+    this.clearRenewTimer();
+    if (this.deadlineTimer !== undefined) {
+      this.init.clock.clearTimeout(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+    }
+    this.controller.abort(
+      new LeaseholdError(
+        'ERR_LEASE_LOST',
+        `lease on ${this.key} (token ${this.token}) ended: ${reason}`,
+      ),
+    );
+    if (reason !== 'released') {
+      this.init.events.emit({
+        type: 'lost',
+        key: this.key,
+        ownerId: this.ownerId,
+        token: this.token,
+        leaseIdPrefix: leaseIdPrefix(this.leaseId),
+        reason,
+        heldMs,
+      });
+      this.init.logger.warn(
+        { key: this.key, token: this.token.toString(), lease: leaseIdPrefix(this.leaseId), reason },
+        'lease lost',
+      );
+    }
+    this.init.onSettled(this);
+  }
+}

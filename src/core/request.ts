@@ -1,0 +1,72 @@
+import type { Clock } from './clock.js';
+import { LeaseholdError, isLeaseholdError } from './errors.js';
+import type { StoreRequestOptions } from './store.js';
+
+/** The outcome of one bounded store request. */
+export type Settled<T> =
+  | { readonly ok: true; readonly value: T }
+  | {
+      readonly ok: false;
+      readonly error: unknown;
+      readonly timedOut: boolean;
+      readonly aborted: boolean;
+    };
+
+/**
+ * Runs one store request under a timeout on the injected clock, and under the caller's
+ * signal. Whichever comes first wins: a store answer that arrives after the timeout is
+ * not used (the caller treats the request as failed) but is handed to `onLate`, so a late
+ * grant can be cleaned up.
+ */
+export function boundedRequest<T>(
+  clock: Clock,
+  timeoutMs: number,
+  outer: AbortSignal | undefined,
+  run: (options: StoreRequestOptions) => Promise<T>,
+  onLate?: (late: Promise<T>) => void,
+): Promise<Settled<T>> {
+  const controller = new AbortController();
+  return new Promise<Settled<T>>((resolve) => {
+    let done = false;
+    const finish = (s: Settled<T>): void => {
+      if (done) return;
+      done = true;
+      clock.clearTimeout(timer);
+      outer?.removeEventListener('abort', onAbort);
+      resolve(s);
+    };
+    const timer = clock.setTimeout(() => {
+      const error = new LeaseholdError(
+        'ERR_UNAVAILABLE',
+        `store did not answer within ${timeoutMs}ms`,
+      );
+      controller.abort(error);
+      finish({ ok: false, error, timedOut: true, aborted: false });
+      if (onLate) onLate(pending);
+    }, timeoutMs);
+    const onAbort = (): void => {
+      const error = new LeaseholdError('ERR_ABORTED', 'the operation was aborted', {
+        cause: outer?.reason,
+      });
+      controller.abort(error);
+      finish({ ok: false, error, timedOut: false, aborted: true });
+      if (onLate) onLate(pending);
+    };
+    outer?.addEventListener('abort', onAbort, { once: true });
+    let pending: Promise<T>;
+    try {
+      pending = run({ timeoutMs, signal: controller.signal });
+    } catch (err) {
+      pending = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    pending.then(
+      (value) => finish({ ok: true, value }),
+      (error: unknown) => finish({ ok: false, error, timedOut: false, aborted: false }),
+    );
+  });
+}
+
+/** True for errors that are the caller's fault and must surface, not become `unavailable`. */
+export function isProgrammerError(err: unknown): boolean {
+  return isLeaseholdError(err, 'ERR_INVALID_ARGUMENT') || isLeaseholdError(err, 'ERR_PROTOCOL');
+}

@@ -1,0 +1,95 @@
+import type { LeaseState, StoreCapabilities, Token, HolderInfo } from './types.js';
+
+/**
+ * Every store request carries a timeout and a signal. The timeout is never longer than
+ * what the caller can still use (for a renewal: the lease's remaining local validity), so
+ * a store should bound its own work by it (`statement_timeout`, command timeout). The
+ * client also races every request against it, and treats a late answer as no answer.
+ */
+export interface StoreRequestOptions {
+  readonly timeoutMs: number;
+  readonly signal: AbortSignal;
+}
+
+/** One acquisition attempt, fully validated by the caller. */
+export interface StoreAcquireRequest {
+  readonly key: string;
+  /** Chosen by the client (a random UUID), so a retried or abandoned request can be identified. */
+  readonly leaseId: string;
+  readonly ownerId: string;
+  readonly ttlMs: number;
+  readonly value: string | undefined;
+}
+
+/** The identity of one granted lease: renew and release are conditional on all of it. */
+export interface StoreLeaseRef {
+  readonly key: string;
+  readonly leaseId: string;
+  readonly token: Token;
+}
+
+export type StoreAcquireResult =
+  | {
+      readonly status: 'acquired';
+      readonly token: Token;
+      /** The store's expiry as wall-clock ms, for display and history only. */
+      readonly expiresAtWallMs?: number;
+    }
+  | { readonly status: 'busy'; readonly holder: HolderInfo; readonly retryAfterMs: number };
+
+export type StoreRenewResult =
+  { readonly status: 'renewed'; readonly expiresAtWallMs?: number } | { readonly status: 'lost' };
+
+export type StoreReleaseResult = { readonly status: 'released' } | { readonly status: 'not_owner' };
+
+/** Stops a watch. Safe to call more than once. */
+export type Unwatch = () => void;
+
+/**
+ * The lease contract every backend implements, and that `test/contract/` checks.
+ *
+ * - `tryAcquire` is one atomic step at the store: if the key is free, released or expired
+ *   *by the store's clock*, it grants a token greater than every token ever granted for the
+ *   key and an expiry of store-now + ttl (or longer, never shorter); otherwise it answers
+ *   `busy` without writing anything. If the key's live holder has the same lease id, the
+ *   store answers `acquired` with that holder's token (a retried request is idempotent).
+ * - `renew` extends the lease only for the same key, lease id and token while unexpired;
+ *   otherwise `lost`, for good.
+ * - `release` is conditional on lease id and token, and keeps the token counter.
+ * - A store that cannot answer **throws** (preferably `LeaseholdError('ERR_UNAVAILABLE')`);
+ *   the client turns that into `unavailable`, never into `busy`.
+ * - Inputs are validated by the client; stores may assume well-formed requests.
+ */
+export interface LeaseStore {
+  /** A short name for logs and metrics labels: `memory`, `sqlite`, `postgres` … */
+  readonly kind: string;
+  readonly capabilities: StoreCapabilities;
+
+  tryAcquire(
+    request: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreAcquireResult>;
+  renew(
+    lease: StoreLeaseRef & { readonly ttlMs: number },
+    options: StoreRequestOptions,
+  ): Promise<StoreRenewResult>;
+  release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult>;
+
+  /** The key's state for observers: last token, and the live holder if any. */
+  inspect(key: string, options: StoreRequestOptions): Promise<LeaseState>;
+
+  /** Keys with a live holder whose name starts with `prefix`, in key order, at most `limit`. */
+  list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]>;
+
+  /**
+   * Calls `onChange` (possibly spuriously, possibly coalesced) after anything that may have
+   * freed or changed `key`: a release, a grant, an expiry the store notices. Resolves once
+   * the subscription is live, so a caller that re-checks after it resolves cannot miss a
+   * release. Stores without notifications resolve at once and never call back
+   * (`capabilities.watch === 'none'`); waiters then rely on the holder's expiry and a poll.
+   */
+  watch(key: string, onChange: () => void): Promise<Unwatch>;
+
+  /** Releases connections and timers. Later calls throw `ERR_CLOSED`. */
+  close(): Promise<void>;
+}

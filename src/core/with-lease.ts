@@ -1,0 +1,20 @@
+import type { AcquireOptions, LeaseClient, WithLeaseResult } from './client.js';
+import type { Lease } from './lease.js';
+
+/**
+ * Runs `fn` under a lease on `key`: acquires, renews while `fn` runs, and releases in every
+ * outcome. The same as `client.withLease(key, options, fn)`.
+ *
+ * @example
+ * const result = await withLease(client, 'tenant/42/reconcile', { ttl: '30s', wait: '10s' },
+ *   async (lease, signal) => reconcile(tenant, { fence: lease.token, signal }));
+ * if (result.status === 'busy') console.log('someone else is reconciling');
+ */
+export function withLease<T>(
+  client: LeaseClient,
+  key: string,
+  options: AcquireOptions,
+  fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+): Promise<WithLeaseResult<T>> {
+  return client.withLease(key, options, fn);
+}

@@ -1,0 +1,56 @@
+/**
+ * leasehold — distributed leases with fencing tokens.
+ *
+ * The core speaks only of keys, leases, tokens, owners and deadlines; stores live under
+ * `leasehold/memory`, `leasehold/sqlite` and the other subpaths.
+ */
+export { LeaseClient, CLIENT_DEFAULTS } from './core/client.js';
+export type { LeaseClientOptions, AcquireOptions, WithLeaseResult } from './core/client.js';
+export { Lease } from './core/lease.js';
+export type { LeaseStatus } from './core/lease.js';
+export { withLease } from './core/with-lease.js';
+export { assertNever } from './core/results.js';
+export type {
+  AcquireResult,
+  RenewResult,
+  ReleaseResult,
+  FenceResult,
+  LossReason,
+} from './core/results.js';
+export { LeaseholdError, isLeaseholdError } from './core/errors.js';
+export type { LeaseholdErrorCode } from './core/errors.js';
+export type {
+  Token,
+  HolderInfo,
+  LeaseState,
+  StoreCapabilities,
+  TimeAuthority,
+  TokenDurability,
+} from './core/types.js';
+export type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  StoreRequestOptions,
+  Unwatch,
+} from './core/store.js';
+export { systemClock, MAX_TIMER_MS } from './core/clock.js';
+export type { Clock, TimerHandle } from './core/clock.js';
+export { parseDuration, formatDuration } from './core/duration.js';
+export type { Duration } from './core/duration.js';
+export { silentLogger } from './core/events.js';
+export type { Logger, LeaseEvent, LeaseEventType } from './core/events.js';
+export {
+  LIMITS,
+  parseToken,
+  validateKey,
+  validateOwnerId,
+  validatePrefix,
+  validateTtl,
+  validateValue,
+  validateWait,
+} from './core/validate.js';
+export { newLeaseId, leaseIdPrefix } from './core/ids.js';

@@ -1,0 +1,1 @@
+export { MemoryLeaseStore, MemoryLeaseState, type MemoryLeaseStoreOptions } from './store.js';

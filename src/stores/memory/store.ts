@@ -1,0 +1,190 @@
+import { systemClock, type Clock } from '../../core/clock.js';
+import { LeaseholdError } from '../../core/errors.js';
+import { leaseIdPrefix } from '../../core/ids.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  Unwatch,
+} from '../../core/store.js';
+import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+
+interface Row {
+  lastToken: bigint;
+  leaseId: string | undefined;
+  ownerId: string | undefined;
+  expiresAt: number;
+  value: string | undefined;
+}
+
+/**
+ * The state behind one or more {@link MemoryLeaseStore} instances. Share it to model a store
+ * that several clients (or a re-opened store) see.
+ */
+export class MemoryLeaseState {
+  readonly rows = new Map<string, Row>();
+  readonly watchers = new Map<string, Set<() => void>>();
+}
+
+/** Options for {@link MemoryLeaseStore}. */
+export interface MemoryLeaseStoreOptions {
+  /** The store's clock: expiry is decided by it. Defaults to the system monotonic clock. */
+  readonly clock?: Clock;
+  /** Shared state, to let several store instances see the same leases. Defaults to a new one. */
+  readonly state?: MemoryLeaseState;
+}
+
+const CAPABILITIES: StoreCapabilities = Object.freeze({
+  timeAuthority: 'injected',
+  tokenDurability: 'volatile',
+  watch: 'push',
+  sharedAcrossProcesses: false,
+  minTtlMs: 1,
+  ttlGranularityMs: 1,
+});
+
+/**
+ * An in-process lease store: the reference implementation of the contract, for simulation
+ * and for your own unit tests. Expiry is decided by the injected clock, so a `ManualClock`
+ * drives it in virtual time. Nothing survives the process, and nothing is shared with other
+ * processes — use `SqliteLeaseStore` for that.
+ *
+ * @example
+ * const clock = new ManualClock();
+ * const store = new MemoryLeaseStore({ clock });
+ * const client = new LeaseClient({ store, clock });
+ */
+export class MemoryLeaseStore implements LeaseStore {
+  readonly kind = 'memory';
+  readonly capabilities = CAPABILITIES;
+  private readonly clock: Clock;
+  private readonly state: MemoryLeaseState;
+  private closed = false;
+
+  constructor(options: MemoryLeaseStoreOptions = {}) {
+    this.clock = options.clock ?? systemClock;
+    this.state = options.state ?? new MemoryLeaseState();
+  }
+
+  tryAcquire(request: StoreAcquireRequest): Promise<StoreAcquireResult> {
+    this.assertOpen();
+    const now = this.clock.now();
+    const row = this.state.rows.get(request.key);
+    if (row !== undefined && row.leaseId !== undefined && row.expiresAt > now) {
+      if (row.leaseId === request.leaseId)
+        return Promise.resolve({ status: 'acquired', token: row.lastToken });
+      return Promise.resolve({
+        status: 'busy',
+        holder: holderOf(row, now),
+        retryAfterMs: row.expiresAt - now,
+      });
+    }
+    const token = (row?.lastToken ?? 0n) + 1n;
+    this.state.rows.set(request.key, {
+      lastToken: token,
+      leaseId: request.leaseId,
+      ownerId: request.ownerId,
+      expiresAt: now + request.ttlMs,
+      value: request.value,
+    });
+    this.notify(request.key);
+    return Promise.resolve({ status: 'acquired', token });
+  }
+
+  renew(lease: StoreLeaseRef & { ttlMs: number }): Promise<StoreRenewResult> {
+    this.assertOpen();
+    const now = this.clock.now();
+    const row = this.state.rows.get(lease.key);
+    if (row === undefined || !owns(row, lease) || row.expiresAt <= now)
+      return Promise.resolve({ status: 'lost' });
+    row.expiresAt = now + lease.ttlMs;
+    return Promise.resolve({ status: 'renewed' });
+  }
+
+  release(lease: StoreLeaseRef): Promise<StoreReleaseResult> {
+    this.assertOpen();
+    const row = this.state.rows.get(lease.key);
+    if (row === undefined || !owns(row, lease)) return Promise.resolve({ status: 'not_owner' });
+    row.leaseId = undefined;
+    row.ownerId = undefined;
+    row.value = undefined;
+    row.expiresAt = Number.NEGATIVE_INFINITY;
+    this.notify(lease.key);
+    return Promise.resolve({ status: 'released' });
+  }
+
+  inspect(key: string): Promise<LeaseState> {
+    this.assertOpen();
+    return Promise.resolve(stateOf(key, this.state.rows.get(key), this.clock.now()));
+  }
+
+  list(prefix: string, limit: number): Promise<LeaseState[]> {
+    this.assertOpen();
+    const now = this.clock.now();
+    const out: LeaseState[] = [];
+    for (const key of [...this.state.rows.keys()]
+      .filter((k) => k.startsWith(prefix))
+      .sort(compareKeys)) {
+      const s = stateOf(key, this.state.rows.get(key), now);
+      if (s.holder !== undefined) out.push(s);
+      if (out.length >= limit) break;
+    }
+    return Promise.resolve(out);
+  }
+
+  watch(key: string, onChange: () => void): Promise<Unwatch> {
+    this.assertOpen();
+    let set = this.state.watchers.get(key);
+    if (set === undefined) this.state.watchers.set(key, (set = new Set()));
+    const entry = (): void => onChange();
+    set.add(entry);
+    return Promise.resolve(() => {
+      set.delete(entry);
+      if (set.size === 0 && this.state.watchers.get(key) === set) this.state.watchers.delete(key);
+    });
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    return Promise.resolve();
+  }
+
+  private notify(key: string): void {
+    const set = this.state.watchers.get(key);
+    if (set === undefined) return;
+    // Deliver after the current operation completes, as a real store's notification would.
+    for (const fn of [...set]) queueMicrotask(fn);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the memory lease store was closed');
+  }
+}
+
+function owns(row: Row, lease: StoreLeaseRef): boolean {
+  return row.leaseId === lease.leaseId && row.lastToken === lease.token;
+}
+
+function holderOf(row: Row, now: number): HolderInfo {
+  return {
+    ownerId: row.ownerId ?? '',
+    token: row.lastToken,
+    remainingMs: Math.max(0, row.expiresAt - now),
+    leaseIdPrefix: leaseIdPrefix(row.leaseId ?? ''),
+    value: row.value,
+  };
+}
+
+function stateOf(key: string, row: Row | undefined, now: number): LeaseState {
+  if (row === undefined) return { key, lastToken: 0n, holder: undefined };
+  const live = row.leaseId !== undefined && row.expiresAt > now;
+  return { key, lastToken: row.lastToken, holder: live ? holderOf(row, now) : undefined };
+}
+
+/** Orders keys by UTF-8 bytes, the order SQL stores use. */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}

@@ -1,0 +1,92 @@
+import { watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
+
+/**
+ * Wake-ups for waiters on one SQLite file, shared by every store instance in this process
+ * that opened it. Writes from this process notify the key directly; writes from other
+ * processes are seen through the file system (inotify on the WAL file), which cannot say
+ * which key changed, so every waiter on the file re-checks — a read, which costs no write.
+ */
+class ChangeFeed {
+  private readonly byKey = new Map<string, Set<() => void>>();
+  private watcher: FSWatcher | undefined;
+  private refs = 0;
+  private scheduled = false;
+
+  constructor(private readonly path: string) {}
+
+  retain(): void {
+    this.refs++;
+  }
+
+  /** Returns true when nobody uses the feed any more. */
+  releaseRef(): boolean {
+    this.refs--;
+    if (this.refs <= 0) {
+      this.watcher?.close();
+      this.watcher = undefined;
+      return true;
+    }
+    return false;
+  }
+
+  subscribe(key: string, listener: () => void): () => void {
+    this.ensureWatcher();
+    let set = this.byKey.get(key);
+    if (set === undefined) this.byKey.set(key, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.byKey.get(key) === set) this.byKey.delete(key);
+    };
+  }
+
+  notifyKey(key: string): void {
+    const set = this.byKey.get(key);
+    if (set === undefined) return;
+    for (const fn of [...set]) queueMicrotask(fn);
+  }
+
+  private notifyAll(): void {
+    if (this.scheduled || this.byKey.size === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      for (const set of this.byKey.values()) for (const fn of [...set]) fn();
+    });
+  }
+
+  private ensureWatcher(): void {
+    if (this.watcher !== undefined) return;
+    const wal = `${basename(this.path)}-wal`;
+    try {
+      this.watcher = watch(dirname(this.path), { persistent: false }, (_event, filename) => {
+        if (filename === null || filename === wal) this.notifyAll();
+      });
+      this.watcher.on('error', () => {
+        this.watcher?.close();
+        this.watcher = undefined;
+      });
+    } catch {
+      // No file-system notifications here (some network file systems): waiters fall back to
+      // the holder's expiry timer and the client's poll.
+      this.watcher = undefined;
+    }
+  }
+}
+
+const feeds = new Map<string, ChangeFeed>();
+
+/** The process-wide change feed for the database file at `path` (an absolute path). */
+export function retainChangeFeed(path: string): ChangeFeed {
+  let feed = feeds.get(path);
+  if (feed === undefined) feeds.set(path, (feed = new ChangeFeed(path)));
+  feed.retain();
+  return feed;
+}
+
+export function releaseChangeFeed(path: string, feed: ChangeFeed): void {
+  if (feed.releaseRef() && feeds.get(path) === feed) feeds.delete(path);
+}
+
+export type { ChangeFeed };

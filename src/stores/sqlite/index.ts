@@ -1,0 +1,1 @@
+export { SqliteLeaseStore, type SqliteLeaseStoreOptions } from './store.js';

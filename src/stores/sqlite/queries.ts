@@ -1,0 +1,57 @@
+/**
+ * The SQLite statements of the lease store, one per operation. `{{table}}` is replaced by
+ * the escaped table name once, at open. Times: `@nowUs` / `@expiresUs` are the machine's
+ * monotonic clock in microseconds, valid only with `@bootId`; `@expiresWallMs` is display only.
+ */
+
+/** Params: key. Returns: lease_id, owner_id, token, expires_us, boot_id, value (or no row). */
+export const SELECT_LEASE = `
+SELECT lease_id, owner_id, token, expires_us, boot_id, value
+FROM {{table}} WHERE key = @key`;
+
+/**
+ * The grant, in one atomic statement: insert with token 1, or take over a free, released,
+ * expired or previous-boot row with token + 1. Returns: token — or no row when a live holder
+ * remains (the caller re-reads; a busy answer never reaches this statement in the common case).
+ */
+export const ACQUIRE = `
+INSERT INTO {{table}} (key, lease_id, owner_id, token, expires_us, boot_id, expires_wall_ms, value)
+VALUES (@key, @leaseId, @ownerId, 1, @expiresUs, @bootId, @expiresWallMs, @value)
+ON CONFLICT (key) DO UPDATE SET
+  lease_id = excluded.lease_id,
+  owner_id = excluded.owner_id,
+  token = {{table}}.token + 1,
+  expires_us = excluded.expires_us,
+  boot_id = excluded.boot_id,
+  expires_wall_ms = excluded.expires_wall_ms,
+  value = excluded.value
+WHERE {{table}}.lease_id IS NULL
+   OR {{table}}.boot_id <> @bootId
+   OR {{table}}.expires_us <= @nowUs
+RETURNING token`;
+
+/** Params: key, leaseId, token, bootId, nowUs, expiresUs, expiresWallMs. Changes 1 row or 0 (lost). */
+export const RENEW = `
+UPDATE {{table}} SET expires_us = @expiresUs, expires_wall_ms = @expiresWallMs
+WHERE key = @key AND lease_id = @leaseId AND token = @token
+  AND boot_id = @bootId AND expires_us > @nowUs`;
+
+/** Params: key, leaseId, token. Keeps the row and its token. Changes 1 row or 0 (not owner). */
+export const RELEASE = `
+UPDATE {{table}} SET lease_id = NULL, owner_id = NULL, value = NULL, expires_us = 0, expires_wall_ms = 0
+WHERE key = @key AND lease_id = @leaseId AND token = @token`;
+
+/** Params: prefix, bootId, nowUs, limit. Returns live rows whose key starts with prefix, in key order. */
+export const LIST_LIVE = `
+SELECT key, lease_id, owner_id, token, expires_us, boot_id, value
+FROM {{table}}
+WHERE key >= @prefix AND substr(key, 1, length(@prefix)) = @prefix
+  AND lease_id IS NOT NULL AND boot_id = @bootId AND expires_us > @nowUs
+ORDER BY key LIMIT @limit`;
+
+/** Records applied migrations, per lease table. */
+export const CREATE_MIGRATIONS_TABLE = `
+CREATE TABLE IF NOT EXISTS leasehold_migrations (
+  name TEXT NOT NULL PRIMARY KEY,
+  applied_wall_ms INTEGER NOT NULL
+)`;

@@ -1,0 +1,294 @@
+import Database from 'better-sqlite3';
+import { readFileSync, realpathSync } from 'node:fs';
+import { dirname, resolve, basename, join } from 'node:path';
+import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { leaseIdPrefix } from '../../core/ids.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  Unwatch,
+} from '../../core/store.js';
+import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import { releaseChangeFeed, retainChangeFeed, type ChangeFeed } from './change-feed.js';
+import { machineBootId, machineMonotonicUs } from './machine-time.js';
+import * as Q from './queries.js';
+
+/** Options for {@link SqliteLeaseStore}. */
+export interface SqliteLeaseStoreOptions {
+  /** The database file. Every process that shares leases opens the same file on a local disk. */
+  readonly path: string;
+  /** The lease table. Defaults to `leasehold_lease`. */
+  readonly table?: string;
+  /**
+   * How long a write waits for another process's write lock before the request fails as
+   * `unavailable`. Blocks this process's event loop while it waits (better-sqlite3 is
+   * synchronous), so keep it short. Defaults to 2000 ms.
+   */
+  readonly busyTimeoutMs?: number;
+}
+
+interface LeaseRow {
+  lease_id: string | null;
+  owner_id: string | null;
+  token: bigint;
+  expires_us: bigint;
+  boot_id: string;
+  value: string | null;
+}
+
+const CAPABILITIES: StoreCapabilities = Object.freeze({
+  timeAuthority: 'machine_monotonic',
+  tokenDurability: 'durable',
+  watch: 'push',
+  sharedAcrossProcesses: true,
+  minTtlMs: 1,
+  ttlGranularityMs: 1,
+});
+
+const MIGRATIONS = ['0001_lease.sql'] as const;
+const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/**
+ * The embedded lease store: one SQLite file shared by every process on one machine.
+ *
+ * - Exclusion across processes: each grant is one atomic upsert under SQLite's write lock
+ *   (WAL mode, busy timeout).
+ * - Time: this machine's monotonic clock (shared by all processes, immune to wall-clock
+ *   steps), tagged with the boot id so that leases from before a reboot count as expired.
+ * - Durability: `synchronous = FULL`, so the commit that grants a token is on disk before the
+ *   token is returned; a crash or power loss cannot hand the same token out twice.
+ * - A busy answer is a read: no write lock, no WAL frame.
+ * - Not for network file systems (their locking and notifications are unreliable), and not
+ *   for `:memory:`, which gives every connection a private database.
+ *
+ * @example
+ * const store = new SqliteLeaseStore({ path: './leasehold.db' });
+ * const client = new LeaseClient({ store });
+ */
+export class SqliteLeaseStore implements LeaseStore {
+  readonly kind = 'sqlite';
+  readonly capabilities = CAPABILITIES;
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly bootId: string;
+  private readonly feed: ChangeFeed;
+  private readonly stmt: {
+    select: Database.Statement<{ key: string }, LeaseRow>;
+    acquire: Database.Statement<Record<string, unknown>, { token: bigint }>;
+    renew: Database.Statement<Record<string, unknown>>;
+    release: Database.Statement<Record<string, unknown>>;
+    list: Database.Statement<Record<string, unknown>, LeaseRow & { key: string }>;
+  };
+  private closed = false;
+
+  constructor(options: SqliteLeaseStoreOptions) {
+    const path = options?.path as unknown;
+    if (typeof path !== 'string' || path.length === 0) {
+      throw invalidArgument('path', 'must be a non-empty file path', path);
+    }
+    if (
+      path === ':memory:' ||
+      /^file:.*[?&]mode=memory/.test(path) ||
+      path.startsWith('file::memory:')
+    ) {
+      throw invalidArgument(
+        'path',
+        'must be a file: an in-memory SQLite database is private to one connection, so no other process could see its leases (use MemoryLeaseStore within one process)',
+        path,
+      );
+    }
+    const table = options.table ?? 'leasehold_lease';
+    if (!TABLE_NAME.test(table))
+      throw invalidArgument('table', 'must be a plain SQL identifier', table);
+    const busyTimeoutMs = options.busyTimeoutMs ?? 2000;
+    if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0 || busyTimeoutMs > 60_000) {
+      throw invalidArgument('busyTimeoutMs', 'must be an integer from 0 to 60000', busyTimeoutMs);
+    }
+    const absolute = resolve(path);
+    try {
+      this.db = new Database(absolute, { timeout: busyTimeoutMs });
+      this.db.pragma('journal_mode = WAL');
+      // FULL: the WAL is fsync'd at every commit, so a returned token survives power loss.
+      this.db.pragma('synchronous = FULL');
+      this.db.defaultSafeIntegers(true);
+      migrate(this.db, table);
+    } catch (err) {
+      throw new LeaseholdError(
+        'ERR_UNAVAILABLE',
+        `cannot open SQLite lease store at ${absolute}: ${String(err)}`,
+        { cause: err },
+      );
+    }
+    this.path = join(realpathSync(dirname(absolute)), basename(absolute));
+    this.bootId = machineBootId();
+    const sql = (text: string): string => text.replaceAll('{{table}}', `"${table}"`);
+    this.stmt = {
+      select: this.db.prepare(sql(Q.SELECT_LEASE)),
+      acquire: this.db.prepare(sql(Q.ACQUIRE)),
+      renew: this.db.prepare(sql(Q.RENEW)),
+      release: this.db.prepare(sql(Q.RELEASE)),
+      list: this.db.prepare(sql(Q.LIST_LIVE)),
+    };
+    this.feed = retainChangeFeed(this.path);
+  }
+
+  tryAcquire(request: StoreAcquireRequest): Promise<StoreAcquireResult> {
+    return this.run(() => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const nowUs = machineMonotonicUs();
+        const row = this.stmt.select.get({ key: request.key });
+        if (row !== undefined && this.isLive(row, nowUs)) {
+          if (row.lease_id === request.leaseId) return { status: 'acquired', token: row.token };
+          return {
+            status: 'busy',
+            holder: holderOf(row, nowUs),
+            retryAfterMs: remainingMs(row, nowUs),
+          };
+        }
+        const expiresUs = nowUs + BigInt(request.ttlMs) * 1000n;
+        const expiresWallMs = Date.now() + request.ttlMs;
+        const granted = this.stmt.acquire.get({
+          key: request.key,
+          leaseId: request.leaseId,
+          ownerId: request.ownerId,
+          expiresUs,
+          bootId: this.bootId,
+          expiresWallMs,
+          value: request.value ?? null,
+          nowUs,
+        });
+        if (granted !== undefined) {
+          this.feed.notifyKey(request.key);
+          return { status: 'acquired', token: granted.token, expiresAtWallMs: expiresWallMs };
+        }
+        // Another process won the key between our read and our write: read again.
+      }
+      throw new LeaseholdError('ERR_UNAVAILABLE', `contention on ${request.key} did not settle`);
+    });
+  }
+
+  renew(lease: StoreLeaseRef & { ttlMs: number }): Promise<StoreRenewResult> {
+    return this.run(() => {
+      const nowUs = machineMonotonicUs();
+      const expiresWallMs = Date.now() + lease.ttlMs;
+      const info = this.stmt.renew.run({
+        key: lease.key,
+        leaseId: lease.leaseId,
+        token: lease.token,
+        bootId: this.bootId,
+        nowUs,
+        expiresUs: nowUs + BigInt(lease.ttlMs) * 1000n,
+        expiresWallMs,
+      });
+      return info.changes === 1
+        ? { status: 'renewed', expiresAtWallMs: expiresWallMs }
+        : { status: 'lost' };
+    });
+  }
+
+  release(lease: StoreLeaseRef): Promise<StoreReleaseResult> {
+    return this.run(() => {
+      const info = this.stmt.release.run({
+        key: lease.key,
+        leaseId: lease.leaseId,
+        token: lease.token,
+      });
+      if (info.changes !== 1) return { status: 'not_owner' };
+      this.feed.notifyKey(lease.key);
+      return { status: 'released' };
+    });
+  }
+
+  inspect(key: string): Promise<LeaseState> {
+    return this.run(() => {
+      const row = this.stmt.select.get({ key });
+      if (row === undefined) return { key, lastToken: 0n, holder: undefined };
+      const nowUs = machineMonotonicUs();
+      return {
+        key,
+        lastToken: row.token,
+        holder: this.isLive(row, nowUs) ? holderOf(row, nowUs) : undefined,
+      };
+    });
+  }
+
+  list(prefix: string, limit: number): Promise<LeaseState[]> {
+    return this.run(() => {
+      const nowUs = machineMonotonicUs();
+      return this.stmt.list
+        .all({ prefix, bootId: this.bootId, nowUs, limit: BigInt(limit) })
+        .map((row) => ({ key: row.key, lastToken: row.token, holder: holderOf(row, nowUs) }));
+    });
+  }
+
+  watch(key: string, onChange: () => void): Promise<Unwatch> {
+    if (this.closed) return Promise.reject(closedError());
+    return Promise.resolve(this.feed.subscribe(key, onChange));
+  }
+
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      releaseChangeFeed(this.path, this.feed);
+      this.db.close();
+    }
+    return Promise.resolve();
+  }
+
+  private isLive(row: LeaseRow, nowUs: bigint): boolean {
+    return row.lease_id !== null && row.boot_id === this.bootId && row.expires_us > nowUs;
+  }
+
+  private run<T>(fn: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(closedError());
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      if (err instanceof LeaseholdError) return Promise.reject(err);
+      return Promise.reject(
+        new LeaseholdError('ERR_UNAVAILABLE', `SQLite lease store: ${String(err)}`, { cause: err }),
+      );
+    }
+  }
+}
+
+function closedError(): LeaseholdError {
+  return new LeaseholdError('ERR_CLOSED', 'the SQLite lease store was closed');
+}
+
+function remainingMs(row: LeaseRow, nowUs: bigint): number {
+  const us = row.expires_us - nowUs;
+  return us > 0n ? Number((us + 999n) / 1000n) : 0;
+}
+
+function holderOf(row: LeaseRow, nowUs: bigint): HolderInfo {
+  return {
+    ownerId: row.owner_id ?? '',
+    token: row.token,
+    remainingMs: remainingMs(row, nowUs),
+    leaseIdPrefix: leaseIdPrefix(row.lease_id ?? ''),
+    value: row.value ?? undefined,
+  };
+}
+
+/** Applies the numbered migrations not yet applied to `table`, in one immediate transaction. */
+function migrate(db: Database.Database, table: string): void {
+  db.exec(Q.CREATE_MIGRATIONS_TABLE);
+  const applied = db.prepare('SELECT 1 FROM leasehold_migrations WHERE name = ?');
+  const record = db.prepare(
+    'INSERT INTO leasehold_migrations (name, applied_wall_ms) VALUES (?, ?)',
+  );
+  db.transaction(() => {
+    for (const file of MIGRATIONS) {
+      const name = `${table}/${file}`;
+      if (applied.get(name) !== undefined) continue;
+      const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
+      db.exec(text.replaceAll('{{table}}', `"${table}"`));
+      record.run(name, BigInt(Date.now()));
+    }
+  }).immediate();
+}

@@ -1,0 +1,28 @@
+import type { StoreHarness } from '../harness.js';
+import { memoryHarness } from './memory.js';
+import { sqliteHarness } from './sqlite.js';
+
+/**
+ * Every store the suite knows. `LEASEHOLD_TEST_STORES=memory,sqlite` selects some; unset
+ * selects all. A selected store that cannot be reached fails the run — nothing is skipped.
+ */
+export const HARNESSES: Record<string, () => StoreHarness> = {
+  memory: memoryHarness,
+  sqlite: sqliteHarness,
+};
+
+export function selectedHarnesses(): string[] {
+  const raw = process.env['LEASEHOLD_TEST_STORES'];
+  if (raw === undefined || raw.trim() === '' || raw.trim() === 'all') return Object.keys(HARNESSES);
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = names.filter((n) => !(n in HARNESSES));
+  if (unknown.length > 0) {
+    throw new Error(
+      `LEASEHOLD_TEST_STORES names unknown stores: ${unknown.join(', ')} (known: ${Object.keys(HARNESSES).join(', ')})`,
+    );
+  }
+  return names;
+}
