@@ -41,7 +41,7 @@ function leaseOf(r: AcquireResult, what = 'acquire'): Lease {
     'acquired',
     `${what} should be acquired, got ${r.status}${r.status === 'unavailable' ? `: ${String(r.cause)}` : ''}`,
   );
-  return (r).lease;
+  return r.lease;
 }
 
 function busyOf(r: AcquireResult): Extract<AcquireResult, { status: 'busy' }> {
