@@ -36,7 +36,7 @@ describe('durations', () => {
     ]) {
       invalid(
         () => parseDuration('ttl', v),
-        `duration ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`,
+        `duration ${JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x))}`,
       );
     }
   });
