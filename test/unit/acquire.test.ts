@@ -142,3 +142,41 @@ describe('LeaseClient.acquire', () => {
     assert.deepEqual(seen, ['acquired', 'busy', 'released']);
   });
 });
+
+describe('waiting without a thundering herd', () => {
+  it('32 waiters of one client on a hot key: each handoff costs a couple of store calls, not one per waiter', async () => {
+    const clock = new ManualClock();
+    const state = new MemoryLeaseState();
+    const store = new FaultyStore(new MemoryLeaseStore({ clock, state }));
+    const holder = new LeaseClient({
+      store: new MemoryLeaseStore({ clock, state }),
+      clock,
+      ownerId: 'holder',
+    });
+    const client = new LeaseClient({ store, clock, ownerId: 'pool', pollInterval: 60_000 });
+    const first = await holder.acquire('hot', { ttl: 30_000 });
+    assert.equal(first.status, 'acquired');
+    const order: number[] = [];
+    const tasks = Array.from({ length: 32 }, async (_, i) => {
+      const r = await client.acquire('hot', { ttl: 30_000, wait: 50_000 });
+      assert.equal(r.status, 'acquired');
+      order.push(i);
+      await (r as { lease: Lease }).lease.release();
+    });
+    await clock.advance(1);
+    const parkedCalls = store.calls.acquire;
+    assert.equal(parkedCalls, 64, 'each waiter tried, subscribed, and tried again');
+    await (first as { lease: Lease }).lease.release();
+    await Promise.all(tasks);
+    const perHandoff = (store.calls.acquire - parkedCalls) / 32;
+    assert.ok(perHandoff <= 2.5, `a handoff cost ${perHandoff.toFixed(1)} store calls on average`);
+    assert.deepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+      'waiters of one client are served in arrival order',
+    );
+    assert.equal(clock.pendingTimers(), 0);
+    await client.close();
+    await holder.close();
+  });
+});

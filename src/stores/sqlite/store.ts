@@ -60,8 +60,9 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  *   (WAL mode, busy timeout).
  * - Time: this machine's monotonic clock (shared by all processes, immune to wall-clock
  *   steps), tagged with the boot id so that leases from before a reboot count as expired.
- * - Durability: `synchronous = FULL`, so the commit that grants a token is on disk before the
- *   token is returned; a crash or power loss cannot hand the same token out twice.
+ * - Durability: `synchronous = FULL` for grants, so the commit that grants a token is on disk
+ *   before the token is returned; a crash or power loss cannot hand the same token out twice.
+ *   Renewals and releases skip the fsync (see the comment at their statements for why).
  * - A busy answer is a read: no write lock, no WAL frame.
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
@@ -156,9 +157,27 @@ export class SqliteLeaseStore implements LeaseStore {
       const tx = this.db.transaction(fn);
       return (a: A) => tx.immediate(a);
     };
+    // Only a grant must reach the disk before it is answered: a token lost in a power cut
+    // could be handed out again. A lost renewal or release cannot hurt anyone — after a power
+    // cut the boot id changes and every lease of the old boot counts as expired — and process
+    // crashes keep committed pages in the OS cache either way. So renew and release commit
+    // without an fsync (NORMAL; the next FULL commit syncs the WAL up to and including them).
+    const relaxed = <A, R>(fn: (a: A) => R): ((a: A) => R) => {
+      const run = immediate(fn);
+      const toNormal = this.db.prepare('PRAGMA synchronous = NORMAL');
+      const toFull = this.db.prepare('PRAGMA synchronous = FULL');
+      return (a: A) => {
+        toNormal.run();
+        try {
+          return run(a);
+        } finally {
+          toFull.run();
+        }
+      };
+    };
     this.acquireTx = immediate((p: Record<string, unknown>) => acquire.get(p));
-    this.renewTx = immediate((p: Record<string, unknown>) => renew.run(p).changes);
-    this.releaseTx = immediate((p: Record<string, unknown>) => release.run(p).changes);
+    this.renewTx = relaxed((p: Record<string, unknown>) => renew.run(p).changes);
+    this.releaseTx = relaxed((p: Record<string, unknown>) => release.run(p).changes);
     this.feed = retainChangeFeed(this.path);
   }
 
