@@ -343,7 +343,15 @@ export class Lease implements AsyncDisposable {
     this.renewTimer = this.init.clock.setTimeout(
       () => {
         this.renewTimer = undefined;
-        void this.renewOnce();
+        // A background renewal must never leak a rejection: anything unexpected ends the
+        // lease (fail closed) and is logged.
+        this.renewOnce().catch((err: unknown) => {
+          this.init.logger.error(
+            { key: this.key, token: this.token.toString(), err: String(err) },
+            'lease renewal failed unexpectedly; treating the lease as lost',
+          );
+          this.end('lost');
+        });
       },
       Math.max(0, at - now),
       { background: true },

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Clock } from '../../src/core/clock.js';
 import { LeaseClient } from '../../src/core/client.js';
+import { LeaseholdError } from '../../src/core/errors.js';
 import type { LeaseEvent } from '../../src/core/events.js';
 import type { Lease } from '../../src/core/lease.js';
 import { ManualClock } from '../../src/core/manual-clock.js';
@@ -176,5 +177,29 @@ describe('Lease renewal in virtual time', () => {
     assert.equal(clock.pendingTimers(), 0);
     assert.equal(client.heldLeases().length, 0);
     await assert.rejects(client.acquire('job/3', { ttl: TTL }), /closed/);
+  });
+});
+
+describe('background renewal failures', () => {
+  it('never leaks an unhandled rejection: a store that throws a protocol error ends the lease', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown): void => {
+      unhandled.push(err);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const { clock, store, client } = setup();
+      store.onRenew = () =>
+        Promise.reject(new LeaseholdError('ERR_PROTOCOL', 'store answered nonsense'));
+      const lease = await acquire(client);
+      await clock.advance(400);
+      await new Promise((r) => setImmediate(r));
+      assert.equal(lease.status, 'lost');
+      assert.equal(lease.signal.aborted, true);
+      assert.deepEqual(unhandled, []);
+      assert.equal(clock.pendingTimers(), 0);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 });
