@@ -4,6 +4,7 @@ import type { FenceResult } from '../core/results.js';
 import { parseToken, validateKey } from '../core/validate.js';
 import {
   checkIdentifier,
+  checkout,
   quoteIdent,
   renderSql,
   resolveConnection,
@@ -285,12 +286,7 @@ export class PostgresFence {
       lease?.leaseId ?? null,
     ];
 
-    let client: PgPoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw unavailable('PostgreSQL fence', err);
-    }
+    const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence');
     let inTransaction = false;
     let broken: Error | undefined;
     try {
@@ -350,7 +346,7 @@ export class PostgresFence {
         });
       }
       // A connection that failed mid-transaction is destroyed, never reused.
-      client.release(broken ?? false);
+      release(broken);
     }
   }
 

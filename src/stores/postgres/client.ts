@@ -18,6 +18,39 @@ export interface PgPool {
 export interface PgPoolClient {
   query(text: string, values?: readonly unknown[]): Promise<unknown>;
   release(destroy?: boolean | Error): void;
+  on?(event: 'error', listener: (err: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (err: Error) => void): unknown;
+}
+
+/**
+ * Checks out a connection and keeps an 'error' listener on it while it is out: a checked-out
+ * pg client whose backend dies between queries emits 'error', which would otherwise crash
+ * the process. The error also surfaces on the next query. `done` releases it, destroying it
+ * when it failed.
+ */
+export async function checkout(
+  pool: PgPool,
+  what: string,
+): Promise<{ client: PgPoolClient; done: (err?: unknown) => void }> {
+  let client: PgPoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw unavailable(what, err);
+  }
+  let failed: Error | undefined;
+  const onError = (err: Error): void => {
+    failed = err;
+  };
+  client.on?.('error', onError);
+  return {
+    client,
+    done: (err?: unknown) => {
+      client.removeListener?.('error', onError);
+      const broken = err === undefined || err === false ? failed : err;
+      client.release(broken === undefined ? false : broken instanceof Error ? broken : true);
+    },
+  };
 }
 
 /** Connection settings for a connection leasehold opens itself (pg `ClientConfig`). */

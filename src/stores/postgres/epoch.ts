@@ -2,6 +2,7 @@ import { invalidArgument } from '../../core/errors.js';
 import { LIMITS, parseToken } from '../../core/validate.js';
 import {
   checkIdentifier,
+  checkout,
   lastResult,
   quoteIdent,
   resolveConnection,
@@ -71,9 +72,7 @@ export async function advancePostgresFencingEpoch(
   const trigger = quoteIdent(`${table}_token_floor`);
   const conn = resolveConnection(options);
   try {
-    const client = await conn.pool.connect().catch((err: unknown) => {
-      throw unavailable('epoch', err);
-    });
+    const { client, done: release } = await checkout(conn.pool, 'epoch');
     try {
       await client.query('BEGIN');
       await client.query('SET LOCAL synchronous_commit = on');
@@ -121,11 +120,11 @@ export async function advancePostgresFencingEpoch(
         `COMMENT ON TRIGGER ${trigger} ON ${lease} IS 'leasehold fencing epoch floor ${floor}'`,
       );
       await client.query('COMMIT');
-      client.release();
+      release();
       return { floor, rowsRaised: raised.rowCount ?? 0 };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
-      client.release(err instanceof Error ? err : true);
+      release(err);
       throw unavailable('epoch', err);
     }
   } finally {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import {
   channelName,
+  checkout,
   checkIdentifier,
   lastResult,
   quoteIdent,
@@ -74,12 +75,7 @@ export async function runMigrations(
     const state = sqlState(err);
     if (state !== '42P01' && state !== '3F000') throw unavailable('migrate', err);
   }
-  let client;
-  try {
-    client = await pool.connect();
-  } catch (err) {
-    throw unavailable('migrate', err);
-  }
+  const { client, done: release } = await checkout(pool, 'migrate');
   const applied: string[] = [];
   try {
     await client.query('BEGIN');
@@ -112,11 +108,11 @@ export async function runMigrations(
       applied.push(m.name);
     }
     await client.query('COMMIT');
-    client.release();
+    release();
     return { applied };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
-    client.release(err instanceof Error ? err : true);
+    release(err);
     throw unavailable('migrate', err);
   }
 }
