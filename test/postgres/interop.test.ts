@@ -124,8 +124,8 @@ describe("interoperation with the seed's own statements on the same table", () =
       const r = await client.acquire(key, { ttl: 30_000 });
       return r.status === 'acquired' ? r.lease : undefined;
     });
-    assert.ok(b.token > t3!);
-    assert.equal(await seed.renew(key, seedOwner2, t3!, '30 seconds'), false, 'no revival');
+    assert.ok(b.token > t3);
+    assert.equal(await seed.renew(key, seedOwner2, t3, '30 seconds'), false, 'no revival');
     await b.release();
     await client.close();
   });

@@ -93,12 +93,12 @@ describe('PostgresLeaseStore', () => {
       null,
     ]);
     await admin.query('BEGIN');
-    const busy = await admin.query(sql);
+    const busy = await admin.query<{ status: string }>(sql);
     const xid = await admin.query<{ xid: string | null }>(
       'SELECT pg_current_xact_id_if_assigned()::text AS xid',
     );
     await admin.query('ROLLBACK');
-    assert.equal(busy.rows[0]?.['status'], 'busy');
+    assert.equal(busy.rows[0]?.status, 'busy');
     assert.equal(xid.rows[0]!.xid, null, 'a busy answer must not assign a transaction id');
 
     // Control: the seed's plain upsert on the same live row does lock it and take an xid,
@@ -138,7 +138,7 @@ describe('PostgresLeaseStore', () => {
       `UPDATE ${table} SET fencing_token = $2::bigint, lease_until = '-infinity' WHERE resource_key = $1`,
       [key, big.toString()],
     );
-    const original = pg.types.getTypeParser(20);
+    const original = pg.types.getTypeParser(20) as (v: string) => unknown;
     pg.types.setTypeParser(20, (v: string) => Number.parseInt(v, 10));
     try {
       const next = await store.tryAcquire(
