@@ -224,6 +224,36 @@ describe('PostgresLeaseStore', () => {
     }
   });
 
+  it("works over the application's own pg.Pool, wakes waiters from its settings, and leaves the pool open on close", async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    pool.on('error', () => undefined);
+    const own = new PostgresLeaseStore({ pool, schema });
+    try {
+      const a = new LeaseClient({ store: own, ownerId: 'pool-a' });
+      const b = new LeaseClient({ store, ownerId: 'other-store' });
+      const key = uniqueKey('userpool');
+      const la = await b.acquire(key, { ttl: 30_000 });
+      assert.equal(la.status, 'acquired');
+      let woken = 0;
+      const unwatch = await own.watch(key, () => woken++);
+      if (la.status === 'acquired') await la.lease.release();
+      await eventually('a wake-up on the pool-derived LISTEN session', () =>
+        woken > 0 ? true : undefined,
+      );
+      unwatch();
+      const r = await a.acquire(key, { ttl: 5000 });
+      assert.equal(r.status, 'acquired');
+      if (r.status === 'acquired') await r.lease.release();
+      await a.close();
+      await b.close();
+    } finally {
+      await own.close();
+    }
+    const alive = await pool.query<{ one: number }>('SELECT 1 AS one');
+    assert.equal(alive.rows[0]!.one, 1, "closing the store must not end the application's pool");
+    await pool.end();
+  });
+
   it('fails unavailable, never busy, when the server cannot be reached', async () => {
     const dead = new PostgresLeaseStore({
       connectionString: 'postgres://postgres@127.0.0.1:1/test',
