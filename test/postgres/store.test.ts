@@ -332,7 +332,7 @@ describe('PostgresLeaseStore migrations and names', () => {
     );
     try {
       const [a, b] = stores.map((s, i) => new LeaseClient({ store: s, ownerId: `o${i}` }));
-      const key = `it's; a "key" -- with \\ backslash %_`;
+      const key = `it's; a "key" -- with \\ backslash %_ $1 $$x$$ E'\\'`;
       const la = await a!.acquire(key, { ttl: 10_000, value: "v'al\\ue" });
       assert.equal(la.status, 'acquired');
       const busy = await b!.acquire(key, { ttl: 1000 });

@@ -83,6 +83,7 @@ export class Listener {
     const client = new pg.Client({
       ...this.config,
       keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
       application_name: 'leasehold-listener',
     });
     let lost = false;
