@@ -8,6 +8,7 @@ import {
   quoteIdent,
   renderSql,
   resolveConnection,
+  timeoutPrefix,
   unavailable,
   type PgPool,
   type PgPoolClient,
@@ -294,7 +295,7 @@ export class PostgresFence {
       inTransaction = true;
       const checked = resultAt(
         await client.query(
-          `BEGIN; SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}; ` +
+          `BEGIN; ${timeoutPrefix(ms)}` +
             `SET LOCAL idle_in_transaction_session_timeout = ${ms}; ` +
             renderSql(lease ? this.sql.checkLease : this.sql.checkPlain, params),
         ),
@@ -356,7 +357,10 @@ export class PostgresFence {
     const s = validateKey(scope, 'scope');
     await this.ensureReady();
     try {
-      const r = resultAt(await this.pool.query(renderSql(this.sql.mark, [s])), -1);
+      const r = resultAt(
+        await this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.mark, [s])),
+        -1,
+      );
       const row = r.rows[0];
       return row === undefined ? 0n : parseBigint(row['hwm']);
     } catch (err) {

@@ -74,8 +74,9 @@ export async function advancePostgresFencingEpoch(
   try {
     const { client, done: release } = await checkout(conn.pool, 'epoch');
     try {
-      await client.query('BEGIN');
-      await client.query('SET LOCAL synchronous_commit = on');
+      await client.query(
+        'BEGIN; SET LOCAL synchronous_commit = on; SET LOCAL statement_timeout = 60000; SET LOCAL lock_timeout = 30000',
+      );
       // Conflicts with every grant, renew and release (ROW EXCLUSIVE) and with itself, but
       // not with readers: the floor and the raise see a table nobody changes meanwhile.
       await client.query(`LOCK TABLE ${lease} IN SHARE ROW EXCLUSIVE MODE`);

@@ -8,6 +8,7 @@ import {
   quoteLiteral,
   resolveConnection,
   sqlState,
+  timeoutPrefix,
   unavailable,
   type PgPool,
   type PostgresConnectionOptions,
@@ -48,6 +49,8 @@ export interface MigrationReport {
 }
 
 const MIGRATIONS_TABLE = 'leasehold_migrations';
+/** Bound for each statement and lock wait of a migration run. */
+const MIGRATION_TIMEOUT_MS = 30_000;
 
 /**
  * Applies the `migrations` not yet recorded in `schema.leasehold_migrations`, in order, in
@@ -67,7 +70,9 @@ export async function runMigrations(
   const wanted = `ARRAY[${names.map(quoteLiteral).join(', ')}]::text[]`;
   try {
     const done = lastResult(
-      await pool.query(`SELECT name FROM ${record} WHERE name = ANY(${wanted})`),
+      await pool.query(
+        `${timeoutPrefix(MIGRATION_TIMEOUT_MS)}SELECT name FROM ${record} WHERE name = ANY(${wanted})`,
+      ),
     );
     if (done.rows.length === names.length) return { applied: [] };
   } catch (err) {
@@ -78,7 +83,11 @@ export async function runMigrations(
   const { client, done: release } = await checkout(pool, 'migrate');
   const applied: string[] = [];
   try {
-    await client.query('BEGIN');
+    // Bounded like every other statement: a migration that cannot get its locks (another
+    // session holding the table) fails instead of hanging a process at start-up.
+    await client.query(
+      `BEGIN; SET LOCAL statement_timeout = ${MIGRATION_TIMEOUT_MS}; SET LOCAL lock_timeout = ${MIGRATION_TIMEOUT_MS}`,
+    );
     await client.query(
       `SELECT pg_advisory_xact_lock(hashtextextended(${quoteLiteral(`leasehold:migrate:${schema}`)}, 0))`,
     );
