@@ -6,7 +6,10 @@ import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { StoreRequestOptions } from '../../src/core/store.js';
 import { quoteIdent, renderSql } from '../../src/stores/postgres/client.js';
-import { migratePostgresLeaseStore } from '../../src/stores/postgres/migrate.js';
+import {
+  acquireFunctionName,
+  migratePostgresLeaseStore,
+} from '../../src/stores/postgres/migrate.js';
 import * as Q from '../../src/stores/postgres/queries.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { uniqueKey } from '../support/keys.js';
@@ -85,13 +88,10 @@ describe('PostgresLeaseStore', () => {
     assert.equal(after.xmax, '0', 'no locker may have been recorded on the row');
 
     // The same statement inside an explicit transaction: still no xid after a busy answer.
-    const sql = renderSql(Q.ACQUIRE.replaceAll('{{lease}}', table), [
-      key,
-      randomUUID(),
-      60_000,
-      'probe',
-      null,
-    ]);
+    const sql = renderSql(
+      Q.ACQUIRE.replaceAll('{{acquire_fn}}', acquireFunctionName(schema, 'coordination_lease')),
+      [key, randomUUID(), 60_000, 'probe', null],
+    );
     await admin.query('BEGIN');
     const busy = await admin.query<{ status: string }>(sql);
     const xid = await admin.query<{ xid: string | null }>(
@@ -306,13 +306,16 @@ describe('PostgresLeaseStore migrations and names', () => {
         ),
       );
       const applied = reports.flatMap((r) => r.applied);
-      assert.deepEqual(applied, ['coordination_lease/0001_lease.sql']);
+      assert.deepEqual(applied, [
+        'coordination_lease/0001_lease.sql',
+        'coordination_lease/0002_acquire_function.sql',
+      ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 1);
+      assert.equal(rows.rowCount, 2);
     } finally {
       await dropSchema(schema);
     }

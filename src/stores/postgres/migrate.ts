@@ -21,7 +21,7 @@ export interface Migration {
 }
 
 /** The lease store's migrations, in order. Files are never edited once released: add a new one. */
-export const LEASE_MIGRATION_FILES = ['0001_lease.sql'] as const;
+export const LEASE_MIGRATION_FILES = ['0001_lease.sql', '0002_acquire_function.sql'] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
 export function leaseMigrations(schema: string, table: string): Migration[] {
@@ -31,6 +31,7 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
     lease: `${quoteIdent(schema)}.${quoteIdent(table)}`,
     notify_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_notify`)}`,
     notify_trigger: quoteIdent(`${table}_notify`),
+    acquire_fn: acquireFunctionName(schema, table),
     channel: quoteLiteral(channelName(schema, table)),
   };
   return LEASE_MIGRATION_FILES.map((file) => {
@@ -40,6 +41,11 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
       sql: text.replace(/\{\{(\w+)\}\}/g, (m, key: string) => names[key] ?? m),
     };
   });
+}
+
+/** The escaped name of the grant function of one lease table (migration 0002). */
+export function acquireFunctionName(schema: string, table: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(`${table}_acquire`)}`;
 }
 
 /** What {@link runMigrations} did. */

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL statements of the lease store, one per operation and one round trip each.
- * `{{lease}}` is replaced once, at open, by the escaped `schema.table`; `$n` are rendered as
+ * `{{lease}}` / `{{acquire_fn}}` are replaced once, at open, by escaped names; `$n` are rendered as
  * literals per request (see `renderSql`). Every statement is sent after `SET LOCAL`
  * statement and lock timeouts derived from the request's timeout.
  *
@@ -17,57 +17,26 @@ const REMAINING = (row: string, now: string): string =>
   `CASE WHEN ${row}.lease_until > ${now} THEN ceil(extract(epoch FROM (${row}.lease_until - ${now})) * 1000)::int ELSE 0 END`;
 
 /**
- * The grant, in one statement that writes only when it may grant (DESIGN §2: a busy answer
- * costs no write). `cur` reads the row; the INSERT's source is empty while a live holder
- * exists, so a busy or already-held answer takes no row lock, no xid and no WAL. The seed's
- * plain `INSERT … ON CONFLICT DO UPDATE … WHERE` would lock the conflicting row (set xmax)
- * and take an xid even when its WHERE fails.
+ * The grant, in one call that writes only when it may grant (DESIGN §2: a busy answer costs
+ * no write). The statement lives in PL/pgSQL function `{{acquire_fn}}` (migration
+ * `0002_acquire_function.sql`), so each session plans it once: a `cur` CTE reads the row, and
+ * the INSERT's source is empty while a live holder exists, so a busy or already-held answer
+ * takes no row lock, no xid and no WAL. The seed's plain `INSERT … ON CONFLICT DO UPDATE …
+ * WHERE` would lock the conflicting row (set xmax) and take an xid even when its WHERE fails.
  *
  * When the read saw a free key, the upsert re-checks expiry on the newest row version
- * (ON CONFLICT locks it), so two racing grants cannot both win. The loser returns no row at
- * all (its snapshot cannot see the winner); the caller re-runs the statement, which then
- * answers busy from the read alone.
+ * (ON CONFLICT locks it), so two racing grants cannot both win; the loser re-reads with a
+ * fresh snapshot inside the same call and answers busy with the winner.
  *
  * Params: $1 key, $2 lease id (uuid), $3 ttl ms, $4 owner name, $5 value (or NULL).
- * Returns one row or none:
+ * Returns one row, or none after repeated lost races:
  *   status 'acquired' | 'held' (the same lease id is live: idempotent retry) | 'busy',
  *   token (text), expires_ms (float8, wall clock, display only), remaining_ms (int),
  *   owner_id (text), owner_name, value, details_ok (bool: owner_name/value describe owner_id).
  */
 export const ACQUIRE = `
-WITH cur AS (
-  SELECT owner_id, lease_until, fencing_token, owner_name, value, details_owner_id,
-         clock_timestamp() AS now
-  FROM {{lease}} WHERE resource_key = $1
-), granted AS (
-  INSERT INTO {{lease}} AS l
-    (resource_key, owner_id, lease_until, fencing_token, owner_name, value, details_owner_id)
-  SELECT $1, $2::uuid, clock_timestamp() + $3::bigint * interval '1 millisecond', 1, $4, $5, $2::uuid
-  WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.lease_until > cur.now)
-  ON CONFLICT (resource_key) DO UPDATE SET
-    owner_id = EXCLUDED.owner_id,
-    lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond',
-    fencing_token = l.fencing_token + 1,
-    owner_name = EXCLUDED.owner_name,
-    value = EXCLUDED.value,
-    details_owner_id = EXCLUDED.owner_id
-  WHERE l.lease_until <= clock_timestamp()
-  RETURNING fencing_token, lease_until
-)
-SELECT 'acquired' AS status, g.fencing_token::text AS token,
-       extract(epoch FROM g.lease_until)::float8 * 1000 AS expires_ms,
-       NULL::int AS remaining_ms, NULL::text AS owner_id, NULL::text AS owner_name,
-       NULL::text AS value, true AS details_ok
-FROM granted g
-UNION ALL
-SELECT CASE WHEN c.owner_id = $2::uuid THEN 'held' ELSE 'busy' END,
-       c.fencing_token::text,
-       extract(epoch FROM c.lease_until)::float8 * 1000,
-       ${REMAINING('c', 'c.now')},
-       c.owner_id::text, c.owner_name, c.value,
-       c.details_owner_id IS NOT DISTINCT FROM c.owner_id
-FROM cur c
-WHERE c.lease_until > c.now`;
+SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, details_ok
+FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5)`;
 
 /**
  * The seed's renewal: only the same key, lease id and token while unexpired. A renewal that
