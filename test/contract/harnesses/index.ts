@@ -1,6 +1,7 @@
 import type { StoreHarness } from '../harness.js';
 import { memoryHarness } from './memory.js';
 import { sqliteHarness } from './sqlite.js';
+import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
 /**
  * Every store the suite knows. `LEASEHOLD_TEST_STORES=memory,sqlite` selects some; unset
@@ -9,6 +10,8 @@ import { sqliteHarness } from './sqlite.js';
 export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
+  etcd: etcdSingleHarness,
+  'etcd-cluster': etcdClusterHarness,
 };
 
 export function selectedHarnesses(): string[] {
