@@ -234,7 +234,7 @@ export class Election {
       const left = startedAt + waitMs - this.clock.now();
       const acquireOptions: AcquireOptions = {
         ttl: this.ttl,
-        wait: Math.max(0, Math.min(left, LIMITS.maxWaitMs)),
+        wait: Math.max(0, Math.floor(Math.min(left, LIMITS.maxWaitMs))),
         value,
         signal,
         ...(this.renewEvery === undefined ? {} : { renewEvery: this.renewEvery }),
