@@ -8,7 +8,10 @@ export interface HeldEntry {
   readonly etcdKey: string;
   readonly key: string;
   readonly leaseId: string;
+  /** The grant's create revision; 0n for a ghost (an acquire whose outcome is unknown). */
   readonly token: bigint;
+  /** The entry's exact value (it contains the lease id): deletes of ghosts compare it. */
+  readonly value: string;
   readonly session: Session;
   /** Requested TTL in ms. */
   ttlMs: number;
@@ -20,6 +23,12 @@ export interface HeldEntry {
   expiresLocal: number;
   /** Set when the entry's deletion was observed (release, sweep, operator `etcdctl del`). */
   gone: boolean;
+  /**
+   * Set once the owner released it, it was found expired, or it is a ghost: it only waits
+   * for its deletion to succeed. It stays tracked until then, because a shared session would
+   * otherwise keep an untracked entry alive for as long as any other lease is renewed.
+   */
+  ending: boolean;
 }
 
 interface Round {
@@ -123,7 +132,11 @@ export class SessionPool {
       // sentAt is taken when the round is written, which is after every joined request began.
       const round = { session: s, sentAt: Number.NaN, done, resolve, reject } as Round;
       s.next = round;
-      setImmediate(() => void this.send(s, timeoutMs));
+      // A keepalive stuck on a paused or partitioned member must not eat the whole lease:
+      // give up after a third of the TTL, drop the stream and let the caller retry (the
+      // next stream picks a member at random).
+      const roundTimeoutMs = Math.min(timeoutMs, Math.max(300, Math.floor((s.ttlS * 1000) / 3)));
+      setImmediate(() => void this.send(s, roundTimeoutMs));
     }
     return s.next.done;
   }

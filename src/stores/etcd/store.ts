@@ -180,6 +180,10 @@ export class EtcdLeaseStore implements LeaseStore {
           this.pool.kill(session);
           continue;
         }
+        // Unknown outcome: the put may have committed. Track a ghost that the next keepalive
+        // round deletes (matched by its value, which holds our lease id), so the shared
+        // session cannot keep an entry nobody knows about alive (Jepsen's etcd ghost locks).
+        this.rememberGhost(session, request, startedAt);
         throw toUnavailable(err);
       }
     }
@@ -195,13 +199,7 @@ export class EtcdLeaseStore implements LeaseStore {
     const dir = this.layout.dir(request.key);
     const dirEnd = prefixEnd(dir);
     const entryKey = this.layout.entry(request.key, session.hex);
-    const value = encodeEntry({
-      ownerId: request.ownerId,
-      leaseId: request.leaseId,
-      value: request.value,
-      ttlMs: request.ttlMs,
-      headroomMs: this.headroomMs,
-    });
+    const value = this.valueOf(request);
     // Fast path, one round trip: if nobody contends for the key (no entry under KEY/), put
     // ours and the last-grant marker; otherwise read the contenders in create order. A
     // busy answer writes nothing.
@@ -282,7 +280,7 @@ export class EtcdLeaseStore implements LeaseStore {
       return { status: 'acquired', token: mine, expiresAtWallMs: Date.now() + request.ttlMs };
     }
     if (res.succeeded) {
-      await this.deleteEntry(entryKey, mine, options);
+      await this.deleteByRevision(entryKey, mine, options);
     }
     if (holder === undefined) {
       throw new LeaseholdError('ERR_UNAVAILABLE', `contention on ${request.key} did not settle`);
@@ -316,7 +314,7 @@ export class EtcdLeaseStore implements LeaseStore {
     this.assertOpen();
     const startedAt = performance.now();
     const e = this.findHeld(lease);
-    if (e === undefined) return { status: 'lost' };
+    if (e === undefined || e.ending) return { status: 'lost' };
     if (startedAt > e.expiresLocal) {
       // Its TTL has passed since the last renewal: the owner's deadline passed long ago. The
       // entry may still live in a shared session; end it for everyone now.
@@ -339,9 +337,12 @@ export class EtcdLeaseStore implements LeaseStore {
     this.assertOpen();
     const e = this.findHeld(lease);
     if (e !== undefined) {
+      const wasHeld = !e.ending && !e.gone;
+      e.ending = true;
+      // If this delete fails, the entry stays tracked and the next keepalive round retries.
+      const deleted = await this.deleteEntry(e, options);
       this.forget(e);
-      const deleted = await this.deleteEntry(Buffer.from(e.etcdKey), e.token, options);
-      return deleted ? { status: 'released' } : { status: 'not_owner' };
+      return deleted && wasHeld ? { status: 'released' } : { status: 'not_owner' };
     }
     // Not ours in memory (another instance, or a lease from before a restart): find the
     // entry by token and lease id, and delete it only if both still match.
@@ -354,7 +355,7 @@ export class EtcdLeaseStore implements LeaseStore {
       if (this.layout.parseEntry(kv.key)?.key !== lease.key) continue;
       const d = decodeEntry(kv.value.toString('utf8'));
       if ('foreign' in d || d.leaseId !== lease.leaseId) continue;
-      const deleted = await this.deleteEntry(kv.key, lease.token, options);
+      const deleted = await this.deleteByRevision(kv.key, lease.token, options);
       return deleted ? { status: 'released' } : { status: 'not_owner' };
     }
     return { status: 'not_owner' };
@@ -466,18 +467,52 @@ export class EtcdLeaseStore implements LeaseStore {
     startedAt: number,
   ): void {
     const etcdKey = entryKey.toString('utf8');
+    const prior = this.held.get(etcdKey);
+    if (prior !== undefined && prior.token === token) return;
     const e: HeldEntry = {
       etcdKey,
       key: request.key,
       leaseId: request.leaseId,
       token,
+      value: this.valueOf(request),
       session,
       ttlMs: request.ttlMs,
       expiresLocal: startedAt + request.ttlMs,
       gone: false,
+      ending: false,
     };
     this.held.set(etcdKey, e);
     session.entries.set(etcdKey, e);
+  }
+
+  /** Tracks an entry an acquire may or may not have written, for deletion by value. */
+  private rememberGhost(session: Session, request: StoreAcquireRequest, startedAt: number): void {
+    const etcdKey = this.layout.entry(request.key, session.hex).toString('utf8');
+    if (this.held.has(etcdKey)) return;
+    const e: HeldEntry = {
+      etcdKey,
+      key: request.key,
+      leaseId: request.leaseId,
+      token: 0n,
+      value: this.valueOf(request),
+      session,
+      ttlMs: request.ttlMs,
+      expiresLocal: startedAt,
+      gone: false,
+      ending: true,
+    };
+    this.held.set(etcdKey, e);
+    session.entries.set(etcdKey, e);
+  }
+
+  private valueOf(request: StoreAcquireRequest): string {
+    return encodeEntry({
+      ownerId: request.ownerId,
+      leaseId: request.leaseId,
+      value: request.value,
+      ttlMs: request.ttlMs,
+      headroomMs: this.headroomMs,
+    });
   }
 
   private findHeld(lease: StoreLeaseRef): HeldEntry | undefined {
@@ -493,24 +528,50 @@ export class EtcdLeaseStore implements LeaseStore {
     if (e.session.entries.get(e.etcdKey) === e) e.session.entries.delete(e.etcdKey);
   }
 
+  /** Ends an entry for good: deleted now if possible, else by a later keepalive round. */
   private async drop(e: HeldEntry, options: StoreRequestOptions): Promise<void> {
-    this.forget(e);
-    e.gone = true;
-    await this.deleteEntry(Buffer.from(e.etcdKey), e.token, options).catch(() => undefined);
+    e.ending = true;
+    try {
+      await this.deleteEntry(e, options);
+      this.forget(e);
+    } catch {
+      // stays tracked; the next round's sweep retries
+    }
   }
 
-  /** Deletes entries whose TTL has passed since their last renewal (before each keepalive). */
+  /**
+   * Before each keepalive round: deletes entries that are released-but-not-deleted, ghosts,
+   * and entries whose TTL has passed since their last renewal. Those must not ride along on
+   * a session that other leases keep alive.
+   */
   private sweep(s: Session): void {
     const now = performance.now();
     for (const e of [...s.entries.values()]) {
-      if (now > e.expiresLocal) {
+      if (e.ending || now > e.expiresLocal) {
         void this.drop(e, { timeoutMs: 5000, signal: new AbortController().signal });
       }
     }
   }
 
+  /** Deletes a tracked entry: by create revision, or by its exact value for a ghost. */
+  private async deleteEntry(e: HeldEntry, options: StoreRequestOptions): Promise<boolean> {
+    if (e.token !== 0n) return this.deleteByRevision(Buffer.from(e.etcdKey), e.token, options);
+    const key = Buffer.from(e.etcdKey);
+    const res = await this.run(() =>
+      this.client.kv.txn(
+        {
+          compare: [{ key, target: 'Value', result: 'Equal', value: Buffer.from(e.value) }],
+          success: [{ request_delete_range: { key } }],
+          failure: [],
+        },
+        callOptions(options),
+      ),
+    );
+    return res.succeeded;
+  }
+
   /** Deletes `key` only while its create revision is still `token`. */
-  private async deleteEntry(
+  private async deleteByRevision(
     key: Buffer,
     token: bigint,
     options: StoreRequestOptions,
@@ -569,7 +630,7 @@ export class EtcdLeaseStore implements LeaseStore {
       );
       w.on('delete', (kv: { key: Buffer; mod_revision: string }) => {
         const e = this.held.get(kv.key.toString('utf8'));
-        if (e !== undefined && BigInt(kv.mod_revision) > e.token) {
+        if (e !== undefined && e.token !== 0n && BigInt(kv.mod_revision) > e.token) {
           e.gone = true;
           this.forget(e);
         }
