@@ -65,7 +65,7 @@ async function runElection(
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const c: Candidate = { id, proc, events: [] };
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
+    createInterface({ input: proc.stdout }).on('line', (line) => {
       try {
         c.events.push(JSON.parse(line) as Event);
       } catch {
