@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { abortReason, MonotonicGuard, systemClock, type Clock } from './clock.js';
 import type { Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
@@ -166,6 +167,8 @@ export class LeaseClient {
     this.logger = options.logger ?? silentLogger;
     this.random = options.random ?? Math.random;
     this.events = new LeaseEvents(this.logger);
+    // Every pending acquire listens on the close signal; many at once is normal, not a leak.
+    setMaxListeners(0, this.closing.signal);
   }
 
   /** Subscribes to lease events (`'*'` for all). Returns an unsubscribe function. */
