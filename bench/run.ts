@@ -3,10 +3,12 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
+import { etcdBenchmarks } from './etcd.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   sqlite: sqliteBenchmarks,
+  etcd: etcdBenchmarks,
 };
 
 const args = process.argv.slice(2);
