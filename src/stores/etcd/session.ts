@@ -42,14 +42,18 @@ interface Round {
 /**
  * One etcd lease shared by every entry this store instance holds with the same TTL (in whole
  * seconds). Its etcd TTL is the entries' TTL plus a headroom, so that a keepalive sent up to
- * `reuseWindowMs` before a request still covers that request's full TTL: renewing 10,000
- * leases costs one keepalive per session per reuse window, not one per lease.
+ * `reuseWindowMs` before an acquire still covers that acquire's full TTL. Renewals wait for a
+ * keepalive sent after they began, but share it: rounds go out at most once per
+ * `roundGapMs`, so renewing 10,000 leases costs a bounded number of keepalives per second,
+ * not one per lease.
  */
 export class Session {
   readonly hex: string;
   dead = false;
   /** Local monotonic time at which the last successful keepalive (or the grant) was sent. */
   lastOkSentAt: number;
+  /** Local monotonic time at which the last round (answered or not) was sent. */
+  lastRoundSentAt = Number.NEGATIVE_INFINITY;
   readonly entries = new Map<string, HeldEntry>();
   next: Round | undefined;
   inflight: Round | undefined;
@@ -71,8 +75,10 @@ export interface SessionPoolOptions {
   readonly now: () => number;
   /** Extra etcd TTL over the requested TTL, in whole seconds. */
   readonly headroomS: number;
-  /** How old a keepalive may be and still cover a new request (headroom minus a safety margin). */
+  /** How old a keepalive may be and still cover a new acquire (headroom minus a safety margin). */
   readonly reuseWindowMs: number;
+  /** The shortest time between two keepalive rounds of one session. */
+  readonly roundGapMs: number;
   /** Called once per keepalive round, before it is sent (the store sweeps stale entries). */
   readonly onRound: (session: Session) => void;
   /** Called when etcd says a session's lease is gone: every entry in it is lost. */
@@ -109,17 +115,25 @@ export class SessionPool {
    */
   async fresh(ttlS: number, startedAt: number, timeoutMs: number): Promise<Session> {
     const s = this.byTtl.get(ttlS);
-    if (s !== undefined && !s.dead && (await this.confirm(s, startedAt, timeoutMs))) return s;
+    if (s !== undefined && !s.dead && (await this.confirm(s, startedAt, timeoutMs, 'reuse')))
+      return s;
     return this.grant(ttlS, timeoutMs);
   }
 
   /**
-   * True when a keepalive sent no earlier than `startedAt - reuseWindowMs` succeeded for `s`
-   * (sending one if needed); false when etcd says the lease is gone.
+   * True when a keepalive of `s` succeeded that was sent no earlier than `startedAt` (`strict`:
+   * renewals, so that a session revoked or expired before the renewal began is never reported
+   * alive) or `startedAt - reuseWindowMs` (`reuse`: acquires, whose put fails atomically on a
+   * dead lease anyway); sends one if needed. False when etcd says the lease is gone.
    */
-  confirm(s: Session, startedAt: number, timeoutMs: number): Promise<boolean> {
+  confirm(
+    s: Session,
+    startedAt: number,
+    timeoutMs: number,
+    mode: 'strict' | 'reuse',
+  ): Promise<boolean> {
     if (s.dead) return Promise.resolve(false);
-    const floor = startedAt - this.o.reuseWindowMs;
+    const floor = mode === 'strict' ? startedAt : startedAt - this.o.reuseWindowMs;
     if (s.lastOkSentAt >= floor) return Promise.resolve(true);
     if (s.inflight !== undefined && s.inflight.sentAt >= floor) return s.inflight.done;
     if (s.next === undefined) {
@@ -136,7 +150,9 @@ export class SessionPool {
       // give up after a third of the TTL, drop the stream and let the caller retry (the
       // next stream picks a member at random).
       const roundTimeoutMs = Math.min(timeoutMs, Math.max(300, Math.floor((s.ttlS * 1000) / 3)));
-      setImmediate(() => void this.send(s, roundTimeoutMs));
+      // Renewals arriving until the round goes out share it; rounds are spaced by roundGapMs.
+      const waitMs = Math.max(0, s.lastRoundSentAt + this.o.roundGapMs - this.o.now());
+      setTimeout(() => void this.send(s, roundTimeoutMs), waitMs);
     }
     return s.next.done;
   }
@@ -149,6 +165,7 @@ export class SessionPool {
       this.o.onRound(s);
       const stream = await this.openStream(timeoutMs);
       const round: Round = { ...pending, sentAt: this.o.now() };
+      s.lastRoundSentAt = round.sentAt;
       s.inflight = round;
       this.fifo.push(round);
       this.keepAlivesSent++;

@@ -40,12 +40,18 @@ export interface EtcdLeaseStoreOptions {
   readonly minTtlMs?: number;
   /**
    * Extra etcd TTL of each shared session over its leases' TTL, in whole seconds. A
-   * keepalive sent within (headroom − 200 ms) before a renew covers it, so renewal traffic is
-   * one keepalive per session per headroom, whatever the number of leases. A crashed holder's
-   * entries disappear up to this much later than their TTL (TTLs are lower bounds).
-   * Defaults to 1.
+   * keepalive sent within (headroom − 200 ms) before an acquire covers it, so an acquire on a
+   * recently kept-alive session is one round trip. A crashed holder's entries disappear up to
+   * this much later than their TTL (TTLs are lower bounds). Defaults to 1.
    */
   readonly sessionHeadroomS?: number;
+  /**
+   * Renewals wait for a keepalive of their session sent after they began; all renewals
+   * waiting share one. Rounds of one session are at least this far apart, which bounds
+   * renewal traffic at 1000 / renewBatchMs keepalives per second per session whatever the
+   * number of leases, and adds at most this much to a renewal's latency. Defaults to 100.
+   */
+  readonly renewBatchMs?: number;
 }
 
 /** What etcd's key-value answers look like here (revisions are int64 decimal strings). */
@@ -69,8 +75,10 @@ const HEADROOM_SAFETY_MS = 200;
  * - Tokens are the holding entry's create revision: etcd's cluster-wide revision, committed
  *   by the Raft quorum before it is returned, strictly increasing across leader changes.
  * - Expiry is etcd's lease TTL (whole seconds, by the etcd leader's clock). Leases of one
- *   store instance with the same TTL share one etcd lease (a session): renewing any number
- *   of them costs one keepalive per session per `sessionHeadroomS`. A lease that is no longer
+ *   store instance with the same TTL share one etcd lease (a session): renewals share
+ *   keepalive rounds, at most one per session per `renewBatchMs`, whatever the number of
+ *   leases. A renewal is answered only by a keepalive sent after it began, so a session
+ *   revoked or expired before it is never reported alive. A lease that is no longer
  *   renewed while its session lives on is deleted by the store itself once its TTL has
  *   passed since its last renewal; if the process dies, the session expires with all its
  *   entries.
@@ -120,6 +128,10 @@ export class EtcdLeaseStore implements LeaseStore {
       throw invalidArgument('sessionHeadroomS', 'must be an integer from 1 to 60', headroomS);
     }
     this.headroomMs = headroomS * 1000;
+    const renewBatchMs = options.renewBatchMs ?? 100;
+    if (!Number.isInteger(renewBatchMs) || renewBatchMs < 0 || renewBatchMs > 1000) {
+      throw invalidArgument('renewBatchMs', 'must be an integer from 0 to 1000', renewBatchMs);
+    }
     this.capabilities = Object.freeze({
       timeAuthority: 'store',
       tokenDurability: 'replicated',
@@ -145,6 +157,7 @@ export class EtcdLeaseStore implements LeaseStore {
       now: () => performance.now(),
       headroomS,
       reuseWindowMs: this.headroomMs - HEADROOM_SAFETY_MS,
+      roundGapMs: renewBatchMs,
       onRound: (s) => this.sweep(s),
       onDead: (s) => {
         for (const e of s.entries.values()) {
@@ -323,7 +336,7 @@ export class EtcdLeaseStore implements LeaseStore {
     }
     let ok: boolean;
     try {
-      ok = await this.pool.confirm(e.session, startedAt, options.timeoutMs);
+      ok = await this.pool.confirm(e.session, startedAt, options.timeoutMs, 'strict');
     } catch (err) {
       throw toUnavailable(err);
     }
