@@ -44,12 +44,22 @@ export async function freePort(): Promise<number> {
 }
 
 const live = new Set<ChildProcess>();
+const dirs = new Set<() => void>();
+// A test process that dies without teardown still kills its etcd members and removes their data.
 process.on('exit', () => {
   for (const p of live) {
     try {
+      p.kill('SIGCONT');
       p.kill('SIGKILL');
     } catch {
       // gone
+    }
+  }
+  for (const remove of dirs) {
+    try {
+      remove();
+    } catch {
+      // best effort
     }
   }
 });
@@ -75,6 +85,7 @@ export class EtcdCluster {
   static async start(options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
     const size = options.size ?? 1;
     const tmp = tempDir(`etcd-${options.label ?? 'test'}`);
+    dirs.add(tmp.remove);
     const members: EtcdMember[] = [];
     for (let i = 0; i < size; i++) {
       const cp = await freePort();
@@ -256,5 +267,6 @@ export class EtcdCluster {
   async stop(): Promise<void> {
     await Promise.all(this.members.map((_, i) => this.kill(i)));
     this.tmp.remove();
+    dirs.delete(this.tmp.remove);
   }
 }
