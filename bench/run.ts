@@ -4,11 +4,13 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
+import { etcdBenchmarks } from './etcd.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   sqlite: sqliteBenchmarks,
   postgres: postgresBenchmarks,
+  etcd: etcdBenchmarks,
 };
 
 const args = process.argv.slice(2);

@@ -9,6 +9,13 @@ missing=()
 need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 
 # (Stores added later extend these lists: postgres, redis-server, etcd.)
+
+# --- etcd (issue 5) -------------------------------------------------------------------------
+# Tests start their own etcd processes (single node and a 3-member cluster) on free loopback
+# ports with temp data dirs; they need the `etcd` server and `etcdctl` (interop tests) binaries.
+need_cmd etcd etcd-server
+need_cmd etcdctl etcd-client
+# --- end etcd --------------------------------------------------------------------------------
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"

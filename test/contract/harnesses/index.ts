@@ -2,6 +2,7 @@ import type { StoreHarness } from '../harness.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
 import { sqliteHarness } from './sqlite.js';
+import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
 /**
  * Every store the suite knows. `LEASEHOLD_TEST_STORES=memory,sqlite` selects some; unset
@@ -11,6 +12,8 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
   postgres: postgresHarness,
+  etcd: etcdSingleHarness,
+  'etcd-cluster': etcdClusterHarness,
 };
 
 export function selectedHarnesses(): string[] {
