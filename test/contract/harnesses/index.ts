@@ -1,4 +1,5 @@
 import type { StoreHarness } from '../harness.js';
+import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { sqliteHarness } from './sqlite.js';
 
@@ -9,6 +10,7 @@ import { sqliteHarness } from './sqlite.js';
 export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
+  'http-sqlite': httpSqliteHarness,
 };
 
 export function selectedHarnesses(): string[] {
