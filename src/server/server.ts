@@ -82,6 +82,12 @@ function positiveInt(field: string, value: unknown, fallback: number, max: numbe
   return value;
 }
 
+/** Readable rules for the schema patterns, by field. */
+const PATTERN_RULES: Record<string, string> = {
+  leaseId: 'must be a UUID (the leaseId returned by acquire)',
+  limit: 'must be an integer from 1 to 10000',
+};
+
 function schemaError(errors: FastifySchemaValidationError[], dataVar: string): Error {
   const e = errors[0];
   if (e === undefined) return new Error(`${dataVar} is invalid`);
@@ -96,6 +102,8 @@ function schemaError(errors: FastifySchemaValidationError[], dataVar: string): E
   } else if (e.keyword === 'additionalProperties') {
     field = join(params['additionalProperty']);
     message = 'is not an accepted field';
+  } else if (e.keyword === 'pattern') {
+    message = PATTERN_RULES[field] ?? 'has the wrong format';
   } else if (e.keyword === 'type') {
     message = `must be ${String(params['type']).replace(',', ' or ')}`;
   }

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { invalidArgument } from '../../core/errors.js';
 import { loadServerConfig, type ServerConfigFile } from '../../server/config.js';
-import { createLeaseServer, SERVER_DEFAULTS } from '../../server/server.js';
 import { openStore, storeSchemes } from '../../stores/open-store.js';
 import { action, closeQuietly, DEFAULT_STORE, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
@@ -39,8 +38,8 @@ export function registerServeCommand(program: Command): void {
         .map((s) => `${s}:`)
         .join(' ')} (default ${DEFAULT_STORE}; env LEASEHOLD_STORE)`,
     )
-    .option('--host <host>', `interface to listen on (default ${SERVER_DEFAULTS.host})`)
-    .option('--port <port>', `port; 0 picks a free one (default ${SERVER_DEFAULTS.port})`)
+    .option('--host <host>', 'interface to listen on (default 127.0.0.1)')
+    .option('--port <port>', 'port; 0 picks a free one (default 7400)')
     .option(
       '--config <file>',
       'JSON config file: store, listen, tls, auth tokens, limits, logLevel (see docs/server.md)',
@@ -77,6 +76,8 @@ Examples:
         const storeUrl =
           flags.store ?? file.store ?? process.env['LEASEHOLD_STORE'] ?? DEFAULT_STORE;
         const port = parsePort(flags.port) ?? parsePort(file.listen?.port);
+        // Loaded here so that client commands (run, status …) do not pay for Fastify.
+        const { createLeaseServer } = await import('../../server/server.js');
         const store = await openStore(storeUrl);
         let server;
         try {
