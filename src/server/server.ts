@@ -317,7 +317,16 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
         shutdown.abort(new Error('server shutting down'));
         for (const res of streams) res.end();
         tracker.stop();
-        await app.close();
+        // Keep-alive connections that go idle after their last answer would hold close() open
+        // until their keep-alive timeout: close them as they go idle; cut the rest after 10 s.
+        const reap = setInterval(() => app.server.closeIdleConnections(), 50);
+        const cut = setTimeout(() => app.server.closeAllConnections(), 10_000);
+        try {
+          await app.close();
+        } finally {
+          clearInterval(reap);
+          clearTimeout(cut);
+        }
         if (options.closeStore === true) await store.close();
       })();
       return closing;
