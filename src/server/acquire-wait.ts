@@ -43,10 +43,7 @@ export async function acquireWaiting(
     for (;;) {
       if (signal.aborted) throw new LeaseholdError('ERR_ABORTED', 'the request was cancelled');
       const answer = await options.time('acquire', () =>
-        store.tryAcquire(request, {
-          timeoutMs: options.requestTimeoutMs,
-          signal: AbortSignal.any([signal, AbortSignal.timeout(options.requestTimeoutMs)]),
-        }),
+        store.tryAcquire(request, { timeoutMs: options.requestTimeoutMs, signal }),
       );
       if (answer.status === 'acquired') return answer;
       const left = until - performance.now();

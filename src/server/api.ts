@@ -15,6 +15,7 @@ import { acquireWaiting } from './acquire-wait.js';
 import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
 import { storeOptions, type ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
+import { linkedSignal } from '../stores/http/linked-signal.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
 interface AcquireBody {
@@ -97,6 +98,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
       metrics.acquireWait.observe({ result }, (performance.now() - started) / 1000);
     };
     let answer;
+    const link = linkedSignal([gone, ctx.shutdown]);
     try {
       answer = await acquireWaiting(
         store,
@@ -105,7 +107,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
           waitMs,
           requestTimeoutMs: ctx.requestTimeoutMs,
           pollMs: store.capabilities.watch === 'push' ? 2000 : 250,
-          signal: AbortSignal.any([gone, ctx.shutdown]),
+          signal: link.signal,
           time: (op, fn) => metrics.timeStore(op, fn),
         },
       );
@@ -116,6 +118,8 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
       }
       observe('unavailable');
       throw err;
+    } finally {
+      link.dispose();
     }
     const waitedMs = Math.round(performance.now() - started);
     if (answer.status === 'busy') {

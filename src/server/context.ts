@@ -23,13 +23,12 @@ export interface ServerContext {
   readonly streams: Set<ServerResponse>;
 }
 
-/** Store request options bounded by the server's request timeout and `signal`. */
-export function storeOptions(ctx: ServerContext, signal?: AbortSignal): StoreRequestOptions {
-  const timeout = AbortSignal.timeout(ctx.requestTimeoutMs);
-  return {
-    timeoutMs: ctx.requestTimeoutMs,
-    signal: AbortSignal.any(signal ? [timeout, signal, ctx.shutdown] : [timeout, ctx.shutdown]),
-  };
+/**
+ * Store request options: the server's request timeout, and a signal that fires on shutdown.
+ * No per-request derived signal: stores bound their own work by `timeoutMs`.
+ */
+export function storeOptions(ctx: ServerContext): StoreRequestOptions {
+  return { timeoutMs: ctx.requestTimeoutMs, signal: ctx.shutdown };
 }
 
 declare module 'fastify' {

@@ -1,6 +1,3 @@
-/** The part of the WHATWG `fetch` the HTTP store uses; Node's global fetch (undici) fits. */
-export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
-
 /** What a leasehold server answered with an error body. Carried as the `cause` of a LeaseholdError. */
 export class HttpApiError extends Error {
   constructor(

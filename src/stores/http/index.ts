@@ -1,2 +1,2 @@
 export { HttpLeaseStore, type HttpLeaseStoreOptions } from './store.js';
-export { HttpApiError, type FetchLike } from './client.js';
+export { HttpApiError } from './client.js';

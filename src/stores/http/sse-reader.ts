@@ -5,10 +5,10 @@ export interface SseFrame {
 }
 
 /** Reads server-sent event frames from a response body until it ends or fails. */
-export async function* readSse(body: ReadableStream<Uint8Array>): AsyncGenerator<SseFrame> {
+export async function* readSse(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseFrame> {
   const decoder = new TextDecoder();
   let buffer = '';
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+  for await (const chunk of body) {
     buffer += decoder.decode(chunk, { stream: true });
     let end: number;
     while ((end = buffer.indexOf('\n\n')) >= 0) {

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
@@ -11,8 +12,10 @@ import type {
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { parseToken } from '../../core/validate.js';
-import { connectionBroken, HttpApiError, neverSent, type FetchLike } from './client.js';
+import { connectionBroken, HttpApiError, neverSent } from './client.js';
+import { linkedSignal } from './linked-signal.js';
 import { readSse } from './sse-reader.js';
+import { NodeHttpTransport } from './transport.js';
 
 /** Options for {@link HttpLeaseStore}. */
 export interface HttpLeaseStoreOptions {
@@ -26,8 +29,8 @@ export interface HttpLeaseStoreOptions {
    * `tokenDurability: 'best_effort'`, 100 ms minimum TTL).
    */
   readonly capabilities?: Partial<StoreCapabilities>;
-  /** The HTTP transport. Defaults to Node's global `fetch`. */
-  readonly fetch?: FetchLike;
+  /** Extra CA certificates (PEM) to trust for an `https:` server. Defaults to the system's. */
+  readonly ca?: string | Buffer;
   /** Attempts per request when the connection fails in a way that is safe to retry. Defaults to 3. */
   readonly attempts?: number;
 }
@@ -69,7 +72,7 @@ export class HttpLeaseStore implements LeaseStore {
   readonly capabilities: StoreCapabilities;
   readonly url: string;
   private readonly headers: Record<string, string>;
-  private readonly fetch: FetchLike;
+  private readonly transport: NodeHttpTransport;
   private readonly attempts: number;
   private readonly closing = new AbortController();
 
@@ -98,7 +101,10 @@ export class HttpLeaseStore implements LeaseStore {
       }
       this.headers['authorization'] = `Bearer ${options.apiToken}`;
     }
-    this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.transport = new NodeHttpTransport(
+      base,
+      options.ca === undefined ? {} : { ca: options.ca },
+    );
     const attempts = options.attempts ?? 3;
     if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
       throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
@@ -241,26 +247,28 @@ export class HttpLeaseStore implements LeaseStore {
   async watch(key: string, onChange: () => void): Promise<Unwatch> {
     this.assertOpen();
     const stop = new AbortController();
-    const signal = AbortSignal.any([stop.signal, this.closing.signal]);
+    // Lives as long as the watch; detached when it stops.
+    const { signal, dispose } = linkedSignal([stop.signal, this.closing.signal]);
     const path = `/v1/events?${new URLSearchParams({ key }).toString()}`;
     const open = async (): Promise<AsyncGenerator<{ event: string }>> => {
-      let res: Response;
+      let res: IncomingMessage;
       try {
-        res = await this.fetch(`${this.url}${path}`, {
-          method: 'GET',
-          headers: { ...this.headers, accept: 'text/event-stream' },
+        res = await this.transport.stream(
+          path,
+          { ...this.headers, accept: 'text/event-stream' },
           signal,
-        });
+        );
       } catch (err) {
         throw new LeaseholdError('ERR_UNAVAILABLE', `cannot reach ${this.url}: ${describe(err)}`, {
           cause: err,
         });
       }
-      if (res.status !== 200 || res.body === null) {
-        const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-        throw this.unexpected({ status: res.status, body }, 'watch');
+      if (res.statusCode !== 200) {
+        let text = '';
+        for await (const c of res) text += String(c);
+        throw this.unexpected({ status: res.statusCode ?? 0, body: parseObject(text) }, 'watch');
       }
-      const frames = readSse(res.body);
+      const frames = readSse(res);
       for (;;) {
         const first = await frames.next();
         if (first.done === true)
@@ -294,13 +302,18 @@ export class HttpLeaseStore implements LeaseStore {
       frames = await open();
     } catch (err) {
       stop.abort();
+      dispose();
       throw err;
     }
     void pump(frames);
-    return () => stop.abort();
+    return () => {
+      stop.abort();
+      dispose();
+    };
   }
 
   close(): Promise<void> {
+    this.transport.close();
     this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
     return Promise.resolve();
   }
@@ -318,24 +331,34 @@ export class HttpLeaseStore implements LeaseStore {
     options: StoreRequestOptions,
   ): Promise<Answer> {
     this.assertOpen();
-    const signal = AbortSignal.any([
-      options.signal,
-      AbortSignal.timeout(options.timeoutMs),
-      this.closing.signal,
-    ]);
+    const link = linkedSignal([options.signal, this.closing.signal], options.timeoutMs);
+    try {
+      return await this.attempt(method, path, body, retry, link.signal);
+    } finally {
+      link.dispose();
+    }
+  }
+
+  private async attempt(
+    method: 'GET' | 'POST',
+    path: string,
+    body: Record<string, unknown> | undefined,
+    retry: Retry,
+    signal: AbortSignal,
+  ): Promise<Answer> {
     let lastError: unknown;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
-      let res: Response;
+      let res: { status: number; text: string };
       try {
-        res = await this.fetch(`${this.url}${path}`, {
+        res = await this.transport.request(
           method,
-          headers:
-            body === undefined
-              ? this.headers
-              : { ...this.headers, 'content-type': 'application/json' },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          path,
+          body === undefined
+            ? this.headers
+            : { ...this.headers, 'content-type': 'application/json' },
+          body === undefined ? undefined : JSON.stringify(body),
           signal,
-        });
+        );
       } catch (err) {
         lastError = err;
         if (this.closing.signal.aborted)
@@ -347,7 +370,7 @@ export class HttpLeaseStore implements LeaseStore {
       }
       let parsed: unknown;
       try {
-        parsed = await res.json();
+        parsed = JSON.parse(res.text);
       } catch (err) {
         if (res.status >= 500) return { status: res.status, body: {} };
         throw new LeaseholdError(
@@ -450,4 +473,13 @@ function describe(err: unknown): string {
     return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
   }
   return String(err);
+}
+
+function parseObject(text: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
 }
