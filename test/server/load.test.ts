@@ -23,13 +23,14 @@ describe('server under bounded load (loopback, SQLite)', () => {
         keys: 5,
         durationMs: 5000,
         prefix: `${uniqueKey('load')}/`,
+        wait: '3s',
       });
       const p99 =
         report.cycleMs.sort((a, b) => a - b)[Math.floor(report.cycleMs.length * 0.99)] ?? 0;
       console.log(
         `load: ${report.grants} grants in ${(report.elapsedMs / 1000).toFixed(1)}s (${((report.grants * 1000) / report.elapsedMs).toFixed(0)}/s), busy ${report.busy}, unavailable ${report.unavailable}, events ${report.eventsSeen}, cycle p99 ${p99.toFixed(1)}ms`,
       );
-      assert.ok(report.grants >= 100, `only ${report.grants} grants in 5 s`);
+      assert.ok(report.grants >= 50, `only ${report.grants} grants in 5 s`);
       assert.equal(report.http5xx, 0, 'the server answered 5xx');
       assert.equal(report.unavailable, 0);
       assert.equal(report.notReleased, 0, 'every release of a live lease succeeds');
