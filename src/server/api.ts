@@ -114,7 +114,8 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
     } catch (err) {
       if (isLeaseholdError(err, 'ERR_ABORTED') && gone.aborted) {
         observe('cancelled');
-        return reply; // nobody is listening any more
+        // Nobody is listening any more; the answer goes nowhere but completes the request.
+        throw new ApiError('unavailable', 'the client went away while waiting');
       }
       observe('unavailable');
       throw err;
@@ -146,7 +147,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
     if (gone.aborted) {
       // The client left while we waited: nobody will renew or release this grant, so end it now.
       await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
-      return reply;
+      throw new ApiError('unavailable', 'the client went away; its grant was released');
     }
     return {
       status: 'acquired',

@@ -143,16 +143,38 @@ describe('leasehold run (real processes)', () => {
     ]);
     assert.equal(await p.exited, EXIT.unavailable, p.stderr());
   });
+});
 
+describe('leasehold run against a server', () => {
+  let t: TestServer;
+  let takeover: LeaseClient;
+  const procs: CliProcess[] = [];
+  const run = (args: string[]): CliProcess => {
+    const p = spawnCli(args);
+    procs.push(p);
+    return p;
+  };
+  before(async () => {
+    t = await startTestServer();
+    takeover = new LeaseClient({ store: t.store, ownerId: 'test-client' });
+  });
+  after(async () => {
+    for (const p of procs) killQuietly(p);
+    await takeover?.close();
+    await t?.close();
+  });
+
+  // Through a server: a SIGSTOP that lands while the run process commits to a shared SQLite
+  // file would hold SQLite's write lock and block every other writer until SIGCONT.
   it('signals the command and exits 79 (lost) when the run process is paused past its TTL and another client takes over', async () => {
     const key = uniqueKey('run-lost');
-    const p = run(['run', key, '--ttl', '1s', '--store', storeUrl, '--', NODE, '-e', LONG_CHILD]);
+    const p = run(['run', key, '--ttl', '1s', '--server', t.url, '--', NODE, '-e', LONG_CHILD]);
     const started = await p.waitFor(/started token=(\d+)/);
     const runToken = BigInt(started[1]!);
     assert.ok(p.child.kill('SIGSTOP'), 'SIGSTOP the run process (the command keeps running)');
     // The paused run cannot renew: once its TTL has run out by the store's clock, B gets in.
     const taken = await eventually('another client to take the key over', async () => {
-      const r = await client.acquire(key, { ttl: '30s' });
+      const r = await takeover.acquire(key, { ttl: '30s' });
       return r.status === 'acquired' ? r.lease : undefined;
     });
     assert.ok(taken.token > runToken);
@@ -160,7 +182,7 @@ describe('leasehold run (real processes)', () => {
     assert.equal(await p.exited, EXIT.lost, `stdout: ${p.stdout()} stderr: ${p.stderr()}`);
     assert.match(p.stdout(), /child got SIGTERM/, 'the command was told to stop');
     assert.match(p.stderr(), /lost/);
-    const state = await store.inspect(key, OPTS());
+    const state = await t.store.inspect(key, OPTS());
     assert.equal(
       state.holder?.token,
       taken.token,
@@ -179,8 +201,8 @@ describe('leasehold run (real processes)', () => {
       '1s',
       '--kill-after',
       '300ms',
-      '--store',
-      storeUrl,
+      '--server',
+      t.url,
       '--',
       NODE,
       '-e',
@@ -189,7 +211,7 @@ describe('leasehold run (real processes)', () => {
     await p.waitFor(/started token=\d+/);
     p.child.kill('SIGSTOP');
     const taken = await eventually('another client to take the key over', async () => {
-      const r = await client.acquire(key, { ttl: '30s' });
+      const r = await takeover.acquire(key, { ttl: '30s' });
       return r.status === 'acquired' ? r.lease : undefined;
     });
     p.child.kill('SIGCONT');
@@ -197,19 +219,6 @@ describe('leasehold run (real processes)', () => {
     assert.match(p.stdout(), /ignoring SIGTERM/);
     await taken.release();
   });
-});
-
-describe('leasehold run against a server', () => {
-  let t: TestServer;
-  const procs: CliProcess[] = [];
-  before(async () => {
-    t = await startTestServer();
-  });
-  after(async () => {
-    for (const p of procs) killQuietly(p);
-    await t?.close();
-  });
-
   it('waits for a busy key with --wait and runs the command once the holder releases', async () => {
     const key = uniqueKey('run-wait');
     const holder = new LeaseClient({ store: t.store, ownerId: 'holder' });

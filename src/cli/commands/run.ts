@@ -116,6 +116,10 @@ Example:
               LEASEHOLD_LEASE_ID: lease.leaseId,
             },
           });
+          // Whatever path this process leaves by, it must not leave the command running unleased.
+          process.once('exit', () => {
+            if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+          });
           let lost = false;
           let killTimer: NodeJS.Timeout | undefined;
           lease.signal.addEventListener('abort', () => {
