@@ -1,11 +1,13 @@
 import type { Command } from 'commander';
 import { isLeaseholdError } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
-import type { HolderInfo, LeaseState } from '../core/types.js';
+import type { HolderInfo } from '../core/types.js';
 import { formatDuration } from '../core/duration.js';
 import { HttpApiError } from '../stores/http/client.js';
 import { openStore, storeSchemes } from '../stores/open-store.js';
 import { EXIT } from './exit-codes.js';
+
+export { holderJson, stateJson } from '../server/json.js';
 
 /** The store-selecting options every client command accepts. */
 export interface StoreFlags {
@@ -60,26 +62,6 @@ export function printJson(value: unknown): void {
   process.stdout.write(
     `${JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`,
   );
-}
-
-/** A holder as plain JSON. */
-export function holderJson(h: HolderInfo): Record<string, unknown> {
-  return {
-    ownerId: h.ownerId,
-    token: h.token.toString(),
-    remainingMs: h.remainingMs,
-    leaseIdPrefix: h.leaseIdPrefix,
-    ...(h.value === undefined ? {} : { value: h.value }),
-  };
-}
-
-/** A key state as plain JSON. */
-export function stateJson(s: LeaseState): Record<string, unknown> {
-  return {
-    key: s.key,
-    lastToken: s.lastToken.toString(),
-    holder: s.holder === undefined ? null : holderJson(s.holder),
-  };
 }
 
 /** A holder in one line of text. */

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument, isLeaseholdError } from '../core/errors.js';
 import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
-import type { HolderInfo, LeaseState } from '../core/types.js';
+import type { LeaseState } from '../core/types.js';
 import {
   parseToken,
   validateKey,
@@ -15,6 +15,7 @@ import { acquireWaiting } from './acquire-wait.js';
 import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
 import { storeOptions, type ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
+import { holderJson, stateJson } from './json.js';
 import { linkedSignal } from '../stores/http/linked-signal.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
@@ -36,26 +37,6 @@ interface ReleaseBody {
   key: unknown;
   leaseId: string;
   token: unknown;
-}
-
-/** A holder as JSON: token as a decimal string, never the full lease id. */
-export function holderJson(h: HolderInfo): Record<string, unknown> {
-  return {
-    ownerId: h.ownerId,
-    token: h.token.toString(),
-    remainingMs: h.remainingMs,
-    leaseIdPrefix: h.leaseIdPrefix,
-    ...(h.value === undefined ? {} : { value: h.value }),
-  };
-}
-
-/** A key state as JSON. */
-export function stateJson(s: LeaseState): Record<string, unknown> {
-  return {
-    key: s.key,
-    lastToken: s.lastToken.toString(),
-    holder: s.holder === undefined ? null : holderJson(s.holder),
-  };
 }
 
 function principalOf(req: FastifyRequest): Principal {

@@ -53,16 +53,19 @@ export class ExpiryTracker {
     this.timer.unref();
   }
 
+  /** How many leases are tracked. */
   get size(): number {
     return this.leases.size;
   }
 
+  /** Starts tracking a lease granted through this server (replaces an older one on the key). */
   granted(key: string, token: bigint, ownerId: string, leaseIdPrefix: string, ttlMs: number): void {
     if (this.leases.size >= this.maxTracked && !this.leases.has(key)) return;
     const now = performance.now();
     this.leases.set(key, { token, ownerId, leaseIdPrefix, grantedAt: now, expiresAt: now + ttlMs });
   }
 
+  /** Moves the expected expiry of a tracked lease after a renewal through this server. */
   renewed(key: string, token: bigint, ttlMs: number): void {
     const t = this.leases.get(key);
     if (t !== undefined && t.token === token) t.expiresAt = performance.now() + ttlMs;
@@ -76,6 +79,7 @@ export class ExpiryTracker {
     return performance.now() - t.grantedAt;
   }
 
+  /** Stops sweeping and forgets every lease. */
   stop(): void {
     clearInterval(this.timer);
     this.leases.clear();

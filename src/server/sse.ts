@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Unwatch } from '../core/store.js';
 import { validateKey, validatePrefix } from '../core/validate.js';
 import { ANONYMOUS, mayRead, readablePrefixes } from './auth.js';
-import type { ServerContext } from './context.js';
+import { storeOptions, type ServerContext } from './context.js';
 import type { ServerEvent } from './event-hub.js';
 import { ApiError } from './http-errors.js';
 import { EVENTS_QUERY } from './schemas.js';
@@ -40,12 +40,18 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
       }
       if (ctx.shutdown.aborted) throw new ApiError('unavailable', 'the server is shutting down');
       let unwatch: Unwatch | undefined;
+      // Assigned once the stream is open; a notification before that has nobody to tell.
+      let onStoreChange = (): void => {};
       if (key !== undefined) {
         // Subscribe at the store before answering, so that `ready` means "live".
-        unwatch = await ctx.store.watch(key, () => changed());
+        unwatch = await ctx.store.watch(key, () => onStoreChange());
       }
       reply.hijack();
       const res = reply.raw;
+      if (res.destroyed) {
+        unwatch?.(); // the client left while we subscribed
+        return;
+      }
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-store',
@@ -63,14 +69,24 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
       const send = (e: ServerEvent): void =>
         write(`id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
       let changePending = false;
+      // Store notifications may be coarse (SQLite sees every commit to the file, on any key),
+      // and each one would send every waiter back to re-check. Relay one only when the key is
+      // actually free now; a failed read relays it anyway (a spurious wake-up is allowed).
       const changed = (): void => {
         if (changePending || key === undefined) return;
         changePending = true;
-        queueMicrotask(() => {
+        setImmediate(() => {
           changePending = false;
-          send(ctx.hub.stamp({ type: 'changed', key: key }));
+          if (closed) return;
+          ctx.store.inspect(key, storeOptions(ctx)).then(
+            (state) => {
+              if (state.holder === undefined) send(ctx.hub.stamp({ type: 'changed', key }));
+            },
+            () => send(ctx.hub.stamp({ type: 'changed', key })),
+          );
         });
       };
+      onStoreChange = changed;
       const unsubscribe = ctx.hub.subscribe(
         key !== undefined ? { key } : { prefix, allow: (k) => mayRead(principal, k) },
         send,

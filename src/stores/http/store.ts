@@ -35,6 +35,12 @@ export interface HttpLeaseStoreOptions {
   readonly attempts?: number;
 }
 
+/**
+ * Events after which the key may be free. `acquired` and `renewed` never free it; `changed`
+ * (the store's own notification) may mean anything, so it wakes too.
+ */
+const FREEING_EVENTS: ReadonlySet<string> = new Set(['released', 'expired', 'lost', 'changed']);
+
 const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'store',
   tokenDurability: 'best_effort',
@@ -276,12 +282,23 @@ export class HttpLeaseStore implements LeaseStore {
         if (first.value.event === 'ready') return frames;
       }
     };
+    // A release usually arrives as `released` plus the store's own `changed` in one chunk:
+    // wake the waiter once for both, or every waiter on a hot key re-checks twice.
+    let wakePending = false;
+    const wake = (): void => {
+      if (wakePending) return;
+      wakePending = true;
+      setImmediate(() => {
+        wakePending = false;
+        if (!signal.aborted) onChange();
+      });
+    };
     const pump = async (frames: AsyncGenerator<{ event: string }>): Promise<void> => {
       for (let attempt = 0; !signal.aborted; attempt++) {
         try {
           for await (const f of frames) {
             attempt = 0;
-            if (f.event !== 'ready') onChange();
+            if (FREEING_EVENTS.has(f.event)) wake();
           }
         } catch {
           // dropped: fall through to reconnect
