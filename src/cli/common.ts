@@ -52,6 +52,13 @@ export async function openStoreFromFlags(flags: StoreFlags): Promise<LeaseStore>
   return openStore(url, apiToken === undefined ? {} : { apiToken });
 }
 
+/** A duration flag: bare digits are milliseconds (`5000`), anything else a duration string (`5s`). */
+export function cliDuration(value: string): string | number;
+export function cliDuration(value: string | undefined): string | number | undefined;
+export function cliDuration(value: string | undefined): string | number | undefined {
+  return value !== undefined && /^\d{1,9}$/.test(value) ? Number(value) : value;
+}
+
 /** A usage mistake: exits 64 with the message. */
 export class UsageError extends Error {
   override name = 'UsageError';

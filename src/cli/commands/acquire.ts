@@ -4,6 +4,7 @@ import { assertNever } from '../../core/results.js';
 import { formatDuration } from '../../core/duration.js';
 import {
   action,
+  cliDuration,
   addStoreOptions,
   closeQuietly,
   describeHolder,
@@ -55,8 +56,8 @@ Example:
             ...(flags.owner === undefined ? {} : { ownerId: flags.owner }),
           });
           const r = await client.acquire(key, {
-            ttl: flags.ttl,
-            wait: flags.wait,
+            ttl: cliDuration(flags.ttl),
+            wait: cliDuration(flags.wait),
             value: flags.value,
             autoRenew: false,
           });

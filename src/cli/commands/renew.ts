@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { validateTtl } from '../../core/validate.js';
 import {
   action,
+  cliDuration,
   addStoreOptions,
   closeQuietly,
   openStoreFromFlags,
@@ -35,7 +36,7 @@ export function registerRenewCommand(program: Command): void {
           const ref = leaseRefFromFlags(key, flags);
           const store = await openStoreFromFlags(flags);
           try {
-            const ttlMs = validateTtl(flags.ttl, store.capabilities.minTtlMs);
+            const ttlMs = validateTtl(cliDuration(flags.ttl), store.capabilities.minTtlMs);
             const r = await store.renew({ ...ref, ttlMs }, cliRequest());
             if (flags.json === true)
               printJson({ status: r.status, key: ref.key, token: ref.token.toString() });

@@ -7,6 +7,7 @@ import { invalidArgument } from '../../core/errors.js';
 import { assertNever } from '../../core/results.js';
 import {
   action,
+  cliDuration,
   addStoreOptions,
   closeQuietly,
   describeHolder,
@@ -75,7 +76,7 @@ Example:
     )
     .action(
       action(async (key: string, command: string[], flags: RunFlags) => {
-        const killAfterMs = parseDuration('kill-after', flags.killAfter);
+        const killAfterMs = parseDuration('kill-after', cliDuration(flags.killAfter));
         if (killAfterMs < 0 || killAfterMs > 3_600_000)
           throw invalidArgument('kill-after', 'must be between 0 and 1h', flags.killAfter);
         const say = (text: string): void => {
@@ -88,10 +89,12 @@ Example:
         });
         try {
           const r = await client.acquire(key, {
-            ttl: flags.ttl,
-            wait: flags.wait,
+            ttl: cliDuration(flags.ttl),
+            wait: cliDuration(flags.wait),
             value: flags.value,
-            ...(flags.renewEvery === undefined ? {} : { renewEvery: flags.renewEvery }),
+            ...(flags.renewEvery === undefined
+              ? {}
+              : { renewEvery: cliDuration(flags.renewEvery) }),
           });
           switch (r.status) {
             case 'busy':
