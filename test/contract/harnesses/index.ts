@@ -1,4 +1,5 @@
 import type { StoreHarness } from '../harness.js';
+import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
 import { sqliteHarness } from './sqlite.js';
@@ -14,6 +15,7 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   postgres: postgresHarness,
   etcd: etcdSingleHarness,
   'etcd-cluster': etcdClusterHarness,
+  'http-sqlite': httpSqliteHarness,
 };
 
 export function selectedHarnesses(): string[] {
