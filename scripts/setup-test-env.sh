@@ -52,6 +52,20 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
 fi
 # --- end postgres ---
 
+# --- dashboard browser test (issue 6) ------------------------------------------------------
+# test/server/dashboard-browser.test.ts drives the dashboard in headless Chromium through
+# playwright-core (no bundled browser download): it needs /usr/bin/chromium.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "setup: installing chromium"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "setup: missing /usr/bin/chromium (Debian package chromium; install it, or run as root)" >&2
+    exit 1
+  fi
+fi
+# --- end dashboard browser test ---
+
 if [ ! -f node_modules/better-sqlite3/build/Release/better_sqlite3.node ]; then
   echo "setup: better-sqlite3's native module is missing; run 'npm ci' (its install script must be allowed)" >&2
   exit 1

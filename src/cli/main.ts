@@ -2,7 +2,9 @@
 import { Command, type CommanderError } from 'commander';
 import { VERSION } from '../server/version.js';
 import { registerAcquireCommand } from './commands/acquire.js';
+import { registerEpochCommand } from './commands/epoch.js';
 import { registerLsCommand } from './commands/ls.js';
+import { registerMigrateCommand } from './commands/migrate.js';
 import { registerReleaseCommand } from './commands/release.js';
 import { registerRenewCommand } from './commands/renew.js';
 import { registerRunCommand } from './commands/run.js';
@@ -37,6 +39,8 @@ Exit codes: 0 ok, 64 usage, 69 store unavailable, 75 busy, 77 permission denied,
   registerAcquireCommand(program);
   registerRenewCommand(program);
   registerReleaseCommand(program);
+  registerMigrateCommand(program);
+  registerEpochCommand(program);
   return program;
 }
 

@@ -19,7 +19,7 @@ import { holderJson, stateJson } from './json.js';
 import { linkedSignal } from '../stores/http/linked-signal.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
-interface AcquireBody {
+export interface AcquireBody {
   key: unknown;
   ttl: unknown;
   wait?: unknown;
@@ -56,90 +56,13 @@ function clientGone(reply: FastifyReply): AbortSignal {
 
 /** Registers the lease routes of `/v1`: acquire, renew, release, get, list. */
 export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
-  const { store, metrics, hub, tracker, logger } = ctx;
+  const { store, metrics, hub, tracker } = ctx;
   const auth = { auth: true };
 
   app.post('/v1/acquire', { schema: { body: ACQUIRE_BODY }, config: auth }, async (req, reply) => {
     const b = req.body as AcquireBody;
-    const principal = principalOf(req);
     const key = validateKey(b.key, 'key');
-    authorizeKey(principal, 'acquire', key);
-    const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
-    const waitMs = validateWait(b.wait, 'wait');
-    if (waitMs > ctx.maxWaitMs) {
-      throw invalidArgument('wait', `must be at most ${ctx.maxWaitMs}ms on this server`, b.wait);
-    }
-    const value = validateValue(b.value, 'value');
-    const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
-    const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
-    const gone = clientGone(reply);
-    const started = performance.now();
-    const observe = (result: string): void => {
-      metrics.acquisitions.inc({ result });
-      metrics.acquireWait.observe({ result }, (performance.now() - started) / 1000);
-    };
-    let answer;
-    const link = linkedSignal([gone, ctx.shutdown]);
-    try {
-      answer = await acquireWaiting(
-        store,
-        { key, leaseId, ownerId, ttlMs, value },
-        {
-          waitMs,
-          requestTimeoutMs: ctx.requestTimeoutMs,
-          pollMs: store.capabilities.watch === 'push' ? 2000 : 250,
-          signal: link.signal,
-          time: (op, fn) => metrics.timeStore(op, fn),
-        },
-      );
-    } catch (err) {
-      if (isLeaseholdError(err, 'ERR_ABORTED') && gone.aborted) {
-        observe('cancelled');
-        // Nobody is listening any more; the answer goes nowhere but completes the request.
-        throw new ApiError('unavailable', 'the client went away while waiting');
-      }
-      observe('unavailable');
-      throw err;
-    } finally {
-      link.dispose();
-    }
-    const waitedMs = Math.round(performance.now() - started);
-    if (answer.status === 'busy') {
-      observe('busy');
-      throw new ApiError(
-        'busy',
-        `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${answer.holder.remainingMs}ms more`,
-        { holder: holderJson(answer.holder), retryAfterMs: answer.retryAfterMs },
-      );
-    }
-    observe('acquired');
-    const prefix = leaseIdPrefix(leaseId);
-    tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
-    metrics.leasesTracked.set(tracker.size);
-    hub.publish({
-      type: 'acquired',
-      key,
-      token: answer.token.toString(),
-      ownerId,
-      leaseIdPrefix: prefix,
-      ttlMs,
-    });
-    logger.debug({ key, ownerId, lease: prefix, token: answer.token.toString() }, 'lease acquired');
-    if (gone.aborted) {
-      // The client left while we waited: nobody will renew or release this grant, so end it now.
-      await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
-      throw new ApiError('unavailable', 'the client went away; its grant was released');
-    }
-    return {
-      status: 'acquired',
-      key,
-      leaseId,
-      token: answer.token.toString(),
-      ownerId,
-      ttlMs,
-      waitedMs,
-      ...(answer.expiresAtWallMs === undefined ? {} : { expiresAtWallMs: answer.expiresAtWallMs }),
-    };
+    return acquireRoute(ctx, req, reply, key, b);
   });
 
   app.post('/v1/renew', { schema: { body: RENEW_BODY }, config: auth }, async (req) => {
@@ -194,32 +117,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
   app.post('/v1/release', { schema: { body: RELEASE_BODY }, config: auth }, async (req) => {
     const b = req.body as ReleaseBody;
     const key = validateKey(b.key, 'key');
-    authorizeKey(principalOf(req), 'release', key);
-    const token = parseToken(b.token, 'token');
-    const leaseId = b.leaseId.toLowerCase();
-    let answer;
-    try {
-      answer = await metrics.timeStore('release', () =>
-        store.release({ key, leaseId, token }, storeOptions(ctx)),
-      );
-    } catch (err) {
-      metrics.releases.inc({ result: 'unavailable' });
-      throw err;
-    }
-    metrics.releases.inc({ result: answer.status });
-    if (answer.status === 'not_owner') {
-      throw new ApiError(
-        'not_owner',
-        `no live lease on ${key} with this lease id and token ${token}`,
-      );
-    }
-    const prefix = leaseIdPrefix(leaseId);
-    const heldMs = tracker.ended(key, token);
-    metrics.leasesTracked.set(tracker.size);
-    if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
-    hub.publish({ type: 'released', key, token: token.toString(), leaseIdPrefix: prefix });
-    logger.debug({ key, lease: prefix, token: token.toString() }, 'lease released');
-    return { status: 'released' };
+    return releaseRoute(ctx, req, key, b.leaseId, b.token, 'token');
   });
 
   app.get('/v1/leases/*', { config: auth }, async (req) => {
@@ -253,6 +151,152 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
       .map(stateJson);
     return { leases };
   });
+}
+
+/**
+ * The release operation shared by `POST /v1/release` and `POST /v1/elections/{name}/resign`:
+ * authorise `release` on `key`, release conditionally on lease id and token, publish it.
+ */
+export async function releaseRoute(
+  ctx: ServerContext,
+  req: FastifyRequest,
+  key: string,
+  rawLeaseId: string,
+  rawToken: unknown,
+  tokenField: string,
+): Promise<{ status: 'released' }> {
+  const { store, metrics, hub, tracker, logger } = ctx;
+  authorizeKey(principalOf(req), 'release', key);
+  const token = parseToken(rawToken, tokenField);
+  const leaseId = rawLeaseId.toLowerCase();
+  let answer;
+  try {
+    answer = await metrics.timeStore('release', () =>
+      store.release({ key, leaseId, token }, storeOptions(ctx)),
+    );
+  } catch (err) {
+    metrics.releases.inc({ result: 'unavailable' });
+    throw err;
+  }
+  metrics.releases.inc({ result: answer.status });
+  if (answer.status === 'not_owner') {
+    throw new ApiError(
+      'not_owner',
+      `no live lease on ${key} with this lease id and token ${token}`,
+    );
+  }
+  const prefix = leaseIdPrefix(leaseId);
+  const heldMs = tracker.ended(key, token);
+  metrics.leasesTracked.set(tracker.size);
+  if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
+  hub.publish({ type: 'released', key, token: token.toString(), leaseIdPrefix: prefix });
+  logger.debug({ key, lease: prefix, token: token.toString() }, 'lease released');
+  return { status: 'released' };
+}
+
+/**
+ * The acquire operation shared by `POST /v1/acquire` and `POST /v1/elections/{name}/campaign`:
+ * authorise `acquire` on `key`, grant (waiting up to `wait`), publish the grant on the event
+ * stream. Answers the JSON of an `acquired` result, or throws an ApiError (busy, unavailable).
+ */
+export async function acquireRoute(
+  ctx: ServerContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  key: string,
+  b: Omit<AcquireBody, 'key'>,
+): Promise<AcquiredJson> {
+  const { metrics, hub, tracker, logger } = ctx;
+  const principal = principalOf(req);
+  authorizeKey(principal, 'acquire', key);
+  const ttlMs = validateTtl(b.ttl, ctx.store.capabilities.minTtlMs, 'ttl');
+  const waitMs = validateWait(b.wait, 'wait');
+  if (waitMs > ctx.maxWaitMs) {
+    throw invalidArgument('wait', `must be at most ${ctx.maxWaitMs}ms on this server`, b.wait);
+  }
+  const value = validateValue(b.value, 'value');
+  const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
+  const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
+  const gone = clientGone(reply);
+  const started = performance.now();
+  const observe = (result: string): void => {
+    metrics.acquisitions.inc({ result });
+    metrics.acquireWait.observe({ result }, (performance.now() - started) / 1000);
+  };
+  let answer;
+  const link = linkedSignal([gone, ctx.shutdown]);
+  try {
+    answer = await acquireWaiting(
+      ctx.store,
+      { key, leaseId, ownerId, ttlMs, value },
+      {
+        waitMs,
+        requestTimeoutMs: ctx.requestTimeoutMs,
+        pollMs: ctx.store.capabilities.watch === 'push' ? 2000 : 250,
+        signal: link.signal,
+        time: (op, fn) => metrics.timeStore(op, fn),
+      },
+    );
+  } catch (err) {
+    if (isLeaseholdError(err, 'ERR_ABORTED') && gone.aborted) {
+      observe('cancelled');
+      // Nobody is listening any more; the answer goes nowhere but completes the request.
+      throw new ApiError('unavailable', 'the client went away while waiting');
+    }
+    observe('unavailable');
+    throw err;
+  } finally {
+    link.dispose();
+  }
+  const waitedMs = Math.round(performance.now() - started);
+  if (answer.status === 'busy') {
+    observe('busy');
+    throw new ApiError(
+      'busy',
+      `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${answer.holder.remainingMs}ms more`,
+      { holder: holderJson(answer.holder), retryAfterMs: answer.retryAfterMs },
+    );
+  }
+  observe('acquired');
+  const prefix = leaseIdPrefix(leaseId);
+  tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
+  metrics.leasesTracked.set(tracker.size);
+  hub.publish({
+    type: 'acquired',
+    key,
+    token: answer.token.toString(),
+    ownerId,
+    leaseIdPrefix: prefix,
+    ttlMs,
+  });
+  logger.debug({ key, ownerId, lease: prefix, token: answer.token.toString() }, 'lease acquired');
+  if (gone.aborted) {
+    // The client left while we waited: nobody will renew or release this grant, so end it now.
+    await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
+    throw new ApiError('unavailable', 'the client went away; its grant was released');
+  }
+  return {
+    status: 'acquired',
+    key,
+    leaseId,
+    token: answer.token.toString(),
+    ownerId,
+    ttlMs,
+    waitedMs,
+    ...(answer.expiresAtWallMs === undefined ? {} : { expiresAtWallMs: answer.expiresAtWallMs }),
+  };
+}
+
+/** The answer of a grant: what `/v1/acquire` returns. */
+export interface AcquiredJson {
+  status: 'acquired';
+  key: string;
+  leaseId: string;
+  token: string;
+  ownerId: string;
+  ttlMs: number;
+  waitedMs: number;
+  expiresAtWallMs?: number;
 }
 
 async function releaseGhost(

@@ -1,12 +1,16 @@
 import {
   ACQUIRE_BODY,
   ACQUIRED,
+  CAMPAIGN_BODY,
+  ELECTED,
+  ELECTION_STATE,
   ERROR_BODY,
   EVENTS_QUERY,
   LEASE_STATE,
   LIST_QUERY,
   RELEASE_BODY,
   RENEW_BODY,
+  RESIGN_BODY,
 } from './schemas.js';
 
 function json(schema: unknown, description: string): Record<string, unknown> {
@@ -35,6 +39,14 @@ const COMMON_ERRORS = {
   '403': err('permission_denied: the token may not use this verb or key prefix.'),
   '413': err('payload_too_large: the body is larger than the server accepts.'),
   '503': err('unavailable: the lease store could not answer.'),
+};
+
+const ELECTION_NAME = {
+  name: 'name',
+  in: 'path',
+  required: true,
+  schema: { type: 'string' },
+  description: 'The election name, percent-encoded; its lease key is election/NAME.',
 };
 
 /** The OpenAPI 3.1 document of the `/v1` API, served at `/v1/openapi.json`. */
@@ -139,6 +151,51 @@ export function openApiDocument(version: string): Record<string, unknown> {
           parameters: queryParams(EVENTS_QUERY),
           responses: {
             '200': { description: 'text/event-stream; the first event is "ready".' },
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/elections/{name}/campaign': {
+        post: {
+          summary:
+            'Campaign to lead election/NAME, waiting up to wait; the leader renews via /v1/renew (key election/NAME, token = epoch)',
+          parameters: [ELECTION_NAME],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: CAMPAIGN_BODY } },
+          },
+          responses: {
+            '200': json(
+              ELECTED,
+              'elected: keep leaseId secret; send epoch with every protected write.',
+            ),
+            '409': err('busy: another leader holds the election and the wait ran out.'),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/elections/{name}': {
+        get: {
+          summary:
+            'Observe: current leader, epoch and value (changes pushed on /v1/events?key=election/NAME)',
+          parameters: [ELECTION_NAME],
+          responses: { '200': json(ELECTION_STATE, 'the election state'), ...COMMON_ERRORS },
+        },
+      },
+      '/v1/elections/{name}/resign': {
+        post: {
+          summary: 'Resign: release the leadership (conditional on lease id and epoch)',
+          parameters: [ELECTION_NAME],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: RESIGN_BODY } },
+          },
+          responses: {
+            '200': json(
+              { type: 'object', properties: { status: { const: 'resigned' } } },
+              'resigned',
+            ),
+            '409': err('not_owner: no live leadership with this lease id and epoch.'),
             ...COMMON_ERRORS,
           },
         },

@@ -164,3 +164,91 @@ export const ACQUIRED = {
     },
   },
 } as const;
+
+export const ELECTION_PARAMS = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: {
+      type: 'string',
+      minLength: 1,
+      description: 'The election name (percent-encoded); its lease key is election/NAME.',
+    },
+  },
+} as const;
+
+export const CAMPAIGN_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['ttl'],
+  properties: {
+    ttl: ACQUIRE_BODY.properties.ttl,
+    wait: {
+      ...ACQUIRE_BODY.properties.wait,
+      description:
+        'How long to wait to lead (long poll), up to the server maximum; 0 or absent: do not wait. Whole milliseconds or a string such as "30s".',
+    },
+    ownerId: ACQUIRE_BODY.properties.ownerId,
+    value: {
+      type: 'string',
+      description: 'The leader value followers read, e.g. its address (at most 1 KiB).',
+    },
+    leaseId: ACQUIRE_BODY.properties.leaseId,
+  },
+} as const;
+
+export const RESIGN_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['leaseId', 'epoch'],
+  properties: {
+    leaseId: LEASE_ID_SCHEMA,
+    epoch: { ...TOKEN_SCHEMA, description: 'The epoch campaign answered (the lease token).' },
+  },
+} as const;
+
+export const ELECTED = {
+  type: 'object',
+  required: ['status', 'name', 'key', 'leaseId', 'epoch', 'ownerId', 'ttlMs', 'waitedMs'],
+  properties: {
+    status: { type: 'string', enum: ['elected'] },
+    name: { type: 'string' },
+    key: KEY_SCHEMA,
+    leaseId: LEASE_ID_SCHEMA,
+    epoch: {
+      ...TOKEN_SCHEMA,
+      description:
+        'The leader epoch (the fencing token of election/NAME): send it with every protected write; renew with POST /v1/renew {key, leaseId, token: epoch, ttl}.',
+    },
+    ownerId: { type: 'string' },
+    ttlMs: { type: 'integer' },
+    waitedMs: { type: 'integer' },
+    expiresAtWallMs: { type: 'integer' },
+  },
+} as const;
+
+export const ELECTION_STATE = {
+  type: 'object',
+  required: ['name', 'key', 'lastEpoch', 'leader'],
+  properties: {
+    name: { type: 'string' },
+    key: KEY_SCHEMA,
+    lastEpoch: { type: 'string', description: 'Highest epoch ever granted ("0" if never).' },
+    leader: {
+      oneOf: [
+        {
+          type: 'object',
+          required: ['ownerId', 'epoch', 'remainingMs', 'leaseIdPrefix'],
+          properties: {
+            ownerId: { type: 'string' },
+            epoch: TOKEN_SCHEMA,
+            remainingMs: { type: 'integer' },
+            leaseIdPrefix: { type: 'string' },
+            value: { type: 'string' },
+          },
+        },
+        { type: 'null' },
+      ],
+    },
+  },
+} as const;

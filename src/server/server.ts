@@ -11,6 +11,7 @@ import { pino, type Logger as PinoLogger } from 'pino';
 import { invalidArgument } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
 import { registerLeaseRoutes } from './api.js';
+import { registerElectionRoutes } from './elections.js';
 import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
 import { EventHub } from './event-hub.js';
@@ -255,6 +256,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   );
 
   registerLeaseRoutes(app, ctx);
+  registerElectionRoutes(app, ctx);
   registerEventRoutes(app, ctx);
 
   const openapi = openApiDocument(VERSION);

@@ -17,8 +17,81 @@ export type StoreOpener = (url: string, options: OpenStoreOptions) => Promise<Le
  * The store URL schemes leasehold knows, by scheme (without the colon). Each opener loads its
  * store lazily, so a user of one backend never loads another's driver.
  *
- * Extension point: `postgres`, `redis` and `etcd` are added here as their stores land.
+ * Extension point: a new backend adds one entry here (or calls {@link registerStoreScheme}).
  */
+/** Query parameters of a `postgres://` URL that leasehold reads and strips before pg sees it. */
+const POSTGRES_PARAMS = ['schema', 'table'] as const;
+
+/**
+ * Splits a `postgres://` URL into the connection string pg receives and the lease table's
+ * place (`?schema=…&table=…`, both optional).
+ */
+export function parsePostgresStoreUrl(url: string): {
+  connectionString: string;
+  schema?: string;
+  table?: string;
+} {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw invalidArgument('store', 'is not a valid postgres:// URL', redactUrl(url));
+  }
+  const out: { connectionString: string; schema?: string; table?: string } = {
+    connectionString: '',
+  };
+  for (const name of POSTGRES_PARAMS) {
+    const v = parsed.searchParams.get(name);
+    if (v !== null) {
+      if (v === '') throw invalidArgument('store', `?${name}= must not be empty`, redactUrl(url));
+      out[name] = v;
+    }
+    parsed.searchParams.delete(name);
+  }
+  out.connectionString = parsed.toString();
+  return out;
+}
+
+/** A URL with its password replaced, for error messages. */
+function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^:/@]*:)[^@/]*@/, '$1***@');
+}
+
+async function openPostgres(url: string): Promise<LeaseStore> {
+  const { connectionString, schema, table } = parsePostgresStoreUrl(url);
+  const { PostgresLeaseStore } = await import('./postgres/index.js');
+  return new PostgresLeaseStore({
+    connectionString,
+    ...(schema === undefined ? {} : { schema }),
+    ...(table === undefined ? {} : { table }),
+  });
+}
+
+/**
+ * Parses `etcd://host:port[,host:port…][?namespace=PREFIX]` into etcd3 endpoints
+ * (`http://host:port`) and an optional key namespace.
+ */
+export function parseEtcdStoreUrl(url: string): { hosts: string[]; namespace?: string } {
+  const m = /^etcd:\/\/([^/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
+  if (m === null) {
+    throw invalidArgument('store', 'must look like etcd://host:port[,host:port…]', url);
+  }
+  const hosts = m[1]!.split(',').map((h) => {
+    if (!/^[A-Za-z0-9.\-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h)) {
+      throw invalidArgument('store', `etcd endpoint ${JSON.stringify(h)} is not host:port`, url);
+    }
+    return `http://${h}`;
+  });
+  const namespace = new URLSearchParams(m[2] ?? '').get('namespace');
+  return namespace === null ? { hosts } : { hosts, namespace };
+}
+
+async function openEtcd(url: string): Promise<LeaseStore> {
+  const { hosts, namespace } = parseEtcdStoreUrl(url);
+  const { EtcdLeaseStore } = await import('./etcd/index.js');
+  return new EtcdLeaseStore({ hosts, ...(namespace === undefined ? {} : { namespace }) });
+}
+
 const OPENERS = new Map<string, StoreOpener>([
   [
     'sqlite',
@@ -36,6 +109,10 @@ const OPENERS = new Map<string, StoreOpener>([
       return new MemoryLeaseStore();
     },
   ],
+  ['postgres', openPostgres],
+  ['postgresql', openPostgres],
+  ['etcd', openEtcd],
+  // REDIS: the lead adds `['redis', openRedis]` here when the Redis store lands (issue 4).
   [
     'http',
     async (url, options) => {
@@ -66,8 +143,9 @@ export function storeSchemes(): string[] {
 }
 
 /**
- * Opens a {@link LeaseStore} from a URL: `sqlite:PATH`, `memory:`, `http://HOST:PORT` (a
- * leasehold server), and the schemes registered with {@link registerStoreScheme}. A bare path
+ * Opens a {@link LeaseStore} from a URL: `sqlite:PATH`, `memory:`,
+ * `postgres://USER@HOST:PORT/DB[?schema=S&table=T]` (also `postgresql://`),
+ * `etcd://HOST:PORT[,HOST:PORT…][?namespace=P]`, `http://HOST:PORT` (a leasehold server), and the schemes registered with {@link registerStoreScheme}. A bare path
  * ending in `.db` is taken as `sqlite:PATH`. Throws `ERR_INVALID_ARGUMENT` for an unknown
  * scheme and `ERR_UNAVAILABLE` when the store cannot be opened.
  *

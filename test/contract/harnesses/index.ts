@@ -1,4 +1,5 @@
 import type { StoreHarness } from '../harness.js';
+import { httpPostgresHarness } from './http-postgres.js';
 import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
@@ -16,6 +17,7 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   etcd: etcdSingleHarness,
   'etcd-cluster': etcdClusterHarness,
   'http-sqlite': httpSqliteHarness,
+  'http-postgres': httpPostgresHarness,
 };
 
 export function selectedHarnesses(): string[] {
