@@ -8,6 +8,7 @@ import {
   parsePostgresStoreUrl,
 } from '../../src/stores/open-store.js';
 import { spawnCli } from '../support/cli.js';
+import { EtcdCluster } from '../support/etcd-cluster.js';
 import { uniqueKey } from '../support/keys.js';
 import { PG_URL, dropSchema, uniqueSchema, withPgClient } from '../support/postgres.js';
 
@@ -33,6 +34,25 @@ describe('store URLs for postgres:// and etcd://', () => {
       namespace: 'app/',
     });
     assert.throws(() => parseEtcdStoreUrl('etcd://a,b:1'), /host:port/);
+  });
+
+  it('opens a working etcd store from an etcd:// URL, with its namespace', async () => {
+    const cluster = await EtcdCluster.start({ size: 1, label: 'url' });
+    try {
+      const hosts = cluster.endpoints.map((e) => e.replace(/^http:\/\//, '')).join(',');
+      const store = await openStore(`etcd://${hosts}?namespace=lh-url/`);
+      try {
+        assert.equal(store.kind, 'etcd');
+        const key = uniqueKey('url');
+        const r = await new LeaseClient({ store }).acquire(key, { ttl: '5s' });
+        assert.equal(r.status, 'acquired');
+        if (r.status === 'acquired') await r.lease.release();
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await cluster.stop();
+    }
   });
 
   it('opens a working PostgreSQL store from its URL', async () => {

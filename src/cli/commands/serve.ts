@@ -60,6 +60,8 @@ event streams end, in-flight requests finish. Leases live in the store, not in t
 Examples:
   leasehold serve                                   # SQLite in ./leasehold.db on 127.0.0.1:7400
   leasehold serve --store memory: --port 0          # throwaway store on a free port
+  leasehold serve --store 'postgres://leasehold@db:5432/app?schema=leases'   # shared PostgreSQL
+  leasehold serve --store etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379   # etcd cluster
   leasehold serve --config /etc/leasehold.json      # auth tokens, TLS, limits`,
     )
     .action(
