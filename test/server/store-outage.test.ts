@@ -35,7 +35,7 @@ describe('store outage: a server over PostgreSQL while the database is down', ()
     pg?.destroy();
   });
 
-  it('answers 503 unavailable and fails /readyz while the database is down, ends the held lease by its local deadline, and resumes with higher tokens after restart', async () => {
+  it('answers 503 unavailable and fails /readyz while the database is down, ends the held lease by its local deadline, and resumes with higher tokens after restart', async (t) => {
     const client = new LeaseClient({ store: remote! });
     const key = uniqueKey('outage');
     const first = await client.acquire(key, { ttl: '3s' });
@@ -83,6 +83,10 @@ describe('store outage: a server over PostgreSQL while the database is down', ()
       `lost ${Math.round(lostAt - lastDeadline)}ms after the deadline`,
     );
 
+    t.diagnostic(
+      `lease lost ${Math.round(lostAt - crashedAt)}ms after the crash, ${Math.round(lostAt - lastDeadline)}ms after its local deadline`,
+    );
+    const restartAt = performance.now();
     pg!.start();
     await eventually(
       '/readyz to succeed again',
@@ -96,6 +100,9 @@ describe('store outage: a server over PostgreSQL while the database is down', ()
         return r.status === 'acquired' ? r : undefined;
       },
       { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    t.diagnostic(
+      `service resumed ${Math.round(performance.now() - restartAt)}ms after the restart began`,
     );
     assert.ok(again.lease.token > lease.token, 'tokens still increase across the outage');
     await again.lease.release();
