@@ -1,5 +1,6 @@
 import type { StoreHarness } from '../harness.js';
 import { memoryHarness } from './memory.js';
+import { redisHarness } from './redis.js';
 import { sqliteHarness } from './sqlite.js';
 
 /**
@@ -9,6 +10,7 @@ import { sqliteHarness } from './sqlite.js';
 export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
+  redis: redisHarness,
 };
 
 export function selectedHarnesses(): string[] {
