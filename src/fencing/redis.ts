@@ -60,7 +60,7 @@ export interface FenceScript {
 /** The defaults of {@link RedisFenceOptions}. */
 export const REDIS_FENCE_DEFAULTS = Object.freeze({
   prefix: 'leasehold:fence:',
-  policy: '>=' as FencePolicy,
+  policy: '>=',
   idempotencyTtlMs: 86_400_000,
 });
 
@@ -159,9 +159,11 @@ export class RedisFence {
       throw invalidArgument('commands', 'must be a non-empty array', commands);
     const keys: string[] = [];
     const args: ScriptArg[] = [];
-    for (const c of commands) {
-      if (typeof c?.command !== 'string' || !/^[A-Za-z][A-Za-z0-9_.|-]*$/.test(c.command))
-        throw invalidArgument('commands[].command', 'must be a Redis command name', c?.command);
+    const list: readonly FenceCommand[] = commands;
+    for (const c of list) {
+      const name = (c as Partial<FenceCommand> | undefined)?.command as unknown;
+      if (typeof name !== 'string' || !/^[A-Za-z][A-Za-z0-9_.|-]*$/.test(name))
+        throw invalidArgument('commands[].command', 'must be a Redis command name', name);
       const ck = c.keys ?? [];
       const ca = c.args ?? [];
       keys.push(...ck);

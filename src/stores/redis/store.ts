@@ -73,10 +73,10 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
 /** The defaults of {@link RedisLeaseStoreOptions}. */
 export const REDIS_STORE_DEFAULTS = Object.freeze({
   prefix: 'leasehold:',
-  evictionCheck: 'warn' as EvictionCheck,
+  evictionCheck: 'warn',
   replicas: 0,
   replicationTimeoutMs: 100,
-  wakeOnRelease: 'one' as WakeMode,
+  wakeOnRelease: 'one',
 });
 
 /**
@@ -354,7 +354,7 @@ export class RedisLeaseStore implements LeaseStore {
   private async checkEviction(mode: 'warn' | 'refuse'): Promise<void> {
     let policy: string | undefined;
     try {
-      const reply = (await this.redis.config('GET', 'maxmemory-policy')) as unknown;
+      const reply = (await this.redis.config('GET', 'maxmemory-policy'));
       if (Array.isArray(reply) && typeof reply[1] === 'string') policy = reply[1];
     } catch (err) {
       this.logger.info(
