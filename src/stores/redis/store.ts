@@ -151,6 +151,10 @@ export class RedisLeaseStore implements LeaseStore {
     if (typeof options.redis === 'string') {
       this.redis = new Redis(options.redis, options.redisOptions ?? {});
       this.ownsClient = true;
+      // Without a listener ioredis prints every reconnect failure; operations still reject.
+      this.redis.on('error', (err: unknown) => {
+        this.logger.debug({ err: String(err) }, 'redis connection error');
+      });
     } else if (
       typeof options.redis === 'object' &&
       options.redis !== null &&
@@ -310,7 +314,9 @@ export class RedisLeaseStore implements LeaseStore {
     this.closed = true;
     await this.subscriber?.close();
     if (this.ownsClient) {
-      await this.redis.quit().catch(() => this.redis.disconnect());
+      // QUIT on a connection that is down would wait in the offline queue for a reconnect.
+      if (this.redis.status === 'ready') await this.redis.quit().catch(() => undefined);
+      this.redis.disconnect();
     }
   }
 
@@ -354,7 +360,7 @@ export class RedisLeaseStore implements LeaseStore {
   private async checkEviction(mode: 'warn' | 'refuse'): Promise<void> {
     let policy: string | undefined;
     try {
-      const reply = (await this.redis.config('GET', 'maxmemory-policy'));
+      const reply = await this.redis.config('GET', 'maxmemory-policy');
       if (Array.isArray(reply) && typeof reply[1] === 'string') policy = reply[1];
     } catch (err) {
       this.logger.info(
