@@ -52,12 +52,14 @@ const SCRIPTS = {
   inspect: LuaScript.fromFiles('inspect', lua('inspect.lua')),
 } as const;
 
-/** The Redis keys of one lease key. All share the `{key}` hash tag: one Cluster slot. */
+/** The Redis names of one lease key, all under the `{key}` hash tag. */
 export interface LeaseKeys {
-  /** The lease record: a hash with a server-side expiry. */
+  /**
+   * The lease record: one hash with the key's last token and the live holder (lease id,
+   * owner, expiry in Redis TIME ms, value). It never expires, so the token never resets, and
+   * being one key it is always in one Cluster slot.
+   */
   readonly record: string;
-  /** The token counter: never expires, never reset. */
-  readonly counter: string;
   /** The pub/sub channel a release publishes on. */
   readonly channel: string;
 }
@@ -85,9 +87,8 @@ export async function runAcquire(
   ttlMs: number,
   value: string | undefined,
 ): Promise<AcquireReply> {
-  const args: ScriptArg[] = [leaseId, ownerId, ttlMs];
-  if (value !== undefined) args.push(value);
-  const reply = asArray(await SCRIPTS.acquire.run(redis, [keys.record, keys.counter], args));
+  const args: ScriptArg[] = [leaseId, ownerId, ttlMs, value === undefined ? '' : `=${value}`];
+  const reply = asArray(await SCRIPTS.acquire.run(redis, [keys.record], args));
   if (reply[0] === 1) {
     const ms = reply[2];
     return {
@@ -131,21 +132,21 @@ export async function runInspect(
   redis: RedisClient,
   keys: LeaseKeys,
 ): Promise<{ lastToken: bigint; holder: RawHolder | undefined }> {
-  const reply = asArray(await SCRIPTS.inspect.run(redis, [keys.record, keys.counter], []));
+  const reply = asArray(await SCRIPTS.inspect.run(redis, [keys.record], []));
   const last = reply[0];
   const lastToken = last === '0' ? 0n : asToken(last);
   return { lastToken, holder: reply.length > 1 ? holderOf(reply, 1) : undefined };
 }
 
 function holderOf(reply: unknown[], at: number): RawHolder {
-  const [owner, token, pttl, prefix, value] = reply.slice(at);
+  const [owner, token, remaining, prefix, value] = reply.slice(at);
   return {
     ownerId: typeof owner === 'string' ? owner : '',
     token: asToken(token),
-    // PTTL is -1 for a record without expiry, which no script writes; treat it as "ask again".
-    remainingMs: typeof pttl === 'number' && pttl > 0 ? pttl : 0,
+    remainingMs: typeof remaining === 'number' && remaining > 0 ? remaining : 0,
     leaseIdPrefix: typeof prefix === 'string' ? prefix : '',
-    value: typeof value === 'string' ? value : undefined,
+    // Stored as '=' + value so that an empty value and no value stay distinct.
+    value: typeof value === 'string' && value.startsWith('=') ? value.slice(1) : undefined,
   };
 }
 

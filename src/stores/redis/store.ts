@@ -61,7 +61,7 @@ export interface RedisLeaseStoreOptions {
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'store',
-  // Asynchronous replication and persistence off can lose the counter; the TIME floor keeps
+  // Asynchronous replication and persistence off can lose the record; the TIME floor keeps
   // tokens growing under the documented assumptions, which is less than a guarantee.
   tokenDurability: 'best_effort',
   watch: 'push',
@@ -83,11 +83,13 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
  * A lease store on Redis (5 or later; standalone, Sentinel or Cluster), through ioredis 5.
  *
  * - Acquire, renew and release are each one Lua script (EVALSHA, EVAL on NOSCRIPT): atomic at
- *   the server. Expiry is the server's `PEXPIRE`; token floors come from Redis `TIME`; no
+ *   the server. Expiry and token floors come from Redis `TIME`, read inside the script; no
  *   client clock is ever compared. A busy answer only reads.
- * - Keys: `<prefix>{<key>}:lease` (a hash that expires) and `<prefix>{<key>}:token` (the
- *   counter, never expires). The `{<key>}` hash tag keeps both in one Cluster slot.
- * - Tokens: `max(counter + 1, TIME_ms × 1024)`. After Redis loses data (restart without
+ * - Keys: one hash per lease key, `<prefix>{<key>}:lease`, holding the last token and the
+ *   live holder (lease id, owner, expiry, value). It never expires, so the token never
+ *   resets; being one key, record and counter are always in one Cluster slot. The
+ *   `{<key>}` hash tag lets your own keys for that resource share the slot.
+ * - Tokens: `max(last + 1, TIME_ms × 1024)`. After Redis loses data (restart without
  *   persistence, failover to a replica that missed writes) the floor from server time still
  *   exceeds earlier tokens, provided a key averaged under 1024 grants per ms and the
  *   server clock (of the new primary) did not step back. Hence `tokenDurability: 'best_effort'`.
@@ -323,7 +325,7 @@ export class RedisLeaseStore implements LeaseStore {
   /** The Redis key names of `key` (for operators and tests). */
   keysOf(key: string): LeaseKeys {
     const base = `${this.prefix}{${key}}`;
-    return { record: `${base}:lease`, counter: `${base}:token`, channel: `${base}:released` };
+    return { record: `${base}:lease`, channel: `${base}:released` };
   }
 
   private async gate(options: StoreRequestOptions | undefined): Promise<void> {
@@ -372,7 +374,7 @@ export class RedisLeaseStore implements LeaseStore {
     if (policy === undefined || policy === 'noeviction') return;
     const message =
       `Redis maxmemory-policy is ${policy}: under memory pressure Redis may evict lease ` +
-      `records (two holders at once) or token counters (tokens then rely on the TIME floor). ` +
+      `records, letting two holders in at once (tokens then rely on the TIME floor). ` +
       `Set maxmemory-policy noeviction on the lease Redis.`;
     if (mode === 'refuse') {
       this.refused = new LeaseholdError('ERR_UNAVAILABLE', message);

@@ -1,9 +1,13 @@
 -- inspect.lua — a key's state for observers, read in one atomic step. Writes nothing.
--- KEYS[1]  lease record (hash {id, owner, token, value?})      KEYS[2] token counter
+-- KEYS[1]  lease record (hash: token, id, owner, exp, v — see acquire.lua)
 -- Returns: {lastToken} when no live holder
---          {lastToken, owner, token, pttl, leaseIdPrefix, value|nil} with a live holder
--- Time: remaining time by PTTL, the server's clock.
-local last = redis.call('GET', KEYS[2]) or '0'
-local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token', 'value')
+--          {lastToken, owner, token, remainingMs, leaseIdPrefix, v} with a live holder
+-- Time: from Redis TIME only.
+local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v')
+local last = rec[3] or '0'
 if not rec[1] then return {last} end
-return {last, rec[2], rec[3], redis.call('PTTL', KEYS[1]), string.sub(rec[1], 1, 8), rec[4]}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local left = tonumber(rec[2]) - now
+if left <= 0 then return {last} end
+return {last, rec[4], rec[3], left, string.sub(rec[1], 1, 8), rec[5]}
