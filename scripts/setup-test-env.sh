@@ -9,6 +9,13 @@ missing=()
 need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 
 # (Stores added later extend these lists: postgres, redis-server, etcd.)
+
+# >>> redis (issue 4): the shared Redis on 127.0.0.1:6379 and the redis-server binary that
+# the fault tests start as throwaway processes (failover, restart, eviction).
+need_cmd redis-server redis-server
+need_cmd redis-cli redis-tools
+# <<< redis
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"
@@ -18,6 +25,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+
+# >>> redis (issue 4): the shared test Redis must answer on 127.0.0.1:6379.
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "setup: starting redis-server on 127.0.0.1:6379"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log
+    for _ in $(seq 1 50); do
+      redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  fi
+  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "setup: Redis is not answering on 127.0.0.1:6379 (start redis-server, or run as root)" >&2
+    exit 1
+  fi
+fi
+# <<< redis
 
 if [ ! -f node_modules/better-sqlite3/build/Release/better_sqlite3.node ]; then
   echo "setup: better-sqlite3's native module is missing; run 'npm ci' (its install script must be allowed)" >&2

@@ -213,6 +213,7 @@ export class RedisLeaseStore implements LeaseStore {
         retryAfterMs: reply.holder.remainingMs,
       };
     }
+    this.subscriber?.noteGranted(keys.channel);
     if (this.replicas > 0) await this.awaitReplication(request, reply.token);
     return reply.serverMs === undefined
       ? { status: 'acquired', token: reply.token }

@@ -11,6 +11,8 @@ interface Watcher {
 interface Channel {
   readonly watchers: Set<Watcher>;
   readonly subscribed: Promise<unknown>;
+  /** Whether the key may be free: a release was seen and no grant through this store since. */
+  mayBeFree: boolean;
 }
 
 /** How many local waiters one release wakes. */
@@ -20,12 +22,13 @@ export type WakeMode = 'one' | 'all';
  * One pub/sub connection per store, shared by every waiter on every key. A release publishes
  * on the key's channel; this connection turns that into wake-ups.
  *
- * With `wake: 'one'` a release wakes one local waiter per key (round robin), not the whole
- * herd: the woken waiter either wins the key (and its own release wakes the next one) or
- * finds it busy (another process won, whose release will publish again). A waiter that
- * leaves after being woken — it won, gave up, or failed — passes the wake-up to the next
- * waiter, so no wake-up is lost; at worst one waiter retries for nothing. The client's timer
- * at the holder's expiry and its poll stay as backstops. `'all'` wakes every waiter.
+ * With `wake: 'one'` a release wakes one local waiter per key, the longest-waiting one, not
+ * the whole herd. A woken waiter that finds the key taken (a caller that did not wait got
+ * there first) stays at the head of the line for the next release, so waiters are served in
+ * arrival order. A woken waiter that leaves while the key may still be free (it gave up,
+ * timed out or failed — no grant through this store since the release) passes the wake-up to
+ * the next, so no wake-up is lost. The client's timer at the holder's expiry and its poll
+ * stay as backstops. `'all'` wakes every waiter.
  *
  * After a reconnect ioredis re-subscribes (autoResubscribe); every waiter is then woken,
  * since releases published while the connection was down were not seen.
@@ -55,7 +58,7 @@ export class ReleaseSubscriber {
   async watch(channel: string, onChange: () => void): Promise<Unwatch> {
     let entry = this.channels.get(channel);
     if (entry === undefined) {
-      entry = { watchers: new Set(), subscribed: this.sub.subscribe(channel) };
+      entry = { watchers: new Set(), subscribed: this.sub.subscribe(channel), mayBeFree: false };
       this.channels.set(channel, entry);
     }
     const watcher: Watcher = { onChange, baton: false };
@@ -75,6 +78,12 @@ export class ReleaseSubscriber {
     };
   }
 
+  /** Records a grant through this store: a woken waiter that leaves now need not wake another. */
+  noteGranted(channel: string): void {
+    const entry = this.channels.get(channel);
+    if (entry !== undefined) entry.mayBeFree = false;
+  }
+
   async close(): Promise<void> {
     this.channels.clear();
     this.sub.disconnect();
@@ -83,7 +92,7 @@ export class ReleaseSubscriber {
 
   private remove(channel: string, entry: Channel, watcher: Watcher): void {
     if (!entry.watchers.delete(watcher)) return;
-    if (watcher.baton) this.wakeNext(entry);
+    if (watcher.baton && entry.mayBeFree) this.wakeNext(entry);
     if (entry.watchers.size === 0 && this.channels.get(channel) === entry) {
       this.channels.delete(channel);
       this.sub.unsubscribe(channel).catch(() => undefined);
@@ -93,6 +102,7 @@ export class ReleaseSubscriber {
   private onMessage(channel: string): void {
     const entry = this.channels.get(channel);
     if (entry === undefined) return;
+    entry.mayBeFree = true;
     if (this.wake === 'all') {
       for (const w of entry.watchers) call(w);
       return;
@@ -103,10 +113,8 @@ export class ReleaseSubscriber {
   private wakeNext(entry: Channel): void {
     const first = entry.watchers.values().next();
     if (first.done === true) return;
+    // The longest-waiting waiter, which keeps its place until it leaves.
     const w = first.value;
-    // Round robin: the woken waiter goes to the back of the line.
-    entry.watchers.delete(w);
-    entry.watchers.add(w);
     w.baton = true;
     call(w);
   }
