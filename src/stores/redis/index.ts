@@ -13,4 +13,5 @@ export {
   type FenceWriteOptions,
   type FenceCommand,
   type FencePolicy,
+  type FenceScript,
 } from '../../fencing/redis.js';
