@@ -28,6 +28,13 @@ function percentile(sorted: number[], p: number): number {
 
 const round = (x: number, d = 2): number => Math.round(x * 10 ** d) / 10 ** d;
 
+interface Measured {
+  readonly cyclesPerSec: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly cpuMsPer1000: number;
+}
+
 /** Runs `workers` loops of `cycle` for `durationMs`; per-cycle latency and client CPU. */
 async function measure(
   cycle: Cycle,
@@ -35,10 +42,10 @@ async function measure(
   hot: boolean,
   prefix: string,
   durationMs: number,
-): Promise<{ cyclesPerSec: number; p50Ms: number; p99Ms: number; cpuMsPer1000: number }> {
+): Promise<Measured> {
   const latencies: number[] = [];
   // Warm-up: connections, script cache, JIT.
-  const warmEnd = performance.now() + Math.min(300, durationMs / 5);
+  const warmEnd = performance.now() + Math.min(500, durationMs / 4);
   await Promise.all(
     Array.from({ length: workers }, async (_, w) => {
       const key = hot ? `${prefix}hot` : `${prefix}w${w}`;
@@ -172,29 +179,44 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
       },
     ];
 
+    // Rounds interleave the subjects so that a burst of load from other processes on a
+    // shared machine does not land on one subject only; each row is the median round.
+    const rounds = opts.quick ? 1 : 3;
+    const cases: Array<{ subject: Subject; workers: number; keys: 'distinct' | 'hot' }> = [];
     for (const keys of ['distinct', 'hot'] as const) {
       for (const workers of [1, 32]) {
         for (const subject of subjects) {
           if (keys === 'hot' && (!subject.hot || workers === 1)) continue;
-          const cycle = subject.make(keys === 'hot');
-          const m = await measure(
-            cycle,
-            workers,
-            keys === 'hot',
-            `${run}${subject.name.length}-${keys}-${workers}:`,
-            durationMs,
-          );
-          results.push({
-            suite: 'redis',
-            subject: subject.name,
-            scenario: 'cycle',
-            workers,
-            keys,
-            ...m,
-            ...(subject.notes === undefined ? {} : { notes: subject.notes }),
-          });
+          cases.push({ subject, workers, keys });
         }
       }
+    }
+    const cycles = cases.map((c) => ({
+      ...c,
+      cycle: c.subject.make(c.keys === 'hot'),
+      runs: [] as Measured[],
+    }));
+    for (let round = 0; round < rounds; round++) {
+      for (const [i, c] of cycles.entries()) {
+        c.runs.push(
+          await measure(c.cycle, c.workers, c.keys === 'hot', `${run}${i}-${round}:`, durationMs),
+        );
+      }
+    }
+    for (const c of cycles) {
+      const median = [...c.runs].sort((a, b) => a.cyclesPerSec - b.cyclesPerSec)[
+        Math.floor(c.runs.length / 2)
+      ]!;
+      const range = c.runs.map((r) => r.cyclesPerSec).join('/');
+      results.push({
+        suite: 'redis',
+        subject: c.subject.name,
+        scenario: 'cycle',
+        workers: c.workers,
+        keys: c.keys,
+        ...median,
+        notes: `${c.subject.notes ?? ''}; median of ${rounds} interleaved runs (cycles/s ${range})`,
+      });
     }
 
     results.push(
