@@ -91,7 +91,7 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
  *   `{<key>}` hash tag lets your own keys for that resource share the slot.
  * - Tokens: `max(last + 1, TIME_ms × 1024)`. After Redis loses data (restart without
  *   persistence, failover to a replica that missed writes) the floor from server time still
- *   exceeds earlier tokens, provided a key averaged under 1024 grants per ms and the
+ *   exceeds earlier tokens, provided a key never saw 1024 grants within one ms and the
  *   server clock (of the new primary) did not step back. Hence `tokenDurability: 'best_effort'`.
  * - Asynchronous failover can lose a *grant*: two holders may both believe they hold the key
  *   for up to one TTL. The tokens still order them, so a fence at the resource

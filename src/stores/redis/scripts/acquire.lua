@@ -11,7 +11,7 @@
 -- Time: from Redis TIME only (expiry and the token floor); never a client clock.
 -- Token: max(last + 1, TIME_ms * 1024). The floor keeps tokens above every earlier one even
 -- when Redis lost the record (restart without persistence, failover to a replica that missed
--- writes), as long as a key averaged < 1024 grants per ms and the clock did not step back.
+-- writes), as long as a key never saw 1024 grants within one ms and the clock did not step back.
 local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
