@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { abortReason, MonotonicGuard, systemClock, type Clock } from './clock.js';
 import type { Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
@@ -12,7 +13,7 @@ import { defaultOwnerId, leaseIdPrefix, newLeaseId } from './ids.js';
 import { Lease } from './lease.js';
 import { boundedRequest, isProgrammerError } from './request.js';
 import type { AcquireResult, LossReason } from './results.js';
-import type { LeaseStore, StoreAcquireResult, Unwatch } from './store.js';
+import type { LeaseStore, StoreAcquireResult } from './store.js';
 import type { LeaseState, Token } from './types.js';
 import {
   checkSignal,
@@ -27,6 +28,7 @@ import {
   validateWait,
 } from './validate.js';
 import { Wakeup } from './wakeup.js';
+import { KeyWaiters } from './key-waiters.js';
 
 /** Options for {@link LeaseClient}. */
 export interface LeaseClientOptions {
@@ -134,6 +136,7 @@ export class LeaseClient {
   private readonly random: () => number;
   private readonly events: LeaseEvents;
   private readonly held = new Set<Lease>();
+  private readonly waiting = new Map<string, KeyWaiters>();
   private readonly closing = new AbortController();
 
   constructor(options: LeaseClientOptions) {
@@ -166,6 +169,8 @@ export class LeaseClient {
     this.logger = options.logger ?? silentLogger;
     this.random = options.random ?? Math.random;
     this.events = new LeaseEvents(this.logger);
+    // Every pending acquire listens on the close signal; many at once is normal, not a leak.
+    setMaxListeners(0, this.closing.signal);
   }
 
   /** Subscribes to lease events (`'*'` for all). Returns an unsubscribe function. */
@@ -201,8 +206,7 @@ export class LeaseClient {
     const startedAt = this.guard.now();
     const waitUntil = startedAt + req.waitMs;
     const wakeup = new Wakeup(this.clock);
-    let unwatch: Unwatch | undefined;
-    let watchTried = false;
+    let queue: KeyWaiters | undefined;
     try {
       for (;;) {
         if (signal.aborted) throw this.abortError(signal);
@@ -226,35 +230,48 @@ export class LeaseClient {
           });
           return { status: 'busy', holder: busy.holder, retryAfterMs: busy.retryAfterMs };
         }
-        if (!watchTried) {
-          watchTried = true;
-          const w = await boundedRequest(
-            this.clock,
-            Math.max(1, Math.min(left, this.requestTimeoutMs)),
-            signal,
-            () => this.store.watch(req.key, wakeup.notify),
+        if (queue === undefined) {
+          queue = this.waitersFor(req.key);
+          queue.join(wakeup);
+          const q = queue;
+          const w = await q.subscribe(() =>
+            boundedRequest(this.clock, this.requestTimeoutMs, this.closing.signal, () =>
+              this.store.watch(req.key, q.notifyHead),
+            ),
           );
-          if (w.ok) unwatch = w.value;
-          else if (w.aborted) throw this.abortError(signal);
-          else
+          if (!w.ok && !w.aborted) {
             this.logger.warn(
               { key: req.key, err: String(w.error) },
               'watch failed; waiting by expiry timer and poll',
             );
+          }
           // Re-check once the subscription is live: a release in between is not missed.
           continue;
         }
-        const untilExpiry =
-          busy.retryAfterMs +
-          1 +
-          Math.floor(this.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
         const poll = Math.floor(this.pollIntervalMs * (0.8 + 0.4 * this.random()));
-        const why = await wakeup.wait(Math.max(1, Math.min(left, untilExpiry, poll)), signal);
+        let sleep = Math.min(left, poll);
+        if (queue.isHead(wakeup)) {
+          const jitter = Math.floor(this.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
+          sleep = Math.min(sleep, busy.retryAfterMs + 1 + jitter);
+        }
+        const why = await wakeup.wait(Math.max(1, sleep), signal);
         if (why === 'aborted') throw this.abortError(signal);
       }
     } finally {
-      unwatch?.();
+      queue?.leave(wakeup);
     }
+  }
+
+  private waitersFor(key: string): KeyWaiters {
+    let queue = this.waiting.get(key);
+    if (queue === undefined) {
+      const created = new KeyWaiters(() => {
+        if (this.waiting.get(key) === created) this.waiting.delete(key);
+      });
+      this.waiting.set(key, created);
+      queue = created;
+    }
+    return queue;
   }
 
   /**

@@ -59,7 +59,8 @@ export class Lease implements AsyncDisposable {
   readonly ttlMs: number;
 
   private readonly init: LeaseInit;
-  private readonly controller = new AbortController();
+  /** Made on first read of `signal`: a lease nobody watches costs no AbortController. */
+  private controller: AbortController | undefined;
   private currentDeadline: number;
   private lastRenewSentAt: number;
   private readonly grantedAt: number;
@@ -92,6 +93,10 @@ export class Lease implements AsyncDisposable {
 
   /** Aborts when the lease stops being valid; its reason is a `LeaseholdError('ERR_LEASE_LOST')`. */
   get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.statusValue !== 'held') this.controller.abort(this.lossError());
+    }
     return this.controller.signal;
   }
 
@@ -338,7 +343,15 @@ export class Lease implements AsyncDisposable {
     this.renewTimer = this.init.clock.setTimeout(
       () => {
         this.renewTimer = undefined;
-        void this.renewOnce();
+        // A background renewal must never leak a rejection: anything unexpected ends the
+        // lease (fail closed) and is logged.
+        this.renewOnce().catch((err: unknown) => {
+          this.init.logger.error(
+            { key: this.key, token: this.token.toString(), err: String(err) },
+            'lease renewal failed unexpectedly; treating the lease as lost',
+          );
+          this.end('lost');
+        });
       },
       Math.max(0, at - now),
       { background: true },
@@ -365,6 +378,13 @@ export class Lease implements AsyncDisposable {
     }
   }
 
+  private lossError(): LeaseholdError {
+    return new LeaseholdError(
+      'ERR_LEASE_LOST',
+      `lease on ${this.key} (token ${this.token}) ended: ${this.reason ?? 'lost'}`,
+    );
+  }
+
   /** Ends the lease for good: timers stop, the signal fires, the client forgets it. */
   private end(reason: LossReason): void {
     if (this.statusValue !== 'held') return;
@@ -376,12 +396,7 @@ export class Lease implements AsyncDisposable {
       this.init.clock.clearTimeout(this.deadlineTimer);
       this.deadlineTimer = undefined;
     }
-    this.controller.abort(
-      new LeaseholdError(
-        'ERR_LEASE_LOST',
-        `lease on ${this.key} (token ${this.token}) ended: ${reason}`,
-      ),
-    );
+    this.controller?.abort(this.lossError());
     if (reason !== 'released') {
       this.init.events.emit({
         type: 'lost',

@@ -451,7 +451,7 @@ export const contractCases: ContractCase[] = [
         const b = client(spy.store, 'owner-b', { pollInterval: 60_000 });
         const key = uniqueKey('wake');
         const lease = leaseOf(await a.acquire(key, { ttl: 30_000 }));
-        const waiting = b.acquire(key, { ttl: 5000, wait: 20_000 });
+        const waiting = b.acquire(key, { ttl: 5000, wait: 5000 });
         // Parked: subscribed, then re-checked once more and found busy.
         await eventually('B to park', () =>
           spy.watches() === 1 && spy.busyAnswers() >= 2 ? true : undefined,

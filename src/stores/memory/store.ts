@@ -8,6 +8,7 @@ import type {
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
+  StoreRequestOptions,
   Unwatch,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
@@ -69,7 +70,10 @@ export class MemoryLeaseStore implements LeaseStore {
     this.state = options.state ?? new MemoryLeaseState();
   }
 
-  tryAcquire(request: StoreAcquireRequest): Promise<StoreAcquireResult> {
+  tryAcquire(
+    request: StoreAcquireRequest,
+    _options?: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
     this.assertOpen();
     const now = this.clock.now();
     const row = this.state.rows.get(request.key);
@@ -94,7 +98,10 @@ export class MemoryLeaseStore implements LeaseStore {
     return Promise.resolve({ status: 'acquired', token });
   }
 
-  renew(lease: StoreLeaseRef & { ttlMs: number }): Promise<StoreRenewResult> {
+  renew(
+    lease: StoreLeaseRef & { ttlMs: number },
+    _options?: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
     this.assertOpen();
     const now = this.clock.now();
     const row = this.state.rows.get(lease.key);
@@ -104,7 +111,7 @@ export class MemoryLeaseStore implements LeaseStore {
     return Promise.resolve({ status: 'renewed' });
   }
 
-  release(lease: StoreLeaseRef): Promise<StoreReleaseResult> {
+  release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
     this.assertOpen();
     const row = this.state.rows.get(lease.key);
     if (row === undefined || !owns(row, lease)) return Promise.resolve({ status: 'not_owner' });
@@ -116,12 +123,12 @@ export class MemoryLeaseStore implements LeaseStore {
     return Promise.resolve({ status: 'released' });
   }
 
-  inspect(key: string): Promise<LeaseState> {
+  inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
     this.assertOpen();
     return Promise.resolve(stateOf(key, this.state.rows.get(key), this.clock.now()));
   }
 
-  list(prefix: string, limit: number): Promise<LeaseState[]> {
+  list(prefix: string, limit: number, _options?: StoreRequestOptions): Promise<LeaseState[]> {
     this.assertOpen();
     const now = this.clock.now();
     const out: LeaseState[] = [];

@@ -1,19 +1,39 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { closeSync, futimesSync, openSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
 /**
  * Wake-ups for waiters on one SQLite file, shared by every store instance in this process
- * that opened it. Writes from this process notify the key directly; writes from other
- * processes are seen through the file system (inotify on the WAL file), which cannot say
- * which key changed, so every waiter on the file re-checks — a read, which costs no write.
+ * that opened it. Writes from this process notify the key directly. Other processes touch a
+ * sidecar file (`<db>-notify`) *after* each release or grant has committed, and this feed
+ * watches it (inotify). Watching the WAL itself would be wrong: SQLite writes WAL frames
+ * before the commit becomes visible to readers (the wal-index in `-shm` is updated through
+ * mmap, which raises no event), so a waiter woken by the WAL write can re-read the old state
+ * and then sleep through the release. The sidecar cannot say which key changed, so every
+ * waiter on the file re-checks — a read, which costs no write.
  */
 class ChangeFeed {
   private readonly byKey = new Map<string, Set<() => void>>();
   private watcher: FSWatcher | undefined;
   private refs = 0;
   private scheduled = false;
+  private readonly notifyPath: string;
+  private notifyFd: number | undefined;
 
-  constructor(private readonly path: string) {}
+  constructor(private readonly path: string) {
+    this.notifyPath = `${path}-notify`;
+  }
+
+  /** Tells other processes that something on `key` committed. Call after the commit. */
+  announce(key: string): void {
+    this.notifyKey(key);
+    try {
+      if (this.notifyFd === undefined) this.notifyFd = openSync(this.notifyPath, 'a');
+      const now = new Date();
+      futimesSync(this.notifyFd, now, now);
+    } catch {
+      // A read-only directory or a vanished file: waiters elsewhere fall back to timers.
+    }
+  }
 
   retain(): void {
     this.refs++;
@@ -25,6 +45,8 @@ class ChangeFeed {
     if (this.refs <= 0) {
       this.watcher?.close();
       this.watcher = undefined;
+      if (this.notifyFd !== undefined) closeSync(this.notifyFd);
+      this.notifyFd = undefined;
       return true;
     }
     return false;
@@ -58,10 +80,10 @@ class ChangeFeed {
 
   private ensureWatcher(): void {
     if (this.watcher !== undefined) return;
-    const wal = `${basename(this.path)}-wal`;
+    const sidecar = basename(this.notifyPath);
     try {
       this.watcher = watch(dirname(this.path), { persistent: false }, (_event, filename) => {
-        if (filename === null || filename === wal) this.notifyAll();
+        if (filename === null || filename === sidecar) this.notifyAll();
       });
       this.watcher.on('error', () => {
         this.watcher?.close();

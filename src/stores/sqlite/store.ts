@@ -10,6 +10,7 @@ import type {
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
+  StoreRequestOptions,
   Unwatch,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
@@ -26,7 +27,7 @@ export interface SqliteLeaseStoreOptions {
   /**
    * How long a write waits for another process's write lock before the request fails as
    * `unavailable`. Blocks this process's event loop while it waits (better-sqlite3 is
-   * synchronous), so keep it short. Defaults to 2000 ms.
+   * synchronous). Defaults to 5000 ms.
    */
   readonly busyTimeoutMs?: number;
 }
@@ -59,8 +60,9 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  *   (WAL mode, busy timeout).
  * - Time: this machine's monotonic clock (shared by all processes, immune to wall-clock
  *   steps), tagged with the boot id so that leases from before a reboot count as expired.
- * - Durability: `synchronous = FULL`, so the commit that grants a token is on disk before the
- *   token is returned; a crash or power loss cannot hand the same token out twice.
+ * - Durability: `synchronous = FULL` for grants, so the commit that grants a token is on disk
+ *   before the token is returned; a crash or power loss cannot hand the same token out twice.
+ *   Renewals and releases skip the fsync (see the comment at their statements for why).
  * - A busy answer is a read: no write lock, no WAL frame.
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
@@ -73,6 +75,11 @@ export class SqliteLeaseStore implements LeaseStore {
   readonly kind = 'sqlite';
   readonly capabilities = CAPABILITIES;
   readonly path: string;
+  /** The durability settings read back from the connection after open. */
+  readonly settings: {
+    readonly journalMode: string;
+    readonly synchronous: 'FULL' | 'NORMAL' | 'OFF' | 'EXTRA';
+  };
   private readonly db: Database.Database;
   private readonly bootId: string;
   private readonly feed: ChangeFeed;
@@ -83,6 +90,9 @@ export class SqliteLeaseStore implements LeaseStore {
     release: Database.Statement<Record<string, unknown>>;
     list: Database.Statement<Record<string, unknown>, LeaseRow & { key: string }>;
   };
+  private readonly acquireTx: (params: Record<string, unknown>) => { token: bigint } | undefined;
+  private readonly renewTx: (params: Record<string, unknown>) => number;
+  private readonly releaseTx: (params: Record<string, unknown>) => number;
   private closed = false;
 
   constructor(options: SqliteLeaseStoreOptions) {
@@ -104,7 +114,7 @@ export class SqliteLeaseStore implements LeaseStore {
     const table = options.table ?? 'leasehold_lease';
     if (!TABLE_NAME.test(table))
       throw invalidArgument('table', 'must be a plain SQL identifier', table);
-    const busyTimeoutMs = options.busyTimeoutMs ?? 2000;
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0 || busyTimeoutMs > 60_000) {
       throw invalidArgument('busyTimeoutMs', 'must be an integer from 0 to 60000', busyTimeoutMs);
     }
@@ -124,6 +134,11 @@ export class SqliteLeaseStore implements LeaseStore {
       );
     }
     this.path = join(realpathSync(dirname(absolute)), basename(absolute));
+    const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+    this.settings = {
+      journalMode: String(this.db.pragma('journal_mode', { simple: true })),
+      synchronous: syncLevels[Number(this.db.pragma('synchronous', { simple: true }))] ?? 'OFF',
+    };
     this.bootId = machineBootId();
     const sql = (text: string): string => text.replaceAll('{{table}}', `"${table}"`);
     this.stmt = {
@@ -133,10 +148,43 @@ export class SqliteLeaseStore implements LeaseStore {
       release: this.db.prepare(sql(Q.RELEASE)),
       list: this.db.prepare(sql(Q.LIST_LIVE)),
     };
+    // Writes run in IMMEDIATE transactions: the write lock is taken (waiting on the busy
+    // handler) before anything is read. An autocommit write would start as a reader and fail
+    // at once with SQLITE_BUSY when another process commits in between (a stale WAL snapshot
+    // cannot be upgraded, and the busy handler is not consulted for that).
+    const { acquire, renew, release } = this.stmt;
+    const immediate = <A, R>(fn: (a: A) => R): ((a: A) => R) => {
+      const tx = this.db.transaction(fn);
+      return (a: A) => tx.immediate(a);
+    };
+    // Only a grant must reach the disk before it is answered: a token lost in a power cut
+    // could be handed out again. A lost renewal or release cannot hurt anyone — after a power
+    // cut the boot id changes and every lease of the old boot counts as expired — and process
+    // crashes keep committed pages in the OS cache either way. So renew and release commit
+    // without an fsync (NORMAL; the next FULL commit syncs the WAL up to and including them).
+    const relaxed = <A, R>(fn: (a: A) => R): ((a: A) => R) => {
+      const run = immediate(fn);
+      const toNormal = this.db.prepare('PRAGMA synchronous = NORMAL');
+      const toFull = this.db.prepare('PRAGMA synchronous = FULL');
+      return (a: A) => {
+        toNormal.run();
+        try {
+          return run(a);
+        } finally {
+          toFull.run();
+        }
+      };
+    };
+    this.acquireTx = immediate((p: Record<string, unknown>) => acquire.get(p));
+    this.renewTx = relaxed((p: Record<string, unknown>) => renew.run(p).changes);
+    this.releaseTx = relaxed((p: Record<string, unknown>) => release.run(p).changes);
     this.feed = retainChangeFeed(this.path);
   }
 
-  tryAcquire(request: StoreAcquireRequest): Promise<StoreAcquireResult> {
+  tryAcquire(
+    request: StoreAcquireRequest,
+    _options?: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
     return this.run(() => {
       for (let attempt = 0; attempt < 3; attempt++) {
         const nowUs = machineMonotonicUs();
@@ -151,7 +199,7 @@ export class SqliteLeaseStore implements LeaseStore {
         }
         const expiresUs = nowUs + BigInt(request.ttlMs) * 1000n;
         const expiresWallMs = Date.now() + request.ttlMs;
-        const granted = this.stmt.acquire.get({
+        const granted = this.acquireTx({
           key: request.key,
           leaseId: request.leaseId,
           ownerId: request.ownerId,
@@ -162,7 +210,7 @@ export class SqliteLeaseStore implements LeaseStore {
           nowUs,
         });
         if (granted !== undefined) {
-          this.feed.notifyKey(request.key);
+          this.feed.announce(request.key);
           return { status: 'acquired', token: granted.token, expiresAtWallMs: expiresWallMs };
         }
         // Another process won the key between our read and our write: read again.
@@ -171,11 +219,14 @@ export class SqliteLeaseStore implements LeaseStore {
     });
   }
 
-  renew(lease: StoreLeaseRef & { ttlMs: number }): Promise<StoreRenewResult> {
+  renew(
+    lease: StoreLeaseRef & { ttlMs: number },
+    _options?: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
     return this.run(() => {
       const nowUs = machineMonotonicUs();
       const expiresWallMs = Date.now() + lease.ttlMs;
-      const info = this.stmt.renew.run({
+      const changes = this.renewTx({
         key: lease.key,
         leaseId: lease.leaseId,
         token: lease.token,
@@ -184,13 +235,13 @@ export class SqliteLeaseStore implements LeaseStore {
         expiresUs: nowUs + BigInt(lease.ttlMs) * 1000n,
         expiresWallMs,
       });
-      return info.changes === 1
+      return changes === 1
         ? { status: 'renewed', expiresAtWallMs: expiresWallMs }
         : { status: 'lost' };
     });
   }
 
-  release(lease: StoreLeaseRef): Promise<StoreReleaseResult> {
+  release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
     return this.run(() => {
       const info = this.stmt.release.run({
         key: lease.key,
@@ -198,12 +249,12 @@ export class SqliteLeaseStore implements LeaseStore {
         token: lease.token,
       });
       if (info.changes !== 1) return { status: 'not_owner' };
-      this.feed.notifyKey(lease.key);
+      this.feed.announce(lease.key);
       return { status: 'released' };
     });
   }
 
-  inspect(key: string): Promise<LeaseState> {
+  inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
     return this.run(() => {
       const row = this.stmt.select.get({ key });
       if (row === undefined) return { key, lastToken: 0n, holder: undefined };
@@ -216,7 +267,7 @@ export class SqliteLeaseStore implements LeaseStore {
     });
   }
 
-  list(prefix: string, limit: number): Promise<LeaseState[]> {
+  list(prefix: string, limit: number, _options?: StoreRequestOptions): Promise<LeaseState[]> {
     return this.run(() => {
       const nowUs = machineMonotonicUs();
       return this.stmt.list

@@ -1,0 +1,81 @@
+// `npm run bench [-- --quick] [--only sqlite,redis] [--json FILE]`: measures leasehold and the
+// peers users would pick instead, in the same run, and prints a table with ratios.
+import { writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { fmt, type BenchOptions, type BenchResult } from './lib.js';
+import { redisBenchmarks } from './redis.js';
+import { sqliteBenchmarks } from './sqlite.js';
+
+const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
+  sqlite: sqliteBenchmarks,
+  redis: redisBenchmarks,
+};
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const onlyAt = args.indexOf('--only');
+const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? '').split(',') : Object.keys(SUITES);
+const jsonAt = args.indexOf('--json');
+const opts: BenchOptions = { durationMs: quick ? 1000 : 3000, quick };
+
+const all: BenchResult[] = [];
+for (const name of only) {
+  const suite = SUITES[name];
+  if (!suite)
+    throw new Error(`unknown bench suite ${name}; known: ${Object.keys(SUITES).join(', ')}`);
+  console.error(`bench: running ${name}…`);
+  all.push(...(await suite(opts)));
+}
+
+/** Ratio of each throughput row to the suite's baseline row with the same workers and keys. */
+function baselineOf(r: BenchResult): BenchResult | undefined {
+  return all.find(
+    (b) =>
+      b.suite === r.suite &&
+      b.scenario === r.scenario &&
+      b.subject.startsWith('raw') &&
+      b.keys === r.keys &&
+      (b.workers === r.workers || b.notes?.includes('synchronous')),
+  );
+}
+
+const header = [
+  'suite',
+  'subject',
+  'scenario',
+  'workers',
+  'keys',
+  'cycles/s',
+  'vs raw',
+  'p50 ms',
+  'p99 ms',
+  'cpu ms/1k',
+];
+const rows = all.map((r) => {
+  const base = baselineOf(r);
+  const ratio =
+    base && r.cyclesPerSec !== undefined && base !== r
+      ? `${(r.cyclesPerSec / base.cyclesPerSec!).toFixed(2)}×`
+      : '';
+  return [
+    r.suite,
+    r.subject,
+    r.scenario,
+    String(r.workers),
+    r.keys,
+    fmt(r.cyclesPerSec, 0),
+    ratio,
+    fmt(r.p50Ms, 2),
+    fmt(r.p99Ms, 2),
+    fmt(r.cpuMsPer1000, 0),
+  ];
+});
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+const line = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ');
+console.log(
+  `leasehold bench — node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${quick ? 'quick' : 'full'} run, ${new Date().toISOString()}`,
+);
+console.log(line(header));
+for (const r of rows) console.log(line(r));
+if (jsonAt >= 0 && args[jsonAt + 1])
+  writeFileSync(args[jsonAt + 1]!, JSON.stringify(all, null, 2) + '\n');

@@ -1,0 +1,227 @@
+import Database from 'better-sqlite3';
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LeaseClient } from '../src/core/client.js';
+import type { LeaseStore, StoreAcquireRequest, StoreRequestOptions } from '../src/core/store.js';
+import { MemoryLeaseStore } from '../src/stores/memory/store.js';
+import { machineBootId, machineMonotonicUs } from '../src/stores/sqlite/machine-time.js';
+import * as Q from '../src/stores/sqlite/queries.js';
+import { SqliteLeaseStore } from '../src/stores/sqlite/store.js';
+import { measureCycles, percentile, type BenchOptions, type BenchResult } from './lib.js';
+
+const PEER = fileURLToPath(new URL('./sqlite-handoff-peer.js', import.meta.url));
+
+/** The store's own two statements, run raw through better-sqlite3 under the same sync policy. */
+function rawPair(path: string): (key: string) => void {
+  const db = new Database(path, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.defaultSafeIntegers(true);
+  const sql = (t: string): string => t.replaceAll('{{table}}', '"leasehold_lease"');
+  const acquire = db.prepare(sql(Q.ACQUIRE));
+  const release = db.prepare(sql(Q.RELEASE));
+  const acquireTx = db.transaction(
+    (p: Record<string, unknown>) => acquire.get(p) as { token: bigint } | undefined,
+  );
+  const releaseTx = db.transaction((p: Record<string, unknown>) => release.run(p));
+  const bootId = machineBootId();
+  const relax = db.prepare('PRAGMA synchronous = NORMAL');
+  const strict = db.prepare('PRAGMA synchronous = FULL');
+  return (key) => {
+    const leaseId = randomUUID();
+    const nowUs = machineMonotonicUs();
+    const got = acquireTx.immediate({
+      key,
+      leaseId,
+      ownerId: 'raw',
+      expiresUs: nowUs + 30_000_000n,
+      bootId,
+      expiresWallMs: Date.now() + 30_000,
+      value: null,
+      nowUs,
+    });
+    if (got === undefined) throw new Error('raw acquire found the key busy');
+    relax.run();
+    releaseTx.immediate({ key, leaseId, token: got.token });
+    strict.run();
+  };
+}
+
+async function cyclesOf(
+  suite: string,
+  subject: string,
+  store: LeaseStore,
+  opts: BenchOptions,
+  notes?: string,
+): Promise<BenchResult[]> {
+  const out: BenchResult[] = [];
+  const client = new LeaseClient({ store, ownerId: subject });
+  const run = randomUUID().slice(0, 8);
+  for (const workers of [1, 32]) {
+    for (const keys of ['distinct', 'hot'] as const) {
+      const m = await measureCycles(workers, opts.durationMs, async (w) => {
+        const key = keys === 'hot' ? `bench/${run}/hot` : `bench/${run}/k${w}`;
+        const r = await client.acquire(key, { ttl: 30_000, wait: 30_000 });
+        if (r.status !== 'acquired') throw new Error(`bench acquire: ${r.status}`);
+        await r.lease.release();
+      });
+      out.push({ suite, subject, scenario: 'cycle', workers, keys, ...m, notes });
+      console.error(
+        `bench: ${suite} ${subject} ${workers}w ${keys}: ${m.cyclesPerSec.toFixed(0)}/s`,
+      );
+    }
+  }
+  await client.close();
+  return out;
+}
+
+/** Parks a waiter (subscribed and told busy), releases, and times until the waiter holds. */
+async function inProcessHandoff(
+  suite: string,
+  subject: string,
+  open: () => LeaseStore,
+  rounds: number,
+): Promise<BenchResult> {
+  const holderStore = open();
+  const waiterInner = open();
+  let busy = 0;
+  let parked: (() => void) | undefined;
+  const waiterStore: LeaseStore = Object.assign(Object.create(waiterInner) as LeaseStore, {
+    tryAcquire: async (r: StoreAcquireRequest, o: StoreRequestOptions) => {
+      const a = await waiterInner.tryAcquire(r, o);
+      if (a.status === 'busy' && ++busy === 2) parked?.();
+      return a;
+    },
+    watch: (k: string, fn: () => void) => waiterInner.watch(k, fn),
+  });
+  const holder = new LeaseClient({ store: holderStore, ownerId: 'holder' });
+  const waiter = new LeaseClient({ store: waiterStore, ownerId: 'waiter', pollInterval: 60_000 });
+  const key = `bench/handoff/${randomUUID()}`;
+  const samples: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const h = await holder.acquire(key, { ttl: 30_000 });
+    if (h.status !== 'acquired') throw new Error('holder could not acquire');
+    busy = 0;
+    const isParked = new Promise<void>((r) => (parked = r));
+    const waiting = waiter.acquire(key, { ttl: 30_000, wait: 20_000 });
+    const early = await Promise.race([isParked.then(() => undefined), waiting]);
+    if (early !== undefined)
+      throw new Error(
+        `handoff round ${i}: waiter finished before parking: ${early.status} ${early.status === 'unavailable' ? String(early.cause) : ''}`,
+      );
+    const t0 = performance.now();
+    await h.lease.release();
+    const w = await waiting;
+    samples.push(performance.now() - t0);
+    if (w.status !== 'acquired') throw new Error('waiter did not acquire');
+    await w.lease.release();
+  }
+  await holder.close();
+  await waiter.close();
+  await holderStore.close();
+  await waiterInner.close();
+  return {
+    suite,
+    subject,
+    scenario: 'handoff in one process',
+    workers: 2,
+    keys: 'hot',
+    p50Ms: percentile(samples, 50),
+    p99Ms: percentile(samples, 99),
+    notes: `${rounds} handoffs, release sent → waiter holds`,
+  };
+}
+
+/** The same, with the waiter in another process woken through the file system. */
+async function crossProcessHandoff(path: string, rounds: number): Promise<BenchResult> {
+  const key = `bench/xhandoff/${randomUUID()}`;
+  const child = fork(PEER, [path, key], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  type Msg = { type: string; status?: string; at?: string };
+  const inbox: Msg[] = [];
+  let notify: (() => void) | undefined;
+  child.on('message', (m: Msg) => {
+    inbox.push(m);
+    notify?.();
+  });
+  const next = async (type: string): Promise<Msg> => {
+    for (;;) {
+      const i = inbox.findIndex((m) => m.type === type);
+      if (i >= 0) return inbox.splice(i, 1)[0]!;
+      await new Promise<void>((r) => (notify = r));
+    }
+  };
+  await next('ready');
+  const store = new SqliteLeaseStore({ path });
+  const holder = new LeaseClient({ store, ownerId: 'holder', pollInterval: 60_000 });
+  const samples: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const h = await holder.acquire(key, { ttl: 30_000, wait: 20_000 });
+    if (h.status !== 'acquired') throw new Error('holder could not acquire');
+    child.send({ type: 'wait' });
+    await next('parked');
+    const t0 = process.hrtime.bigint();
+    await h.lease.release();
+    const got = await next('acquired');
+    if (got.status !== 'acquired') throw new Error(`peer: ${got.status}`);
+    samples.push(Number(BigInt(got.at!) - t0) / 1e6);
+  }
+  child.send({ type: 'stop' });
+  await new Promise((r) => child.once('exit', r));
+  await holder.close();
+  await store.close();
+  return {
+    suite: 'sqlite',
+    subject: 'leasehold',
+    scenario: 'handoff across processes',
+    workers: 2,
+    keys: 'hot',
+    p50Ms: percentile(samples, 50),
+    p99Ms: percentile(samples, 99),
+    notes: `${rounds} handoffs via inotify on the WAL`,
+  };
+}
+
+export async function sqliteBenchmarks(opts: BenchOptions): Promise<BenchResult[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-'));
+  const path = join(dir, 'bench.db');
+  const results: BenchResult[] = [];
+  try {
+    const store = new SqliteLeaseStore({ path });
+    const raw = rawPair(path);
+    for (const keys of ['distinct', 'hot'] as const) {
+      const m = await measureCycles(1, opts.durationMs, (w) => {
+        raw(keys === 'hot' ? 'raw/hot' : `raw/k${w}`);
+        return Promise.resolve();
+      });
+      results.push({
+        suite: 'sqlite',
+        subject: 'raw better-sqlite3 (same 2 statements, same sync policy)',
+        scenario: 'cycle',
+        workers: 1,
+        keys,
+        ...m,
+        notes: 'synchronous (one at a time at any concurrency)',
+      });
+    }
+    results.push(...(await cyclesOf('sqlite', 'leasehold', store, opts, 'WAL, synchronous=FULL')));
+    await store.close();
+    const rounds = opts.quick ? 50 : 200;
+    results.push(
+      await inProcessHandoff('sqlite', 'leasehold', () => new SqliteLeaseStore({ path }), rounds),
+    );
+    results.push(await crossProcessHandoff(path, rounds));
+    const memory = new MemoryLeaseStore();
+    results.push(...(await cyclesOf('memory', 'leasehold', memory, opts)));
+    const state = new (await import('../src/stores/memory/store.js')).MemoryLeaseState();
+    results.push(
+      await inProcessHandoff('memory', 'leasehold', () => new MemoryLeaseStore({ state }), rounds),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return results;
+}

@@ -1,0 +1,88 @@
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  StoreRequestOptions,
+  Unwatch,
+} from '../../src/core/store.js';
+import type { LeaseState } from '../../src/core/types.js';
+
+/** A promise with its resolve/reject exposed: a barrier a test opens when it chooses. */
+export interface Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+export function deferred<T>(): Deferred<T> {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+type Call<Req, Res> = (
+  request: Req,
+  options: StoreRequestOptions,
+  forward: () => Promise<Res>,
+) => Promise<Res>;
+
+/**
+ * Fault injection over a real store: each operation can be intercepted to delay, drop, fail
+ * or hold the request or its reply. Without an interceptor it forwards unchanged.
+ */
+export class FaultyStore implements LeaseStore {
+  onAcquire: Call<StoreAcquireRequest, StoreAcquireResult> | undefined;
+  onRenew: Call<StoreLeaseRef & { ttlMs: number }, StoreRenewResult> | undefined;
+  onRelease: Call<StoreLeaseRef, StoreReleaseResult> | undefined;
+  readonly calls = { acquire: 0, renew: 0, release: 0 };
+
+  constructor(readonly inner: LeaseStore) {}
+
+  get kind(): string {
+    return this.inner.kind;
+  }
+  get capabilities(): LeaseStore['capabilities'] {
+    return this.inner.capabilities;
+  }
+
+  tryAcquire(
+    request: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
+    this.calls.acquire++;
+    const forward = (): Promise<StoreAcquireResult> => this.inner.tryAcquire(request, options);
+    return this.onAcquire ? this.onAcquire(request, options, forward) : forward();
+  }
+  renew(
+    lease: StoreLeaseRef & { ttlMs: number },
+    options: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    this.calls.renew++;
+    const forward = (): Promise<StoreRenewResult> => this.inner.renew(lease, options);
+    return this.onRenew ? this.onRenew(lease, options, forward) : forward();
+  }
+  release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
+    this.calls.release++;
+    const forward = (): Promise<StoreReleaseResult> => this.inner.release(lease, options);
+    return this.onRelease ? this.onRelease(lease, options, forward) : forward();
+  }
+  inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
+    return this.inner.inspect(key, options);
+  }
+  list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
+    return this.inner.list(prefix, limit, options);
+  }
+  watch(key: string, onChange: () => void): Promise<Unwatch> {
+    return this.inner.watch(key, onChange);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}

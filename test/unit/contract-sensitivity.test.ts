@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { systemClock } from '../../src/core/clock.js';
+import type {
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  Unwatch,
+} from '../../src/core/store.js';
+import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
+import { contractCases } from '../contract/cases.js';
+import type { StoreHarness } from '../contract/harness.js';
+
+/** Stores that each break one rule of the contract: the suite must catch every one. */
+class NeverIncrementsTokens extends MemoryLeaseStore {
+  constructor(private readonly s: MemoryLeaseState) {
+    super({ state: s });
+  }
+  override async tryAcquire(r: StoreAcquireRequest): Promise<StoreAcquireResult> {
+    const answer = await super.tryAcquire(r);
+    if (answer.status !== 'acquired') return answer;
+    this.s.rows.get(r.key)!.lastToken = 1n;
+    return { status: 'acquired', token: 1n };
+  }
+}
+
+class RevivesExpiredLeases extends MemoryLeaseStore {
+  constructor(private readonly s: MemoryLeaseState) {
+    super({ state: s });
+  }
+  override renew(lease: StoreLeaseRef & { ttlMs: number }): Promise<StoreRenewResult> {
+    const row = this.s.rows.get(lease.key);
+    if (row?.leaseId === lease.leaseId) {
+      row.expiresAt = systemClock.now() + lease.ttlMs;
+      return Promise.resolve({ status: 'renewed' });
+    }
+    return Promise.resolve({ status: 'lost' });
+  }
+}
+
+class ReleasesUnconditionally extends MemoryLeaseStore {
+  constructor(private readonly s: MemoryLeaseState) {
+    super({ state: s });
+  }
+  override release(lease: StoreLeaseRef): Promise<StoreReleaseResult> {
+    const row = this.s.rows.get(lease.key);
+    if (row === undefined) return Promise.resolve({ status: 'not_owner' });
+    row.leaseId = undefined;
+    row.expiresAt = Number.NEGATIVE_INFINITY;
+    return Promise.resolve({ status: 'released' });
+  }
+}
+
+class ExpiresEarly extends MemoryLeaseStore {
+  constructor(s: MemoryLeaseState) {
+    super({ state: s });
+  }
+  override tryAcquire(r: StoreAcquireRequest): Promise<StoreAcquireResult> {
+    return super.tryAcquire({ ...r, ttlMs: Math.floor(r.ttlMs / 2) });
+  }
+}
+
+class NeverNotifies extends MemoryLeaseStore {
+  constructor(s: MemoryLeaseState) {
+    super({ state: s });
+  }
+  override watch(): Promise<Unwatch> {
+    return Promise.resolve(() => {});
+  }
+}
+
+class ReportsOutageAsBusy extends MemoryLeaseStore {
+  private down = false;
+  constructor(s: MemoryLeaseState) {
+    super({ state: s });
+  }
+  override tryAcquire(r: StoreAcquireRequest): Promise<StoreAcquireResult> {
+    if (this.down) {
+      return Promise.resolve({
+        status: 'busy',
+        holder: { ownerId: '?', token: 1n, remainingMs: 1, leaseIdPrefix: '', value: undefined },
+        retryAfterMs: 1,
+      });
+    }
+    return super.tryAcquire(r);
+  }
+  override close(): Promise<void> {
+    this.down = true;
+    return Promise.resolve();
+  }
+}
+
+function harnessOf(make: (s: MemoryLeaseState) => MemoryLeaseStore): StoreHarness {
+  const state = new MemoryLeaseState();
+  return {
+    name: 'broken',
+    open: () => Promise.resolve(make(state)),
+    teardown: () => Promise.resolve(),
+  };
+}
+
+const BROKEN: Array<[string, (s: MemoryLeaseState) => MemoryLeaseStore, string[]]> = [
+  [
+    'a store that never increments tokens',
+    (s) => new NeverIncrementsTokens(s),
+    [
+      'tokens strictly increase',
+      'tokens keep increasing across a store re-open',
+      'keeps the token counter',
+    ],
+  ],
+  [
+    'a store that revives expired leases on renew',
+    (s) => new RevivesExpiredLeases(s),
+    ['stays lost'],
+  ],
+  [
+    'a store that releases without checking lease id and token',
+    (s) => new ReleasesUnconditionally(s),
+    ['release is conditional', 'a stale renew or release never touches the new holder'],
+  ],
+  [
+    'a store that expires leases before their TTL',
+    (s) => new ExpiresEarly(s),
+    ['only after the TTL has run out'],
+  ],
+  ['a store whose watch never fires', (s) => new NeverNotifies(s), ['woken by the release itself']],
+  ['a store that reports an outage as busy', (s) => new ReportsOutageAsBusy(s), ['never busy']],
+];
+
+describe('the conformance suite can fail', () => {
+  for (const [what, make, caseNames] of BROKEN) {
+    for (const fragment of caseNames) {
+      const c = contractCases.find((x) => x.name.includes(fragment));
+      it(`catches ${what} in “${fragment}”`, { timeout: 60_000 }, async () => {
+        assert.ok(c, `no contract case matches "${fragment}"`);
+        await assert.rejects(
+          c.run(harnessOf(make)),
+          (e: unknown) => e instanceof Error,
+          `${what} passed "${c.name}"`,
+        );
+      });
+    }
+  }
+});
