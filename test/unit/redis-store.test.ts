@@ -94,7 +94,7 @@ describe('RedisLeaseStore specifics', () => {
     await waiting.close();
   });
 
-  it('a release wakes the longest-waiting local waiter first, then the next', async () => {
+  it('a release wakes the longest-waiting watcher of the store first (two clients sharing it), then the next', async () => {
     const local = new RedisLeaseStore({ redis: TEST_REDIS_URL, prefix: PREFIX });
     let watches = 0;
     const spy: LeaseStore = Object.create(local) as LeaseStore;
@@ -106,18 +106,20 @@ describe('RedisLeaseStore specifics', () => {
       },
     });
     const holder = new LeaseClient({ store: local, ownerId: 'holder' });
-    const waiters = new LeaseClient({ store: spy, ownerId: 'waiters', pollInterval: 60_000 });
+    // Two clients over one store: each client subscribes once per key, the store orders them.
+    const early = new LeaseClient({ store: spy, ownerId: 'early', pollInterval: 60_000 });
+    const late = new LeaseClient({ store: spy, ownerId: 'late', pollInterval: 60_000 });
     try {
       const key = 'fifo';
       const held = await holder.acquire(key, { ttl: 30_000 });
       assert.equal(held.status, 'acquired');
       const order: string[] = [];
-      const first = waiters.acquire(key, { ttl: 30_000, wait: 20_000 }).then((r) => {
+      const first = early.acquire(key, { ttl: 30_000, wait: 20_000 }).then((r) => {
         order.push('first');
         return r;
       });
       await eventually('the first waiter to subscribe', () => (watches === 1 ? true : undefined));
-      const second = waiters.acquire(key, { ttl: 30_000, wait: 20_000 }).then((r) => {
+      const second = late.acquire(key, { ttl: 30_000, wait: 20_000 }).then((r) => {
         order.push('second');
         return r;
       });
@@ -134,7 +136,8 @@ describe('RedisLeaseStore specifics', () => {
       await r2.lease.release();
     } finally {
       await holder.close();
-      await waiters.close();
+      await early.close();
+      await late.close();
       await local.close();
     }
   });
