@@ -3,11 +3,13 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
+import { postgresBenchmarks } from './postgres.js';
 import { redisBenchmarks } from './redis.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   sqlite: sqliteBenchmarks,
+  postgres: postgresBenchmarks,
   redis: redisBenchmarks,
 };
 

@@ -45,6 +45,32 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
 fi
 # <<< redis
 
+# --- postgres (issue 3): the shared PostgreSQL server on 127.0.0.1:5432 (db `test`, trust) ---
+# Self-contained so that other stores' blocks merge cleanly. Tests need pg_isready, and
+# pg_dump / pg_restore for the restore test; as root a stopped cluster is started.
+if ! command -v pg_isready >/dev/null 2>&1 || ! command -v pg_dump >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "setup: installing postgresql-client"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client
+  else
+    echo "setup: missing Debian package: postgresql-client (install it, or run as root)" >&2
+    exit 1
+  fi
+fi
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  if [ "$(id -u)" = "0" ] && command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    pg_version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+    echo "setup: starting PostgreSQL ${pg_version}/main"
+    pg_ctlcluster --skip-systemctl-redirect "${pg_version}" main start || true
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
+  fi
+  if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    echo "setup: PostgreSQL is not accepting connections on 127.0.0.1:5432 (db test, user postgres, trust auth); start it, or run this script as root" >&2
+    exit 1
+  fi
+fi
+# --- end postgres ---
+
 if [ ! -f node_modules/better-sqlite3/build/Release/better_sqlite3.node ]; then
   echo "setup: better-sqlite3's native module is missing; run 'npm ci' (its install script must be allowed)" >&2
   exit 1

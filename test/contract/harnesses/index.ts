@@ -1,5 +1,6 @@
 import type { StoreHarness } from '../harness.js';
 import { memoryHarness } from './memory.js';
+import { postgresHarness } from './postgres.js';
 import { redisHarness } from './redis.js';
 import { sqliteHarness } from './sqlite.js';
 
@@ -10,6 +11,7 @@ import { sqliteHarness } from './sqlite.js';
 export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
+  postgres: postgresHarness,
   redis: redisHarness,
 };
 

@@ -1,0 +1,420 @@
+import { invalidArgument, LeaseholdError } from '../core/errors.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import type { FenceResult } from '../core/results.js';
+import { parseToken, validateKey } from '../core/validate.js';
+import {
+  checkIdentifier,
+  checkout,
+  quoteIdent,
+  renderSql,
+  resolveConnection,
+  timeoutPrefix,
+  unavailable,
+  type PgPool,
+  type PgPoolClient,
+  type PgResult,
+  type PostgresConnectionOptions,
+  type SqlParam,
+} from '../stores/postgres/client.js';
+import { runMigrations, type Migration, type MigrationReport } from '../stores/postgres/migrate.js';
+import { parseBigint } from '../stores/postgres/store.js';
+
+/**
+ * The fence's schema, version 1 (forward-only). `{{fence}}` / `{{ops}}` are the escaped
+ * `schema.table` and `schema.table_op`.
+ * - `{{fence}}`: one durable high-water mark per fencing scope — the highest token accepted.
+ * - `{{ops}}`: idempotency keys applied under the current generation of a scope; rows of
+ *   older generations are deleted when the mark moves past them.
+ */
+const FENCE_0001 = `
+CREATE TABLE IF NOT EXISTS {{fence}} (
+  scope      text COLLATE "C" PRIMARY KEY,
+  high_water bigint NOT NULL CHECK (high_water >= 0),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE IF NOT EXISTS {{ops}} (
+  scope      text COLLATE "C" NOT NULL,
+  token      bigint NOT NULL,
+  op_key     text COLLATE "C" NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  PRIMARY KEY (scope, token, op_key)
+);`;
+
+/**
+ * Check-and-advance, sent right after BEGIN in the same message. In order:
+ * - `lease` (only with lease validation; else a constant row): the seed's validate step —
+ *   the caller's lease row, locked `FOR UPDATE` so no new acquisition can pass it before
+ *   this transaction ends. No row: the lease is gone and nothing below happens.
+ * - `mark`: advances the scope's mark to the token if the policy allows (`<=` for '>=',
+ *   `<` for '>'). ON CONFLICT locks the scope's row until commit, so concurrent writers of
+ *   one scope are serialised and each re-checks against the newest mark.
+ * - `op`: records the idempotency key; a conflict means this (token, key) was applied.
+ * - `gc`: forgets the keys of older generations once the mark moved past them.
+ * Params: $1 scope, $2 token, $3 idempotency key or NULL, $4 lease key, $5 lease id.
+ * Returns lease_ok, marked, op_new (ints).
+ */
+const CHECK_AND_ADVANCE = `
+WITH lease AS ({{lease_check}}),
+mark AS (
+  INSERT INTO {{fence}} AS f (scope, high_water)
+  SELECT $1, $2::bigint WHERE EXISTS (SELECT 1 FROM lease)
+  ON CONFLICT (scope) DO UPDATE SET high_water = EXCLUDED.high_water, updated_at = clock_timestamp()
+  WHERE f.high_water {{cmp}} EXCLUDED.high_water
+  RETURNING high_water
+), op AS (
+  INSERT INTO {{ops}} (scope, token, op_key)
+  SELECT $1, $2::bigint, $3 FROM mark WHERE $3::text IS NOT NULL
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+), gc AS (
+  DELETE FROM {{ops}} o
+  WHERE o.scope = $1 AND o.token < $2::bigint AND EXISTS (SELECT 1 FROM mark)
+)
+SELECT (SELECT count(*) FROM lease)::int AS lease_ok,
+       (SELECT count(*) FROM mark)::int AS marked,
+       (SELECT count(*) FROM op)::int AS op_new`;
+
+/** The seed's validate-and-write check of the lease row (§4). Params as above. */
+const LEASE_CHECK = `
+  SELECT 1 FROM {{lease}}
+  WHERE resource_key = $4 AND owner_id = $5::uuid AND fencing_token = $2::bigint
+    AND lease_until > clock_timestamp()
+  FOR UPDATE`;
+
+/**
+ * Why the write was not applied, read with a fresh snapshot (the check ran on an older one
+ * if it waited for another writer). Params as above. Returns hwm, dup, lease_token.
+ */
+const EXPLAIN_REFUSAL = `
+SELECT (SELECT high_water::text FROM {{fence}} WHERE scope = $1) AS hwm,
+       EXISTS (SELECT 1 FROM {{ops}} WHERE scope = $1 AND token = $2::bigint AND op_key = $3) AS dup,
+       {{lease_token}} AS lease_token`;
+
+/** Params: $1 scope. Returns hwm (text) or no row. */
+const SELECT_MARK = `SELECT high_water::text AS hwm FROM {{fence}} WHERE scope = $1`;
+
+/** A connection inside the fenced transaction, handed to your write. Do not commit or roll back. */
+export interface FenceTransaction {
+  query<R = Record<string, unknown>>(
+    text: string,
+    values?: readonly unknown[],
+  ): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+/** Options for {@link PostgresFence}: a connection to the database of the protected data. */
+export interface PostgresFenceOptions extends PostgresConnectionOptions {
+  /** The schema of the fence tables (created if missing). Defaults to `public`. */
+  readonly schema?: string;
+  /** The high-water table; idempotency keys go to `<table>_op`. Defaults to `leasehold_fence`. */
+  readonly table?: string;
+  /**
+   * `'>='` accepts any number of writes per generation (the seed's `last_fencing_token <=
+   * incoming`); `'>'` accepts one write per grant and refuses an equal token. Defaults to `'>='`.
+   */
+  readonly policy?: '>=' | '>';
+  /**
+   * Where the lease table lives when writes ask for lease validation (it must be in the same
+   * database). Defaults to `public.coordination_lease`.
+   */
+  readonly leaseTable?: { readonly schema?: string; readonly table?: string };
+  /** Apply the fence's migrations before the first write. Defaults to `true`. */
+  readonly autoMigrate?: boolean;
+  /**
+   * Bound for each statement and lock wait of the fenced transaction, and for idle gaps
+   * inside it (a writer that stalls mid-transaction is disconnected and rolled back rather
+   * than holding the scope's lock). Defaults to `5s`.
+   */
+  readonly timeout?: Duration;
+}
+
+/** One fenced write. */
+export interface FencedWriteRequest {
+  /** What the mark protects, e.g. the resource key (`report/july`). Same rules as a lease key. */
+  readonly scope: string;
+  /** The writer's fencing token: a `bigint` or a decimal string, never a JS number. */
+  readonly token: bigint | string;
+  /**
+   * Makes retries of one operation within one generation safe: a second write with the same
+   * (scope, token, key) answers `duplicate` and runs nothing.
+   */
+  readonly idempotencyKey?: string;
+  /**
+   * Also require, in the same transaction, that this lease still holds its key with this
+   * token and is unexpired by the database clock — and lock its row until commit so no new
+   * owner can be granted meanwhile (the seed's validate-and-write). Only when the lease
+   * table is in this database. A lease that is gone answers `stale_fence`.
+   */
+  readonly lease?: { readonly key: string; readonly leaseId: string };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The Postgres fence: a durable high-water mark per fencing scope, checked and advanced in
+ * the same short transaction as your write (DESIGN §4).
+ *
+ * - `applied`: the token was not below the mark (or, with policy `'>'`, above it); the mark
+ *   now equals the token and your write committed with it — atomically: a crash at any
+ *   point leaves both or neither.
+ * - `duplicate`: this (scope, token, idempotency key) was applied before; nothing ran.
+ * - `stale_fence`: a newer token has reached the scope (or the validated lease is gone).
+ *   Definitive: never retry under the same lease.
+ * - Anything else (connection loss, timeouts, a failing COMMIT) throws: `ERR_UNAVAILABLE`
+ *   for the database, your own error unchanged when your write throws (rolled back). When
+ *   the connection is lost during COMMIT the outcome is unknown; retry with the same
+ *   idempotency key to find out (`duplicate` if it had committed).
+ *
+ * Concurrent writers of one scope are serialised on the scope's row for the length of the
+ * transaction, so keep the write short: no network calls inside it.
+ *
+ * @example
+ * const fence = new PostgresFence({ pool });
+ * const r = await fence.write({ scope: 'report/july', token: lease.token }, (tx) =>
+ *   tx.query('UPDATE report SET body = $1 WHERE id = $2', [body, 'july']),
+ * );
+ * if (r.status === 'stale_fence') stopWorking();
+ */
+export class PostgresFence {
+  /** The acceptance policy. */
+  readonly policy: '>=' | '>';
+  private readonly pool: PgPool;
+  private readonly ownPool: boolean;
+  private readonly schema: string;
+  private readonly migrations: Migration[];
+  private readonly autoMigrate: boolean;
+  private readonly timeoutMs: number;
+  private readonly sql: {
+    checkPlain: string;
+    checkLease: string;
+    explainPlain: string;
+    explainLease: string;
+    mark: string;
+  };
+  private ready: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(options: PostgresFenceOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw invalidArgument('options', 'must be an object', options);
+    }
+    this.schema = checkIdentifier('schema', options.schema ?? 'public');
+    const table = checkIdentifier('table', options.table ?? 'leasehold_fence');
+    const policy = options.policy ?? '>=';
+    if (policy !== '>=' && policy !== '>') {
+      throw invalidArgument('policy', "must be '>=' or '>'", policy);
+    }
+    this.policy = policy;
+    const autoMigrate = options.autoMigrate ?? true;
+    if (typeof autoMigrate !== 'boolean') {
+      throw invalidArgument('autoMigrate', 'must be a boolean', autoMigrate);
+    }
+    this.autoMigrate = autoMigrate;
+    this.timeoutMs =
+      options.timeout === undefined ? 5000 : parseDuration('timeout', options.timeout);
+    if (this.timeoutMs < 1 || this.timeoutMs > 600_000) {
+      throw invalidArgument('timeout', 'must be between 1ms and 10m', options.timeout);
+    }
+    const leaseSchema = checkIdentifier(
+      'leaseTable.schema',
+      options.leaseTable?.schema ?? 'public',
+    );
+    const leaseTable = checkIdentifier(
+      'leaseTable.table',
+      options.leaseTable?.table ?? 'coordination_lease',
+    );
+    const conn = resolveConnection(options);
+    this.pool = conn.pool;
+    this.ownPool = conn.ownPool;
+
+    const q = quoteIdent(this.schema);
+    const names: Record<string, string> = {
+      fence: `${q}.${quoteIdent(table)}`,
+      ops: `${q}.${quoteIdent(`${table}_op`)}`,
+      lease: `${quoteIdent(leaseSchema)}.${quoteIdent(leaseTable)}`,
+      cmp: policy === '>=' ? '<=' : '<',
+    };
+    const fill = (text: string, extra: Record<string, string> = {}): string =>
+      text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => extra[k] ?? names[k] ?? m);
+    this.migrations = [{ name: `${table}/0001_fence`, sql: fill(FENCE_0001) }];
+    this.sql = {
+      checkPlain: fill(CHECK_AND_ADVANCE, { lease_check: 'SELECT 1' }),
+      checkLease: fill(CHECK_AND_ADVANCE, { lease_check: fill(LEASE_CHECK) }),
+      explainPlain: fill(EXPLAIN_REFUSAL, { lease_token: 'NULL::text' }),
+      explainLease: fill(EXPLAIN_REFUSAL, {
+        lease_token: fill('(SELECT fencing_token::text FROM {{lease}} WHERE resource_key = $4)'),
+      }),
+      mark: fill(SELECT_MARK),
+    };
+  }
+
+  /** Creates or upgrades the fence tables (advisory-locked; safe from several processes). */
+  migrate(): Promise<MigrationReport> {
+    this.assertOpen();
+    return runMigrations(this.pool, this.schema, this.migrations);
+  }
+
+  /**
+   * Runs `write` inside the fenced transaction if `request.token` may still write to
+   * `request.scope`; see the class description for the outcomes. `write` receives the
+   * transaction's connection; its return value comes back in `applied`.
+   */
+  async write<T>(
+    request: FencedWriteRequest,
+    write: (tx: FenceTransaction) => Promise<T> | T,
+  ): Promise<FenceResult<T>> {
+    this.assertOpen();
+    if (typeof request !== 'object' || request === null) {
+      throw invalidArgument('request', 'must be an object', request);
+    }
+    const scope = validateKey(request.scope, 'scope');
+    const token = parseToken(request.token, 'token');
+    const key = request.idempotencyKey;
+    if (key !== undefined) validateKey(key, 'idempotencyKey');
+    if (typeof write !== 'function') throw invalidArgument('write', 'must be a function', write);
+    const lease = request.lease;
+    if (lease !== undefined) {
+      validateKey(lease.key, 'lease.key');
+      if (typeof lease.leaseId !== 'string' || !UUID.test(lease.leaseId)) {
+        throw invalidArgument('lease.leaseId', 'must be a lease id (a UUID)', lease.leaseId);
+      }
+    }
+    await this.ensureReady();
+    const params: SqlParam[] = [
+      scope,
+      token,
+      key ?? null,
+      lease?.key ?? null,
+      lease?.leaseId ?? null,
+    ];
+
+    const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence');
+    let inTransaction = false;
+    let broken: Error | undefined;
+    try {
+      const ms = this.timeoutMs;
+      inTransaction = true;
+      const checked = resultAt(
+        await client.query(
+          `BEGIN; ${timeoutPrefix(ms)}` +
+            `SET LOCAL idle_in_transaction_session_timeout = ${ms}; ` +
+            renderSql(lease ? this.sql.checkLease : this.sql.checkPlain, params),
+        ),
+        -1,
+      ).rows[0];
+      const leaseOk = checked?.['lease_ok'] === 1;
+      const marked = checked?.['marked'] === 1;
+      const opNew = checked?.['op_new'] === 1;
+
+      if (!marked || (key !== undefined && !opNew)) {
+        const why = resultAt(
+          await client.query(
+            renderSql(lease ? this.sql.explainLease : this.sql.explainPlain, params) + '; ROLLBACK',
+          ),
+          0,
+        ).rows[0];
+        inTransaction = false;
+        if (key !== undefined && why?.['dup'] === true) return { status: 'duplicate' };
+        let hwm = why?.['hwm'] == null ? 0n : parseBigint(why['hwm']);
+        if (!leaseOk && why?.['lease_token'] != null) {
+          const leaseToken = parseBigint(why['lease_token']);
+          if (leaseToken > hwm) hwm = leaseToken;
+        }
+        return { status: 'stale_fence', highWaterMark: hwm };
+      }
+
+      let value: T;
+      try {
+        value = await write(transactionOf(client));
+      } catch (err) {
+        // The caller's own failure: roll back and hand it back unchanged.
+        await client.query('ROLLBACK').catch((e: unknown) => {
+          broken = e instanceof Error ? e : new Error(String(e));
+        });
+        inTransaction = false;
+        throw new CallerError(err);
+      }
+      await client.query('COMMIT');
+      inTransaction = false;
+      return { status: 'applied', value };
+    } catch (err) {
+      if (err instanceof CallerError) throw err.inner;
+      broken = err instanceof Error ? err : new Error(String(err));
+      throw unavailable('PostgreSQL fence', err);
+    } finally {
+      if (inTransaction && broken === undefined) {
+        await client.query('ROLLBACK').catch((e: unknown) => {
+          broken = e instanceof Error ? e : new Error(String(e));
+        });
+      }
+      // A connection that failed mid-transaction is destroyed, never reused.
+      release(broken);
+    }
+  }
+
+  /** The scope's current high-water mark (0n when nothing was accepted yet). */
+  async highWaterMark(scope: string): Promise<bigint> {
+    this.assertOpen();
+    const s = validateKey(scope, 'scope');
+    await this.ensureReady();
+    try {
+      const r = resultAt(
+        await this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.mark, [s])),
+        -1,
+      );
+      const row = r.rows[0];
+      return row === undefined ? 0n : parseBigint(row['hwm']);
+    } catch (err) {
+      throw unavailable('PostgreSQL fence', err);
+    }
+  }
+
+  /** Ends the pool if the fence opened it. Later calls throw `ERR_CLOSED`. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.ownPool) await this.pool.end().catch(() => undefined);
+  }
+
+  private ensureReady(): Promise<void> {
+    if (!this.autoMigrate) return Promise.resolve();
+    this.ready ??= this.migrate().then(
+      () => undefined,
+      (err: unknown) => {
+        this.ready = undefined;
+        throw err;
+      },
+    );
+    return this.ready;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL fence was closed');
+  }
+}
+
+/** Carries an error thrown by the caller's write past our own error handling. */
+class CallerError extends Error {
+  constructor(readonly inner: unknown) {
+    super('the fenced write threw');
+  }
+}
+
+function transactionOf(client: PgPoolClient): FenceTransaction {
+  return {
+    query: async <R>(text: string, values?: readonly unknown[]) =>
+      (await (values === undefined ? client.query(text) : client.query(text, values))) as {
+        rows: R[];
+        rowCount: number | null;
+      },
+  };
+}
+
+/** One statement's result of a multi-statement message (negative: from the end). */
+function resultAt(answer: unknown, index: number): PgResult {
+  const list = Array.isArray(answer) ? (answer as unknown[]) : [answer];
+  const r = list[index < 0 ? list.length + index : index] as PgResult | undefined;
+  if (r === undefined || !Array.isArray(r.rows)) {
+    throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result rows');
+  }
+  return r;
+}

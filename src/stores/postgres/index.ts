@@ -1,0 +1,18 @@
+export { PostgresLeaseStore, type PostgresLeaseStoreOptions } from './store.js';
+export {
+  migratePostgresLeaseStore,
+  type PostgresMigrateOptions,
+  type MigrationReport,
+} from './migrate.js';
+export {
+  advancePostgresFencingEpoch,
+  EPOCH_TOKENS_PER_MS,
+  type PostgresEpochOptions,
+  type PostgresEpochReport,
+} from './epoch.js';
+export type {
+  PgPool,
+  PgPoolClient,
+  PgConnectionConfig,
+  PostgresConnectionOptions,
+} from './client.js';

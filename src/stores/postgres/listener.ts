@@ -1,0 +1,149 @@
+import pg from 'pg';
+import { LeaseholdError } from '../../core/errors.js';
+import type { Unwatch } from '../../core/store.js';
+import { quoteIdent, unavailable, type PgConnectionConfig } from './client.js';
+
+/** Reconnect delays after the listening session is lost: doubling, capped. */
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 5000;
+
+/**
+ * One LISTEN session per store, shared by all its watchers. Payloads are keys; a
+ * notification wakes that key's watchers. When the session is lost it reconnects (with
+ * backoff, while anyone watches), LISTENs again, and then wakes every watcher: a release
+ * during the gap sent no notification we could see, so everyone re-checks — a read, which
+ * costs no write.
+ */
+export class Listener {
+  private readonly byKey = new Map<string, Set<() => void>>();
+  private client: pg.Client | undefined;
+  private connecting: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryMs = RETRY_MIN_MS;
+  private closed = false;
+  /** Times the session was (re)established; for tests and diagnostics. */
+  connections = 0;
+
+  constructor(
+    private readonly config: PgConnectionConfig | undefined,
+    private readonly channel: string,
+  ) {}
+
+  /**
+   * Adds a watcher for `key`; resolves once the LISTEN is live, so a re-check after this
+   * resolves cannot miss a release. Rejects `ERR_UNAVAILABLE` when the session cannot be
+   * established (the client then waits by expiry timer and poll).
+   */
+  async subscribe(key: string, onChange: () => void): Promise<Unwatch> {
+    if (this.closed)
+      throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
+    let set = this.byKey.get(key);
+    if (set === undefined) this.byKey.set(key, (set = new Set()));
+    const entry = (): void => onChange();
+    set.add(entry);
+    const unwatch = (): void => {
+      set.delete(entry);
+      if (set.size === 0 && this.byKey.get(key) === set) this.byKey.delete(key);
+    };
+    try {
+      await this.ensureConnected();
+    } catch (err) {
+      unwatch();
+      throw err;
+    }
+    return unwatch;
+  }
+
+  /** Ends the session; later subscriptions throw `ERR_CLOSED`. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.byKey.clear();
+    const client = this.client;
+    this.client = undefined;
+    await this.connecting?.catch(() => undefined);
+    await client?.end().catch(() => undefined);
+  }
+
+  private ensureConnected(): Promise<void> {
+    if (this.client !== undefined) return Promise.resolve();
+    this.connecting ??= this.connect().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  private async connect(): Promise<void> {
+    if (this.config === undefined) {
+      throw new LeaseholdError(
+        'ERR_UNAVAILABLE',
+        'PostgreSQL lease store: no connection settings for the LISTEN session (pass listenConnection with a custom pool)',
+      );
+    }
+    const client = new pg.Client({
+      ...this.config,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      application_name: 'leasehold-listener',
+    });
+    let lost = false;
+    const onLost = (): void => {
+      if (lost) return;
+      lost = true;
+      if (this.client === client) this.client = undefined;
+      client.end().catch(() => undefined);
+      this.scheduleReconnect();
+    };
+    client.on('error', onLost);
+    client.on('end', onLost);
+    client.on('notification', (msg) => {
+      if (msg.channel === this.channel && msg.payload !== undefined) this.wake(msg.payload);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${quoteIdent(this.channel)}`);
+    } catch (err) {
+      lost = true;
+      await client.end().catch(() => undefined);
+      throw unavailable('PostgreSQL lease store: LISTEN session', err);
+    }
+    if (this.closed || lost) {
+      await client.end().catch(() => undefined);
+      if (this.closed)
+        throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
+      throw new LeaseholdError(
+        'ERR_UNAVAILABLE',
+        'PostgreSQL lease store: LISTEN session lost while starting',
+      );
+    }
+    this.client = client;
+    this.connections++;
+    this.retryMs = RETRY_MIN_MS;
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed || this.retryTimer !== undefined || this.byKey.size === 0) return;
+    const delay = this.retryMs;
+    this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.closed || this.byKey.size === 0) return;
+      this.ensureConnected().then(
+        () => this.wakeAll(),
+        () => this.scheduleReconnect(),
+      );
+    }, delay);
+    // Reconnecting must not keep a process alive that has nothing else to do.
+    this.retryTimer.unref();
+  }
+
+  private wake(key: string): void {
+    const set = this.byKey.get(key);
+    if (set === undefined) return;
+    for (const fn of [...set]) fn();
+  }
+
+  private wakeAll(): void {
+    for (const set of [...this.byKey.values()]) for (const fn of [...set]) fn();
+  }
+}

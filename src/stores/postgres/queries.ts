@@ -1,0 +1,98 @@
+/**
+ * The PostgreSQL statements of the lease store, one per operation and one round trip each.
+ * `{{lease}}` / `{{acquire_fn}}` are replaced once, at open, by escaped names; `$n` are rendered as
+ * literals per request (see `renderSql`). Every statement is sent after `SET LOCAL`
+ * statement and lock timeouts derived from the request's timeout.
+ *
+ * Time is the database's `clock_timestamp()` (not `now()`, which is frozen at transaction
+ * start). A lease is live while `lease_until > clock_timestamp()` — the seed's definition,
+ * so leasehold and programs running the seed's statements agree on who holds a key.
+ */
+
+/**
+ * Remaining ms of a row's lease, rounded up, as `int`; 0 once expired. Guarded because
+ * Postgres 15 cannot subtract the `-infinity` a release leaves.
+ */
+const REMAINING = (row: string, now: string): string =>
+  `CASE WHEN ${row}.lease_until > ${now} THEN ceil(extract(epoch FROM (${row}.lease_until - ${now})) * 1000)::int ELSE 0 END`;
+
+/**
+ * The grant, in one call that writes only when it may grant (DESIGN §2: a busy answer costs
+ * no write). The statement lives in PL/pgSQL function `{{acquire_fn}}` (migration
+ * `0002_acquire_function.sql`), so each session plans it once: a `cur` CTE reads the row, and
+ * the INSERT's source is empty while a live holder exists, so a busy or already-held answer
+ * takes no row lock, no xid and no WAL. The seed's plain `INSERT … ON CONFLICT DO UPDATE …
+ * WHERE` would lock the conflicting row (set xmax) and take an xid even when its WHERE fails.
+ *
+ * When the read saw a free key, the upsert re-checks expiry on the newest row version
+ * (ON CONFLICT locks it), so two racing grants cannot both win; the loser re-reads with a
+ * fresh snapshot inside the same call and answers busy with the winner.
+ *
+ * Params: $1 key, $2 lease id (uuid), $3 ttl ms, $4 owner name, $5 value (or NULL).
+ * Returns one row, or none after repeated lost races:
+ *   status 'acquired' | 'held' (the same lease id is live: idempotent retry) | 'busy',
+ *   token (text), expires_ms (float8, wall clock, display only), remaining_ms (int),
+ *   owner_id (text), owner_name, value, details_ok (bool: owner_name/value describe owner_id).
+ */
+export const ACQUIRE = `
+SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, details_ok
+FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5)`;
+
+/**
+ * The seed's renewal: only the same key, lease id and token while unexpired. A renewal that
+ * matches nothing locks nothing.
+ * Params: $1 key, $2 lease id, $3 token, $4 ttl ms. Returns expires_ms, or no row (lost).
+ */
+export const RENEW = `
+UPDATE {{lease}}
+SET lease_until = clock_timestamp() + $4::bigint * interval '1 millisecond'
+WHERE resource_key = $1
+  AND owner_id = $2::uuid
+  AND fencing_token = $3::bigint
+  AND lease_until > clock_timestamp()
+RETURNING extract(epoch FROM lease_until)::float8 * 1000 AS expires_ms`;
+
+/**
+ * The seed's release: conditional on lease id and token, keeps the row and its token. The
+ * table's trigger NOTIFYs waiters when owner_id becomes NULL.
+ * Params: $1 key, $2 lease id, $3 token. Returns one row (released) or none (not owner).
+ */
+export const RELEASE = `
+UPDATE {{lease}}
+SET owner_id = NULL,
+    lease_until = '-infinity'::timestamptz,
+    owner_name = NULL,
+    value = NULL,
+    details_owner_id = NULL
+WHERE resource_key = $1
+  AND owner_id = $2::uuid
+  AND fencing_token = $3::bigint
+RETURNING 1 AS released`;
+
+/**
+ * Params: $1 key. Returns token, live (bool), remaining_ms, owner_id, owner_name, value,
+ * details_ok — or no row when the key was never granted.
+ */
+export const INSPECT = `
+SELECT fencing_token::text AS token,
+       lease_until > clock_timestamp() AS live,
+       ${REMAINING('l', 'clock_timestamp()')} AS remaining_ms,
+       owner_id::text AS owner_id, owner_name, value,
+       details_owner_id IS NOT DISTINCT FROM owner_id AS details_ok
+FROM {{lease}} l WHERE resource_key = $1`;
+
+/**
+ * Live leases whose key starts with $1, in key order (code points = UTF-8 bytes: the column
+ * is COLLATE "C"), at most $2. The range condition lets the primary key serve the prefix.
+ * Returns key plus the columns of INSPECT.
+ */
+export const LIST_LIVE = `
+SELECT resource_key AS key, fencing_token::text AS token, true AS live,
+       ${REMAINING('l', 'clock_timestamp()')} AS remaining_ms,
+       owner_id::text AS owner_id, owner_name, value,
+       details_owner_id IS NOT DISTINCT FROM owner_id AS details_ok
+FROM {{lease}} l
+WHERE resource_key >= $1 AND left(resource_key, length($1)) = $1
+  AND lease_until > clock_timestamp()
+ORDER BY resource_key
+LIMIT $2`;

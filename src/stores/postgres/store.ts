@@ -1,0 +1,342 @@
+import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { leaseIdPrefix } from '../../core/ids.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  StoreRequestOptions,
+  Unwatch,
+} from '../../core/store.js';
+import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import {
+  channelName,
+  checkIdentifier,
+  lastResult,
+  quoteIdent,
+  renderSql,
+  resolveConnection,
+  timeoutPrefix,
+  unavailable,
+  type PgConnectionConfig,
+  type PgPool,
+  type PgResult,
+  type PostgresConnectionOptions,
+  type SqlParam,
+} from './client.js';
+import { Listener } from './listener.js';
+import {
+  acquireFunctionName,
+  leaseMigrations,
+  runMigrations,
+  type MigrationReport,
+} from './migrate.js';
+import * as Q from './queries.js';
+
+/** Options for {@link PostgresLeaseStore}: a connection (exactly one of pool / connectionString / connection) and where the table lives. */
+export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {
+  /** The schema of the lease table. Defaults to `public`. */
+  readonly schema?: string;
+  /** The lease table. Defaults to `coordination_lease`, the seed's name. */
+  readonly table?: string;
+  /**
+   * Apply pending migrations (advisory-locked, once per store) before the first request.
+   * Set `false` when the application's role may not run DDL and `leasehold migrate` runs
+   * at deploy time instead. Defaults to `true`.
+   */
+  readonly autoMigrate?: boolean;
+  /**
+   * `synchronous_commit` for the statements that grant, renew and release, set per
+   * transaction. `on` (the default) makes a returned token durable on the primary's disk
+   * (and on synchronous standbys, when configured) even if the server default is `off`;
+   * `remote_apply` additionally waits until synchronous standbys can read it;
+   * `server_default` leaves the server's setting alone. Defaults to `on`.
+   */
+  readonly synchronousCommit?: 'on' | 'remote_apply' | 'server_default';
+  /**
+   * Settings (or a connection string) for the dedicated LISTEN session that wakes waiters.
+   * Defaults to the settings of the pool (pg's `Pool` exposes them) or of `connectionString`.
+   * The session must be a real one, not behind a transaction-mode pooler.
+   */
+  readonly listenConnection?: PgConnectionConfig | string;
+}
+
+const CAPABILITIES: StoreCapabilities = Object.freeze({
+  timeAuthority: 'store',
+  tokenDurability: 'durable',
+  watch: 'push',
+  sharedAcrossProcesses: true,
+  minTtlMs: 1,
+  ttlGranularityMs: 1,
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Calls of the grant function (each retries lost races 5 times itself) before giving up. */
+const ACQUIRE_ATTEMPTS = 3;
+
+/**
+ * The PostgreSQL lease store: the seed's `coordination_lease` table (§4), shared by any
+ * number of processes and machines.
+ *
+ * - One statement, one round trip per acquire, renew and release; expiry by the database's
+ *   `clock_timestamp()`; rows kept after release so tokens never reset.
+ * - A busy answer costs no write: no row lock, no transaction id, no WAL.
+ * - Every statement runs under `statement_timeout` and `lock_timeout` equal to the request's
+ *   timeout, so a statement never outlives the caller's interest in it.
+ * - Tokens are `bigint` columns read as text and parsed to `bigint` (never a JS number), so a
+ *   global pg type parser cannot corrupt them.
+ * - Interoperates with the seed's own statements run by other programs on the same table:
+ *   the lease id is the row's `owner_id`.
+ * - Waiting is woken by LISTEN/NOTIFY on one dedicated session per store.
+ * - Durability: `synchronous_commit = on` per write (see `synchronousCommit`). After restoring
+ *   the database from a backup, run {@link advancePostgresFencingEpoch} before clients
+ *   return, or tokens could repeat.
+ *
+ * Failures to reach the database throw `ERR_UNAVAILABLE` (the client reports `unavailable`).
+ *
+ * @example
+ * const store = new PostgresLeaseStore({ connectionString: 'postgres://app@db/app' });
+ * const client = new LeaseClient({ store });
+ * const r = await client.acquire('report/july', { ttl: '30s' });
+ */
+export class PostgresLeaseStore implements LeaseStore {
+  readonly kind = 'postgres';
+  readonly capabilities = CAPABILITIES;
+  /** The schema of the lease table. */
+  readonly schema: string;
+  /** The lease table. */
+  readonly table: string;
+  private readonly pool: PgPool;
+  private readonly ownPool: boolean;
+  private readonly listener: Listener;
+  private readonly autoMigrate: boolean;
+  private readonly writePrefix: string;
+  private readonly sql: {
+    acquire: string;
+    renew: string;
+    release: string;
+    inspect: string;
+    list: string;
+  };
+  private ready: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(options: PostgresLeaseStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw invalidArgument('options', 'must be an object', options);
+    }
+    this.schema = checkIdentifier('schema', options.schema ?? 'public');
+    this.table = checkIdentifier('table', options.table ?? 'coordination_lease');
+    const autoMigrate = options.autoMigrate ?? true;
+    if (typeof autoMigrate !== 'boolean') {
+      throw invalidArgument('autoMigrate', 'must be a boolean', autoMigrate);
+    }
+    this.autoMigrate = autoMigrate;
+    const sync = options.synchronousCommit ?? 'on';
+    if (sync !== 'on' && sync !== 'remote_apply' && sync !== 'server_default') {
+      throw invalidArgument(
+        'synchronousCommit',
+        "must be 'on', 'remote_apply' or 'server_default'",
+        sync,
+      );
+    }
+    this.writePrefix = sync === 'server_default' ? '' : `SET LOCAL synchronous_commit = ${sync}; `;
+    const conn = resolveConnection(options, {
+      ...(options.listenConnection !== undefined
+        ? { listenConnection: options.listenConnection }
+        : {}),
+    });
+    this.pool = conn.pool;
+    this.ownPool = conn.ownPool;
+    this.listener = new Listener(conn.sessionConfig, channelName(this.schema, this.table));
+    const lease = `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`;
+    const acquireFn = acquireFunctionName(this.schema, this.table);
+    const bind = (text: string): string =>
+      text.replaceAll('{{lease}}', lease).replaceAll('{{acquire_fn}}', acquireFn);
+    this.sql = {
+      acquire: bind(Q.ACQUIRE),
+      renew: bind(Q.RENEW),
+      release: bind(Q.RELEASE),
+      inspect: bind(Q.INSPECT),
+      list: bind(Q.LIST_LIVE),
+    };
+  }
+
+  /**
+   * Applies pending migrations now (advisory-locked: safe from several processes at once).
+   * Throws `ERR_UNAVAILABLE` when the database cannot be reached or refuses the DDL.
+   */
+  migrate(): Promise<MigrationReport> {
+    this.assertOpen();
+    return runMigrations(this.pool, this.schema, leaseMigrations(this.schema, this.table));
+  }
+
+  async tryAcquire(
+    request: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
+    if (!UUID.test(request.leaseId)) {
+      throw invalidArgument('leaseId', 'must be a UUID', request.leaseId);
+    }
+    const params: SqlParam[] = [
+      request.key,
+      request.leaseId,
+      request.ttlMs,
+      request.ownerId,
+      request.value ?? null,
+    ];
+    for (let attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
+      const result = await this.run(this.sql.acquire, params, options, true);
+      const row = result.rows[0];
+      // No row: the grant function lost a race five times in a row (each time the winner
+      // had already released again). Rare; re-ask, bounded.
+      if (row === undefined) continue;
+      const status = row['status'];
+      const token = parseBigint(row['token']);
+      if (status === 'acquired' || status === 'held') {
+        const expiresAtWallMs = Number(row['expires_ms']);
+        return Number.isFinite(expiresAtWallMs)
+          ? { status: 'acquired', token, expiresAtWallMs }
+          : { status: 'acquired', token };
+      }
+      const holder = holderOf(row, token);
+      return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
+    }
+    throw new LeaseholdError(
+      'ERR_UNAVAILABLE',
+      `contention on ${JSON.stringify(request.key)} did not settle in ${ACQUIRE_ATTEMPTS} attempts`,
+    );
+  }
+
+  async renew(
+    lease: StoreLeaseRef & { readonly ttlMs: number },
+    options: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    if (!UUID.test(lease.leaseId)) return { status: 'lost' };
+    const result = await this.run(
+      this.sql.renew,
+      [lease.key, lease.leaseId, lease.token, lease.ttlMs],
+      options,
+      true,
+    );
+    const row = result.rows[0];
+    if (row === undefined) return { status: 'lost' };
+    const expiresAtWallMs = Number(row['expires_ms']);
+    return Number.isFinite(expiresAtWallMs)
+      ? { status: 'renewed', expiresAtWallMs }
+      : { status: 'renewed' };
+  }
+
+  async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
+    if (!UUID.test(lease.leaseId)) return { status: 'not_owner' };
+    const result = await this.run(
+      this.sql.release,
+      [lease.key, lease.leaseId, lease.token],
+      options,
+      true,
+    );
+    return result.rows.length === 1 ? { status: 'released' } : { status: 'not_owner' };
+  }
+
+  async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
+    const result = await this.run(this.sql.inspect, [key], options, false);
+    const row = result.rows[0];
+    if (row === undefined) return { key, lastToken: 0n, holder: undefined };
+    const token = parseBigint(row['token']);
+    return {
+      key,
+      lastToken: token,
+      holder: row['live'] === true ? holderOf(row, token) : undefined,
+    };
+  }
+
+  async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
+    const result = await this.run(this.sql.list, [prefix, limit], options, false);
+    return result.rows.map((row) => {
+      const token = parseBigint(row['token']);
+      return { key: String(row['key']), lastToken: token, holder: holderOf(row, token) };
+    });
+  }
+
+  async watch(key: string, onChange: () => void): Promise<Unwatch> {
+    this.assertOpen();
+    await this.ensureReady();
+    return this.listener.subscribe(key, onChange);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.listener.close();
+    if (this.ownPool) await this.pool.end().catch(() => undefined);
+  }
+
+  /** Sends one statement with its timeouts as a single simple-protocol message. */
+  private async run(
+    statement: string,
+    params: readonly SqlParam[],
+    options: StoreRequestOptions,
+    write: boolean,
+  ): Promise<PgResult> {
+    this.assertOpen();
+    if (options.signal.aborted) {
+      throw new LeaseholdError('ERR_ABORTED', 'the request was aborted before it was sent', {
+        cause: options.signal.reason,
+      });
+    }
+    await this.ensureReady();
+    const text =
+      timeoutPrefix(options.timeoutMs) +
+      (write ? this.writePrefix : '') +
+      renderSql(statement, params);
+    try {
+      return lastResult(await this.pool.query(text));
+    } catch (err) {
+      throw unavailable('PostgreSQL lease store', err);
+    }
+  }
+
+  private ensureReady(): Promise<void> {
+    if (!this.autoMigrate) return Promise.resolve();
+    this.ready ??= this.migrate().then(
+      () => undefined,
+      (err: unknown) => {
+        // Let the next request try again rather than remembering a transient failure.
+        this.ready = undefined;
+        throw err;
+      },
+    );
+    return this.ready;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) {
+      throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
+    }
+  }
+}
+
+/** Parses an int8 that the statement cast to text. Never goes through a JS number. */
+export function parseBigint(value: unknown): bigint {
+  if (typeof value === 'string' && /^-?[0-9]{1,19}$/.test(value)) return BigInt(value);
+  throw new LeaseholdError(
+    'ERR_PROTOCOL',
+    `PostgreSQL returned a malformed token ${String(value)}`,
+  );
+}
+
+function holderOf(row: Record<string, unknown>, token: bigint): HolderInfo {
+  const detailsOk = row['details_ok'] === true;
+  const ownerId = row['owner_id'];
+  const value = row['value'];
+  return {
+    // A holder that came in through the seed's own statements has no leasehold details.
+    ownerId: detailsOk && typeof row['owner_name'] === 'string' ? row['owner_name'] : '',
+    token,
+    remainingMs: Number(row['remaining_ms'] ?? 0),
+    leaseIdPrefix: leaseIdPrefix(typeof ownerId === 'string' ? ownerId : ''),
+    value: detailsOk && typeof value === 'string' ? value : undefined,
+  };
+}
