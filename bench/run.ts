@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
+import { etcdBenchmarks } from './etcd.js';
 import { redisBenchmarks } from './redis.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
@@ -11,6 +12,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   sqlite: sqliteBenchmarks,
   postgres: postgresBenchmarks,
   redis: redisBenchmarks,
+  etcd: etcdBenchmarks,
 };
 
 const args = process.argv.slice(2);

@@ -16,6 +16,13 @@ need_cmd redis-server redis-server
 need_cmd redis-cli redis-tools
 # <<< redis
 
+# --- etcd (issue 5) -------------------------------------------------------------------------
+# Tests start their own etcd processes (single node and a 3-member cluster) on free loopback
+# ports with temp data dirs; they need the `etcd` server and `etcdctl` (interop tests) binaries.
+need_cmd etcd etcd-server
+need_cmd etcdctl etcd-client
+# --- end etcd --------------------------------------------------------------------------------
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"

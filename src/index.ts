@@ -9,6 +9,14 @@ export type { LeaseClientOptions, AcquireOptions, WithLeaseResult } from './core
 export { Lease } from './core/lease.js';
 export type { LeaseStatus } from './core/lease.js';
 export { withLease } from './core/with-lease.js';
+export { Election, Leadership } from './core/election.js';
+export type {
+  ElectionOptions,
+  CampaignOptions,
+  CampaignResult,
+  LeaderView,
+  Observation,
+} from './core/election.js';
 export { assertNever } from './core/results.js';
 export type {
   AcquireResult,

@@ -10,6 +10,14 @@ import { uniqueKey } from '../support/keys.js';
 import { elapse, eventually } from '../support/time.js';
 import type { ContractCase, StoreHarness } from './harness.js';
 
+/**
+ * A short TTL for cases that wait for expiry: `ms`, or the store's minimum TTL when that is
+ * longer (etcd TTLs are whole seconds). Cases scale their waits by the same factor.
+ */
+function shortTtl(store: LeaseStore, ms: number): number {
+  return Math.max(ms, store.capabilities.minTtlMs);
+}
+
 const OPTS = (): StoreRequestOptions => ({ timeoutMs: 5000, signal: new AbortController().signal });
 
 /** Opens `n` stores over the harness, runs `fn`, and always closes them. */
@@ -158,8 +166,9 @@ export const contractCases: ContractCase[] = [
         const a = client(s1!, 'owner-a');
         const b = client(s2!, 'owner-b');
         const key = uniqueKey('expiry');
+        const ttl = shortTtl(s1!, 300);
         const sentA = performance.now();
-        const leaseA = leaseOf(await a.acquire(key, { ttl: 300, autoRenew: false }));
+        const leaseA = leaseOf(await a.acquire(key, { ttl, autoRenew: false }));
         busyOf(await b.acquire(key, { ttl: 5000 }));
         const leaseB = await eventually('B to acquire after expiry', async () => {
           const r = await b.acquire(key, { ttl: 5000 });
@@ -169,8 +178,8 @@ export const contractCases: ContractCase[] = [
         // B's grant was decided at the store after A's grant + ttl; A's grant came after A's
         // send, B's answer after B's grant: so the elapsed local time is at least the ttl.
         assert.ok(
-          grantedAfter >= 300 - 2,
-          `B got the key ${grantedAfter.toFixed(1)}ms after A asked for 300ms`,
+          grantedAfter >= ttl - 2,
+          `B got the key ${grantedAfter.toFixed(1)}ms after A asked for ${ttl}ms`,
         );
         assert.ok(leaseB.token > leaseA.token, `token ${leaseB.token} must exceed ${leaseA.token}`);
         assert.equal((await leaseA.renew()).status, 'lost');
@@ -205,7 +214,9 @@ export const contractCases: ContractCase[] = [
         const b = client(s2!, 'owner-b');
         const key = uniqueKey('renew');
         const lease = leaseOf(await a.acquire(key, { ttl: 3000, autoRenew: false }));
-        await elapse(500);
+        // Remaining time is reported at the store's TTL granularity: wait long enough to see
+        // the difference a renewal makes.
+        await elapse(Math.max(500, 2 * s1!.capabilities.ttlGranularityMs));
         const before = busyOf(await b.acquire(key, { ttl: 3000 })).holder.remainingMs;
         const deadlineBefore = lease.deadline;
         const renewed = await lease.renew();
@@ -227,8 +238,9 @@ export const contractCases: ContractCase[] = [
       await withStores(h, 1, async ([s]) => {
         const a = client(s!, 'owner-a');
         const key = uniqueKey('lost');
-        const lease = leaseOf(await a.acquire(key, { ttl: 200, autoRenew: false }));
-        await elapse(450);
+        const ttl = shortTtl(s!, 200);
+        const lease = leaseOf(await a.acquire(key, { ttl, autoRenew: false }));
+        await elapse(ttl * 2.25);
         const ref = { key, leaseId: lease.leaseId, token: lease.token, ttlMs: 5000 };
         assert.equal(
           (await s!.renew(ref, OPTS())).status,
@@ -302,7 +314,7 @@ export const contractCases: ContractCase[] = [
         const a = client(s1!, 'owner-a');
         const b = client(s2!, 'owner-b');
         const key = uniqueKey('stale');
-        const leaseA = leaseOf(await a.acquire(key, { ttl: 200, autoRenew: false }));
+        const leaseA = leaseOf(await a.acquire(key, { ttl: shortTtl(s1!, 200), autoRenew: false }));
         const leaseB = await eventually('B to take over', async () => {
           const r = await b.acquire(key, { ttl: 5000 });
           return r.status === 'acquired' ? r.lease : undefined;
@@ -485,7 +497,7 @@ export const contractCases: ContractCase[] = [
         const a = client(s1!, 'owner-a');
         const b = client(s2!, 'owner-b', { pollInterval: 60_000 });
         const key = uniqueKey('crash');
-        const leaseA = leaseOf(await a.acquire(key, { ttl: 400, autoRenew: false }));
+        const leaseA = leaseOf(await a.acquire(key, { ttl: shortTtl(s1!, 400), autoRenew: false }));
         const started = performance.now();
         const leaseB = leaseOf(await b.acquire(key, { ttl: 5000, wait: 20_000 }));
         const took = performance.now() - started;

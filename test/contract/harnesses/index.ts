@@ -3,6 +3,7 @@ import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
 import { redisHarness } from './redis.js';
 import { sqliteHarness } from './sqlite.js';
+import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
 /**
  * Every store the suite knows. `LEASEHOLD_TEST_STORES=memory,sqlite` selects some; unset
@@ -13,6 +14,8 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   sqlite: sqliteHarness,
   postgres: postgresHarness,
   redis: redisHarness,
+  etcd: etcdSingleHarness,
+  'etcd-cluster': etcdClusterHarness,
 };
 
 export function selectedHarnesses(): string[] {

@@ -1,0 +1,1 @@
+export { EtcdLeaseStore, type EtcdLeaseStoreOptions } from './store.js';

@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Etcd3 } from 'etcd3';
+import { LeaseClient } from '../../src/core/client.js';
+import type { Lease } from '../../src/core/lease.js';
+import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
+import { EtcdCluster } from '../support/etcd-cluster.js';
+import { uniqueKey } from '../support/keys.js';
+import { elapse, eventually } from '../support/time.js';
+
+const TTL_MS = 2000;
+const WORKERS = 4;
+const PHASE_MS = 9000;
+const FAULT_AT_MS = 1500;
+/** TTL + session headroom + etcd's 500 ms expiry sweep + an election, with room for a loaded machine. */
+const RESUME_BOUND_MS = 15_000;
+
+interface Grant {
+  readonly worker: number;
+  readonly token: bigint;
+  readonly invokedAt: number;
+  readonly grantedAt: number;
+}
+
+interface Figures {
+  grants: Grant[];
+  unavailable: number;
+  faultAt: number;
+  heldSurvived: number;
+  heldLost: number;
+}
+
+/**
+ * W-mutex under one fault: WORKERS clients (each with its own store and etcd connections)
+ * contend for one key with short critical sections, and each also holds a renewed lease on
+ * its own key throughout. `fault` runs FAULT_AT_MS into the phase.
+ */
+async function workload(
+  cluster: EtcdCluster,
+  key: string,
+  fault: () => Promise<void>,
+): Promise<Figures> {
+  const stores = Array.from(
+    { length: WORKERS },
+    () => new EtcdLeaseStore({ hosts: cluster.endpoints, minTtlMs: 1000 }),
+  );
+  const clients = stores.map(
+    (store, i) => new LeaseClient({ store, ownerId: `w${i}`, requestTimeout: '2s' }),
+  );
+  const figures: Figures = { grants: [], unavailable: 0, faultAt: 0, heldSurvived: 0, heldLost: 0 };
+  const t0 = performance.now();
+  const held: Lease[] = [];
+  try {
+    for (let i = 0; i < WORKERS; i++) {
+      const r = await clients[i]!.acquire(`${key}-own-${i}`, { ttl: TTL_MS });
+      assert.equal(r.status, 'acquired');
+      if (r.status === 'acquired') held.push(r.lease);
+    }
+    const faulting = (async () => {
+      await elapse(FAULT_AT_MS);
+      figures.faultAt = performance.now();
+      await fault();
+    })();
+    await Promise.all(
+      clients.map(async (c, i) => {
+        while (performance.now() - t0 < PHASE_MS) {
+          const invokedAt = performance.now();
+          const r = await c.acquire(key, { ttl: TTL_MS, wait: 3000 });
+          if (r.status === 'unavailable') {
+            figures.unavailable++;
+            await elapse(50);
+            continue;
+          }
+          if (r.status !== 'acquired') continue;
+          figures.grants.push({
+            worker: i,
+            token: r.lease.token,
+            invokedAt,
+            grantedAt: performance.now(),
+          });
+          await elapse(10 + Math.floor(Math.random() * 40));
+          await r.lease.release();
+        }
+      }),
+    );
+    await faulting;
+    // A lease still valid locally must still be held at the store (checked on a healthy cluster).
+    await cluster.waitHealthy();
+    for (const lease of held) {
+      if (!lease.isValid()) {
+        figures.heldLost++;
+        continue;
+      }
+      const state = await clients[0]!.inspect(lease.key);
+      if (lease.isValid()) {
+        assert.equal(
+          state.holder?.token,
+          lease.token,
+          `${lease.key} valid locally but not held at etcd`,
+        );
+        figures.heldSurvived++;
+      }
+    }
+  } finally {
+    await Promise.all(held.map((l) => l.release()));
+    await Promise.all(clients.map((c) => c.close()));
+    await Promise.all(stores.map((s) => s.close()));
+  }
+  return figures;
+}
+
+/**
+ * Replays etcd's own event history of `key`'s contender entries and checks that every
+ * granted token was, at its revision, the only live entry: no two grants overlap in the
+ * store's view.
+ */
+async function assertNoOverlapInHistory(
+  raw: Etcd3,
+  key: string,
+  fromRev: bigint,
+  grants: readonly Grant[],
+): Promise<void> {
+  const events: Array<{ type: 'put' | 'delete'; key: string; createRev: bigint; modRev: bigint }> =
+    [];
+  const watcher = await raw.watch().prefix(`${key}/`).startRevision(fromRev.toString()).create();
+  watcher.on('data', (res) => {
+    for (const ev of res.events) {
+      events.push({
+        type: ev.type === 'Put' ? 'put' : 'delete',
+        key: ev.kv.key.toString(),
+        createRev: BigInt(ev.kv.create_revision),
+        modRev: BigInt(ev.kv.mod_revision),
+      });
+    }
+  });
+  const sentinel = `${key}/zz-end-of-history`;
+  await raw.put(sentinel).value('x');
+  await eventually('the history to replay', () =>
+    events.some((e) => e.key === sentinel) ? true : undefined,
+  );
+  await watcher.cancel();
+  const granted = new Set(grants.map((g) => g.token));
+  const live = new Map<string, bigint>();
+  let checked = 0;
+  for (const e of events) {
+    if (e.key === sentinel) continue;
+    if (e.type === 'delete') {
+      live.delete(e.key);
+      continue;
+    }
+    if (granted.has(e.modRev) && e.createRev === e.modRev) {
+      assert.equal(
+        live.size,
+        0,
+        `token ${e.modRev} was granted while ${[...live.entries()].map(([k, r]) => `${k}@${r}`).join(', ')} lived`,
+      );
+      checked++;
+    }
+    live.set(e.key, e.createRev);
+  }
+  assert.equal(checked, granted.size, 'every granted token is a put in etcd history');
+}
+
+function assertTokens(grants: readonly Grant[]): void {
+  const tokens = grants.map((g) => g.token);
+  assert.equal(new Set(tokens).size, tokens.length, 'no token was granted twice');
+  // I2: a grant that completed before another was invoked has the smaller token.
+  const byGranted = [...grants].sort((a, b) => a.grantedAt - b.grantedAt);
+  for (const b of grants) {
+    for (const a of byGranted) {
+      if (a.grantedAt >= b.invokedAt) break;
+      assert.ok(a.token < b.token, `grant ${a.token} completed before ${b.token} was invoked`);
+    }
+  }
+}
+
+function report(label: string, f: Figures): void {
+  const after = f.grants.filter((g) => g.grantedAt > f.faultAt);
+  const resumeMs = after.length > 0 ? Math.min(...after.map((g) => g.grantedAt)) - f.faultAt : NaN;
+  console.log(
+    `[etcd ${label}] grants=${f.grants.length} after-fault=${after.length} unavailable=${f.unavailable} ` +
+      `first-grant-after-fault=${resumeMs.toFixed(0)}ms held-leases survived=${f.heldSurvived} lost=${f.heldLost}`,
+  );
+}
+
+describe('etcd 3-member cluster under member faults', { timeout: 180_000 }, () => {
+  let cluster: EtcdCluster;
+  let raw: Etcd3;
+  before(async () => {
+    cluster = await EtcdCluster.start({ size: 3, label: 'faults' });
+    raw = new Etcd3({ hosts: cluster.endpoints });
+  });
+  after(async () => {
+    raw?.close();
+    await cluster?.stop();
+  });
+
+  async function revisionNow(): Promise<bigint> {
+    const res = await raw.kv.range({ key: Buffer.from('\u0002probe') });
+    return BigInt(res.header.revision);
+  }
+
+  it('kill -9 of the leader while leases are held and contended: no overlap, tokens increase, grants resume', async () => {
+    const key = uniqueKey('etcd-kill');
+    const fromRev = await revisionNow();
+    let killed = -1;
+    const f = await workload(cluster, key, async () => {
+      killed = await cluster.leaderIndex();
+      await cluster.kill(killed);
+    });
+    report('kill -9 leader', f);
+    await cluster.restart(killed);
+    assert.ok(
+      f.grants.some((g) => g.grantedAt < f.faultAt),
+      'grants before the fault',
+    );
+    const after = f.grants.filter((g) => g.grantedAt > f.faultAt);
+    assert.ok(after.length > 0, 'grants resumed after the fault');
+    const resumeMs = Math.min(...after.map((g) => g.grantedAt)) - f.faultAt;
+    assert.ok(resumeMs < RESUME_BOUND_MS, `first grant ${resumeMs.toFixed(0)}ms after the kill`);
+    assertTokens(f.grants);
+    await assertNoOverlapInHistory(raw, key, fromRev, f.grants);
+  });
+
+  it('SIGSTOP of the leader for 4 s, then SIGCONT: no overlap, tokens increase, grants resume', async () => {
+    const key = uniqueKey('etcd-stop');
+    const fromRev = await revisionNow();
+    let paused = -1;
+    const f = await workload(cluster, key, async () => {
+      paused = await cluster.leaderIndex();
+      cluster.pause(paused);
+      await elapse(4000);
+      cluster.resume(paused);
+    });
+    report('SIGSTOP leader', f);
+    const after = f.grants.filter((g) => g.grantedAt > f.faultAt);
+    assert.ok(after.length > 0, 'grants resumed after the pause');
+    const resumeMs = Math.min(...after.map((g) => g.grantedAt)) - f.faultAt;
+    assert.ok(resumeMs < RESUME_BOUND_MS, `first grant ${resumeMs.toFixed(0)}ms after the pause`);
+    assertTokens(f.grants);
+    await assertNoOverlapInHistory(raw, key, fromRev, f.grants);
+  });
+});

@@ -1,0 +1,272 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { tempDir } from './tmp.js';
+
+/** One etcd member process on loopback ports with its own data dir. */
+export interface EtcdMember {
+  readonly name: string;
+  readonly clientUrl: string;
+  readonly peerUrl: string;
+  readonly dataDir: string;
+  proc: ChildProcess | undefined;
+  paused: boolean;
+}
+
+/** Options of {@link EtcdCluster.start}. */
+export interface EtcdClusterOptions {
+  /** Number of members (1 or 3). Defaults to 1. */
+  readonly size?: number;
+  /** Used in temp dir names. */
+  readonly label?: string;
+  /**
+   * Raft heartbeat and election timeout in ms. The defaults (50 / 500) give a minimum lease
+   * TTL of 1 s (etcd raises TTLs below 1.5 × the election timeout) while staying stable on a
+   * loaded 2-core machine.
+   */
+  readonly heartbeatMs?: number;
+  readonly electionMs?: number;
+}
+
+/** A free loopback TCP port (bound, read, released). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const live = new Set<ChildProcess>();
+const dirs = new Set<() => void>();
+// A test process that dies without teardown still kills its etcd members and removes their data.
+process.on('exit', () => {
+  for (const p of live) {
+    try {
+      p.kill('SIGCONT');
+      p.kill('SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  for (const remove of dirs) {
+    try {
+      remove();
+    } catch {
+      // best effort
+    }
+  }
+});
+
+/**
+ * Throwaway etcd processes for tests: a single node or a 3-member cluster, each member with
+ * its own loopback ports and temp data dir, killed (SIGKILL) and removed by {@link stop}.
+ * Fault helpers send real signals: `kill(i)` (SIGKILL), `pause(i)` (SIGSTOP), `resume(i)`.
+ */
+export class EtcdCluster {
+  private readonly tmp: { dir: string; remove: () => void };
+
+  private constructor(
+    readonly members: EtcdMember[],
+    tmp: { dir: string; remove: () => void },
+    private readonly args: string[],
+    private readonly initialCluster: string,
+  ) {
+    this.tmp = tmp;
+  }
+
+  /** Starts the members and resolves when every one reports healthy. */
+  static async start(options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+    const size = options.size ?? 1;
+    const tmp = tempDir(`etcd-${options.label ?? 'test'}`);
+    dirs.add(tmp.remove);
+    const members: EtcdMember[] = [];
+    for (let i = 0; i < size; i++) {
+      const cp = await freePort();
+      const pp = await freePort();
+      members.push({
+        name: `n${i + 1}`,
+        clientUrl: `http://127.0.0.1:${cp}`,
+        peerUrl: `http://127.0.0.1:${pp}`,
+        dataDir: join(tmp.dir, `n${i + 1}`),
+        proc: undefined,
+        paused: false,
+      });
+    }
+    const initialCluster = members.map((m) => `${m.name}=${m.peerUrl}`).join(',');
+    const args = [
+      '--heartbeat-interval',
+      String(options.heartbeatMs ?? 50),
+      '--election-timeout',
+      String(options.electionMs ?? 500),
+      '--initial-cluster-token',
+      `lh-${process.pid}-${Date.now()}`,
+      '--log-level',
+      'error',
+    ];
+    const cluster = new EtcdCluster(members, tmp, args, initialCluster);
+    try {
+      for (let i = 0; i < size; i++) cluster.spawnMember(i, 'new');
+      await cluster.waitHealthy();
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
+    return cluster;
+  }
+
+  /** Client URLs of every member. */
+  get endpoints(): string[] {
+    return this.members.map((m) => m.clientUrl);
+  }
+
+  private spawnMember(i: number, state: 'new' | 'existing'): void {
+    const m = this.members[i]!;
+    const proc = spawn(
+      'etcd',
+      [
+        '--name',
+        m.name,
+        '--data-dir',
+        m.dataDir,
+        '--listen-client-urls',
+        m.clientUrl,
+        '--advertise-client-urls',
+        m.clientUrl,
+        '--listen-peer-urls',
+        m.peerUrl,
+        '--initial-advertise-peer-urls',
+        m.peerUrl,
+        '--initial-cluster',
+        this.initialCluster,
+        '--initial-cluster-state',
+        state,
+        ...this.args,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    proc.stderr?.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    proc.on('error', (err) => {
+      stderr += `\nspawn error: ${String(err)}`;
+    });
+    proc.on('exit', () => live.delete(proc));
+    (proc as ChildProcess & { lastStderr?: () => string }).lastStderr = () => stderr;
+    live.add(proc);
+    m.proc = proc;
+    m.paused = false;
+  }
+
+  /** Resolves when every running member answers `/health` with true (bounded). */
+  async waitHealthy(timeoutMs = 30_000): Promise<void> {
+    const start = performance.now();
+    for (const m of this.members) {
+      if (m.proc === undefined || m.paused) continue;
+      for (;;) {
+        if (m.proc.exitCode !== null) {
+          const err = (m.proc as ChildProcess & { lastStderr?: () => string }).lastStderr?.();
+          throw new Error(`etcd member ${m.name} exited (${m.proc.exitCode}): ${err ?? ''}`);
+        }
+        try {
+          const r = await fetch(`${m.clientUrl}/health`, { signal: AbortSignal.timeout(1000) });
+          const body = (await r.json()) as { health?: string };
+          if (body.health === 'true') break;
+        } catch {
+          // not up yet
+        }
+        if (performance.now() - start > timeoutMs)
+          throw new Error(`etcd member ${m.name} not healthy after ${timeoutMs}ms`);
+        await sleep(50);
+      }
+    }
+  }
+
+  /** Index of the current Raft leader by asking running members (bounded). */
+  async leaderIndex(timeoutMs = 15_000): Promise<number> {
+    const start = performance.now();
+    for (;;) {
+      for (const m of this.members) {
+        if (m.proc === undefined || m.paused) continue;
+        try {
+          const r = await fetch(`${m.clientUrl}/v3/maintenance/status`, {
+            method: 'POST',
+            body: '{}',
+            signal: AbortSignal.timeout(1000),
+          });
+          const s = (await r.json()) as { header?: { member_id?: string }; leader?: string };
+          if (s.leader !== undefined && s.leader !== '0') {
+            const idx = await this.indexOfMemberId(s.leader, m.clientUrl);
+            if (idx >= 0) return idx;
+          }
+        } catch {
+          // try the next member
+        }
+      }
+      if (performance.now() - start > timeoutMs) throw new Error('no etcd leader found');
+      await sleep(50);
+    }
+  }
+
+  private async indexOfMemberId(id: string, via: string): Promise<number> {
+    const r = await fetch(`${via}/v3/cluster/member/list`, {
+      method: 'POST',
+      body: '{}',
+      signal: AbortSignal.timeout(1000),
+    });
+    const list = (await r.json()) as { members?: Array<{ ID?: string; name?: string }> };
+    const name = list.members?.find((x) => x.ID === id)?.name;
+    return this.members.findIndex((m) => m.name === name);
+  }
+
+  /** SIGKILLs member `i`. */
+  async kill(i: number): Promise<void> {
+    const m = this.members[i]!;
+    const p = m.proc;
+    if (p === undefined) return;
+    m.proc = undefined;
+    if (p.exitCode !== null) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    if (m.paused) p.kill('SIGCONT');
+    p.kill('SIGKILL');
+    await exited;
+    m.paused = false;
+  }
+
+  /** Restarts a killed member `i` on its old ports and data dir, and waits for it to be healthy. */
+  async restart(i: number): Promise<void> {
+    if (this.members[i]!.proc !== undefined) return;
+    this.spawnMember(i, 'existing');
+    await this.waitHealthy();
+  }
+
+  /** SIGSTOPs member `i`. */
+  pause(i: number): void {
+    const m = this.members[i]!;
+    if (m.proc === undefined || m.paused) return;
+    m.proc.kill('SIGSTOP');
+    m.paused = true;
+  }
+
+  /** SIGCONTs member `i`. */
+  resume(i: number): void {
+    const m = this.members[i]!;
+    if (m.proc === undefined || !m.paused) return;
+    m.proc.kill('SIGCONT');
+    m.paused = false;
+  }
+
+  /** Kills every member and removes the data dirs. Safe to call more than once. */
+  async stop(): Promise<void> {
+    await Promise.all(this.members.map((_, i) => this.kill(i)));
+    this.tmp.remove();
+    dirs.delete(this.tmp.remove);
+  }
+}
