@@ -28,6 +28,7 @@ import {
   validateWait,
 } from './validate.js';
 import { Wakeup } from './wakeup.js';
+import { linkSignals } from './signals.js';
 import { KeyWaiters } from './key-waiters.js';
 
 /** Options for {@link LeaseClient}. */
@@ -200,9 +201,8 @@ export class LeaseClient {
   async acquire(key: string, options: AcquireOptions): Promise<AcquireResult> {
     this.assertOpen();
     const req = this.resolveAcquire(key, options);
-    const signal = req.signal
-      ? AbortSignal.any([req.signal, this.closing.signal])
-      : this.closing.signal;
+    const linked = req.signal ? linkSignals([req.signal, this.closing.signal]) : undefined;
+    const signal = linked?.signal ?? this.closing.signal;
     const startedAt = this.guard.now();
     const waitUntil = startedAt + req.waitMs;
     const wakeup = new Wakeup(this.clock);
@@ -259,6 +259,7 @@ export class LeaseClient {
       }
     } finally {
       queue?.leave(wakeup);
+      linked?.dispose();
     }
   }
 
@@ -287,12 +288,14 @@ export class LeaseClient {
     const acquired = await this.acquire(key, options);
     if (acquired.status !== 'acquired') return acquired;
     const { lease } = acquired;
-    const signal = options.signal ? AbortSignal.any([lease.signal, options.signal]) : lease.signal;
+    const linked = options.signal ? linkSignals([lease.signal, options.signal]) : undefined;
+    const signal = linked?.signal ?? lease.signal;
     try {
       const value = await fn(lease, signal);
       if (lease.isValid()) return { status: 'completed', value, token: lease.token };
       return { status: 'lost', value, token: lease.token, reason: lease.lossReason ?? 'expired' };
     } finally {
+      linked?.dispose();
       await lease.release();
     }
   }

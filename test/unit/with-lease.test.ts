@@ -85,3 +85,18 @@ describe('withLease', () => {
     if (held.status === 'acquired') await held.lease.release();
   });
 });
+
+describe('long-lived caller signals', () => {
+  it('an application-wide signal passed to 200 calls keeps no listener afterwards', async () => {
+    const { client, state } = setup();
+    const { getEventListeners } = await import('node:events');
+    const appShutdown = new AbortController();
+    for (let i = 0; i < 100; i++) {
+      await withLease(client, `w${i}`, { ttl: 1000, signal: appShutdown.signal }, () => i);
+      const r = await client.acquire(`x${i}`, { ttl: 1000, signal: appShutdown.signal });
+      if (r.status === 'acquired') await r.lease.release();
+    }
+    assert.equal(getEventListeners(appShutdown.signal, 'abort').length, 0);
+    assert.equal(isFree(state, 'w99'), true);
+  });
+});

@@ -1,4 +1,5 @@
 import type { StoreHarness } from '../harness.js';
+import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
 import { redisHarness } from './redis.js';
@@ -16,6 +17,7 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   redis: redisHarness,
   etcd: etcdSingleHarness,
   'etcd-cluster': etcdClusterHarness,
+  'http-sqlite': httpSqliteHarness,
 };
 
 export function selectedHarnesses(): string[] {

@@ -1,0 +1,65 @@
+import type { Command } from 'commander';
+import { LeaseClient } from '../../core/client.js';
+import { formatDuration } from '../../core/duration.js';
+import { validatePrefix } from '../../core/validate.js';
+import {
+  action,
+  addStoreOptions,
+  closeQuietly,
+  openStoreFromFlags,
+  printJson,
+  stateJson,
+  UsageError,
+  type StoreFlags,
+} from '../common.js';
+import { EXIT } from '../exit-codes.js';
+
+/** Registers `leasehold ls [PREFIX]`. */
+export function registerLsCommand(program: Command): void {
+  addStoreOptions(
+    program
+      .command('ls')
+      .argument('[prefix]', 'only keys starting with this', '')
+      .option('--limit <n>', 'at most this many leases (1-10000)', '1000')
+      .description('List live leases in key order: key, token, owner, time left.'),
+  ).action(
+    action(async (prefix: string, flags: StoreFlags & { limit: string }) => {
+      validatePrefix(prefix);
+      if (!/^[1-9]\d{0,4}$/.test(flags.limit))
+        throw new UsageError('--limit must be from 1 to 10000');
+      const store = await openStoreFromFlags(flags);
+      try {
+        const leases = await new LeaseClient({ store }).list(prefix, {
+          limit: Number(flags.limit),
+        });
+        if (flags.json === true) {
+          printJson({ leases: leases.map(stateJson) });
+          return EXIT.ok;
+        }
+        if (leases.length === 0) {
+          process.stdout.write(`no live leases${prefix === '' ? '' : ` under ${prefix}`}\n`);
+          return EXIT.ok;
+        }
+        const rows = leases.map((s) => [
+          s.key,
+          String(s.holder?.token ?? s.lastToken),
+          s.holder?.ownerId ?? '',
+          s.holder === undefined ? '' : formatDuration(s.holder.remainingMs),
+        ]);
+        const head = ['KEY', 'TOKEN', 'OWNER', 'LEFT'];
+        const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+        for (const r of [head, ...rows]) {
+          process.stdout.write(
+            `${r
+              .map((c, i) => c.padEnd(widths[i]!))
+              .join('  ')
+              .trimEnd()}\n`,
+          );
+        }
+        return EXIT.ok;
+      } finally {
+        await closeQuietly(store);
+      }
+    }),
+  );
+}

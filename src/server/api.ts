@@ -1,0 +1,284 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { invalidArgument, isLeaseholdError } from '../core/errors.js';
+import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
+import type { LeaseState } from '../core/types.js';
+import {
+  parseToken,
+  validateKey,
+  validateOwnerId,
+  validatePrefix,
+  validateTtl,
+  validateValue,
+  validateWait,
+} from '../core/validate.js';
+import { acquireWaiting } from './acquire-wait.js';
+import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
+import { storeOptions, type ServerContext } from './context.js';
+import { ApiError } from './http-errors.js';
+import { holderJson, stateJson } from './json.js';
+import { linkedSignal } from '../stores/http/linked-signal.js';
+import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
+
+interface AcquireBody {
+  key: unknown;
+  ttl: unknown;
+  wait?: unknown;
+  ownerId?: unknown;
+  value?: unknown;
+  leaseId?: string;
+}
+interface RenewBody {
+  key: unknown;
+  leaseId: string;
+  token: unknown;
+  ttl: unknown;
+}
+interface ReleaseBody {
+  key: unknown;
+  leaseId: string;
+  token: unknown;
+}
+
+function principalOf(req: FastifyRequest): Principal {
+  return req.principal ?? ANONYMOUS;
+}
+
+/** An AbortSignal that fires when the HTTP client goes away before its answer is sent. */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  const res = reply.raw;
+  const onClose = (): void => {
+    if (!res.writableFinished) ac.abort(new Error('client went away'));
+  };
+  res.once('close', onClose);
+  return ac.signal;
+}
+
+/** Registers the lease routes of `/v1`: acquire, renew, release, get, list. */
+export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  const { store, metrics, hub, tracker, logger } = ctx;
+  const auth = { auth: true };
+
+  app.post('/v1/acquire', { schema: { body: ACQUIRE_BODY }, config: auth }, async (req, reply) => {
+    const b = req.body as AcquireBody;
+    const principal = principalOf(req);
+    const key = validateKey(b.key, 'key');
+    authorizeKey(principal, 'acquire', key);
+    const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
+    const waitMs = validateWait(b.wait, 'wait');
+    if (waitMs > ctx.maxWaitMs) {
+      throw invalidArgument('wait', `must be at most ${ctx.maxWaitMs}ms on this server`, b.wait);
+    }
+    const value = validateValue(b.value, 'value');
+    const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
+    const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
+    const gone = clientGone(reply);
+    const started = performance.now();
+    const observe = (result: string): void => {
+      metrics.acquisitions.inc({ result });
+      metrics.acquireWait.observe({ result }, (performance.now() - started) / 1000);
+    };
+    let answer;
+    const link = linkedSignal([gone, ctx.shutdown]);
+    try {
+      answer = await acquireWaiting(
+        store,
+        { key, leaseId, ownerId, ttlMs, value },
+        {
+          waitMs,
+          requestTimeoutMs: ctx.requestTimeoutMs,
+          pollMs: store.capabilities.watch === 'push' ? 2000 : 250,
+          signal: link.signal,
+          time: (op, fn) => metrics.timeStore(op, fn),
+        },
+      );
+    } catch (err) {
+      if (isLeaseholdError(err, 'ERR_ABORTED') && gone.aborted) {
+        observe('cancelled');
+        // Nobody is listening any more; the answer goes nowhere but completes the request.
+        throw new ApiError('unavailable', 'the client went away while waiting');
+      }
+      observe('unavailable');
+      throw err;
+    } finally {
+      link.dispose();
+    }
+    const waitedMs = Math.round(performance.now() - started);
+    if (answer.status === 'busy') {
+      observe('busy');
+      throw new ApiError(
+        'busy',
+        `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${answer.holder.remainingMs}ms more`,
+        { holder: holderJson(answer.holder), retryAfterMs: answer.retryAfterMs },
+      );
+    }
+    observe('acquired');
+    const prefix = leaseIdPrefix(leaseId);
+    tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
+    metrics.leasesTracked.set(tracker.size);
+    hub.publish({
+      type: 'acquired',
+      key,
+      token: answer.token.toString(),
+      ownerId,
+      leaseIdPrefix: prefix,
+      ttlMs,
+    });
+    logger.debug({ key, ownerId, lease: prefix, token: answer.token.toString() }, 'lease acquired');
+    if (gone.aborted) {
+      // The client left while we waited: nobody will renew or release this grant, so end it now.
+      await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
+      throw new ApiError('unavailable', 'the client went away; its grant was released');
+    }
+    return {
+      status: 'acquired',
+      key,
+      leaseId,
+      token: answer.token.toString(),
+      ownerId,
+      ttlMs,
+      waitedMs,
+      ...(answer.expiresAtWallMs === undefined ? {} : { expiresAtWallMs: answer.expiresAtWallMs }),
+    };
+  });
+
+  app.post('/v1/renew', { schema: { body: RENEW_BODY }, config: auth }, async (req) => {
+    const b = req.body as RenewBody;
+    const key = validateKey(b.key, 'key');
+    authorizeKey(principalOf(req), 'renew', key);
+    const token = parseToken(b.token, 'token');
+    const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
+    const leaseId = b.leaseId.toLowerCase();
+    let answer;
+    try {
+      answer = await metrics.timeStore('renew', () =>
+        store.renew({ key, leaseId, token, ttlMs }, storeOptions(ctx)),
+      );
+    } catch (err) {
+      metrics.renewals.inc({ result: 'unavailable' });
+      throw err;
+    }
+    const prefix = leaseIdPrefix(leaseId);
+    if (answer.status === 'renewed') {
+      metrics.renewals.inc({ result: 'renewed' });
+      tracker.renewed(key, token, ttlMs);
+      hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
+      return {
+        status: 'renewed',
+        ...(answer.expiresAtWallMs === undefined
+          ? {}
+          : { expiresAtWallMs: answer.expiresAtWallMs }),
+      };
+    }
+    // The store says lost. If that token's lease is still live, the caller presented someone
+    // else's token with a wrong lease id: not_owner. Otherwise the lease is gone for good.
+    const state = await metrics.timeStore('inspect', () => store.inspect(key, storeOptions(ctx)));
+    if (state.holder !== undefined && state.holder.token === token) {
+      metrics.renewals.inc({ result: 'not_owner' });
+      throw new ApiError('not_owner', `no lease on ${key} with this lease id and token ${token}`);
+    }
+    metrics.renewals.inc({ result: 'lost' });
+    const heldMs = tracker.ended(key, token);
+    metrics.leasesTracked.set(tracker.size);
+    if (heldMs !== undefined) {
+      metrics.leasesLost.inc({ reason: 'renew_lost' });
+      metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
+    }
+    hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
+    throw new ApiError(
+      'lost',
+      `the lease on ${key} with token ${token} is lost (expired or taken over)`,
+    );
+  });
+
+  app.post('/v1/release', { schema: { body: RELEASE_BODY }, config: auth }, async (req) => {
+    const b = req.body as ReleaseBody;
+    const key = validateKey(b.key, 'key');
+    authorizeKey(principalOf(req), 'release', key);
+    const token = parseToken(b.token, 'token');
+    const leaseId = b.leaseId.toLowerCase();
+    let answer;
+    try {
+      answer = await metrics.timeStore('release', () =>
+        store.release({ key, leaseId, token }, storeOptions(ctx)),
+      );
+    } catch (err) {
+      metrics.releases.inc({ result: 'unavailable' });
+      throw err;
+    }
+    metrics.releases.inc({ result: answer.status });
+    if (answer.status === 'not_owner') {
+      throw new ApiError(
+        'not_owner',
+        `no live lease on ${key} with this lease id and token ${token}`,
+      );
+    }
+    const prefix = leaseIdPrefix(leaseId);
+    const heldMs = tracker.ended(key, token);
+    metrics.leasesTracked.set(tracker.size);
+    if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
+    hub.publish({ type: 'released', key, token: token.toString(), leaseIdPrefix: prefix });
+    logger.debug({ key, lease: prefix, token: token.toString() }, 'lease released');
+    return { status: 'released' };
+  });
+
+  app.get('/v1/leases/*', { config: auth }, async (req) => {
+    const raw = (req.params as Record<string, string>)['*'];
+    const key = validateKey(raw, 'key');
+    const principal = principalOf(req);
+    if (!mayRead(principal, key)) {
+      throw new ApiError(
+        'permission_denied',
+        `token ${principal.name} may not read ${JSON.stringify(key)}`,
+      );
+    }
+    const state = await metrics.timeStore('inspect', () => store.inspect(key, storeOptions(ctx)));
+    return stateJson(state);
+  });
+
+  app.get('/v1/leases', { schema: { querystring: LIST_QUERY }, config: auth }, async (req) => {
+    const q = req.query as { prefix?: string; limit?: string };
+    const prefix = validatePrefix(q.prefix ?? '', 'prefix');
+    const limit = q.limit === undefined ? 1000 : Number(q.limit);
+    if (limit > 10_000) throw invalidArgument('limit', 'must be from 1 to 10000', q.limit);
+    const prefixes = readablePrefixes(principalOf(req), prefix);
+    const lists = await Promise.all(
+      prefixes.map((p) => metrics.timeStore('list', () => store.list(p, limit, storeOptions(ctx)))),
+    );
+    const byKey = new Map<string, LeaseState>();
+    for (const list of lists) for (const s of list) byKey.set(s.key, s);
+    const leases = [...byKey.values()]
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+      .slice(0, limit)
+      .map(stateJson);
+    return { leases };
+  });
+}
+
+async function releaseGhost(
+  ctx: ServerContext,
+  key: string,
+  leaseId: string,
+  token: bigint,
+  ownerId: string,
+  prefix: string,
+): Promise<void> {
+  try {
+    const r = await ctx.store.release({ key, leaseId, token }, storeOptions(ctx));
+    ctx.tracker.ended(key, token);
+    if (r.status === 'released') {
+      ctx.hub.publish({
+        type: 'released',
+        key,
+        token: token.toString(),
+        ownerId,
+        leaseIdPrefix: prefix,
+      });
+    }
+  } catch (err) {
+    ctx.logger.warn(
+      { key, lease: prefix, err: String(err) },
+      'could not release an abandoned grant; it will expire',
+    );
+  }
+}

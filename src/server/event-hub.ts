@@ -1,0 +1,77 @@
+/** The kinds of events on the server's stream. The strings match results and metric labels. */
+export type ServerEventType =
+  /** A lease was granted through this server. */
+  | 'acquired'
+  /** A lease was renewed through this server. */
+  | 'renewed'
+  /** A lease was released through this server. */
+  | 'released'
+  /** A renewal through this server was answered `lost`. */
+  | 'lost'
+  /** Best effort: a lease granted here ran out without a release (its holder vanished). */
+  | 'expired'
+  /** The store reported that the key may have changed (only on streams for one exact key). */
+  | 'changed';
+
+/** One event on the stream. Tokens are decimal strings; lease ids appear only as 8-char prefixes. */
+export interface ServerEvent {
+  readonly seq: number;
+  readonly type: ServerEventType;
+  readonly key: string;
+  readonly token?: string;
+  readonly ownerId?: string;
+  readonly leaseIdPrefix?: string;
+  readonly ttlMs?: number;
+  /** Wall-clock ms when the server saw it, for display only. */
+  readonly at: number;
+}
+
+/** Which events a subscriber wants: every key under `prefix`, or one exact `key`. */
+export interface EventFilter {
+  readonly prefix?: string;
+  readonly key?: string;
+  /** Further restriction, e.g. the keys a bearer token may read. */
+  readonly allow?: (key: string) => boolean;
+}
+
+type Listener = (event: ServerEvent) => void;
+
+/**
+ * Fans events out to subscribers by key prefix. Delivery is in publish order per subscriber
+ * and best effort: a slow stream drops itself (see the SSE writer), never slows a grant.
+ */
+export class EventHub {
+  private seq = 0;
+  private readonly subscribers = new Set<{ filter: EventFilter; listener: Listener }>();
+
+  /** `onPublish` sees every published event (metrics). */
+  constructor(private readonly onPublish: (event: ServerEvent) => void = () => {}) {}
+
+  get size(): number {
+    return this.subscribers.size;
+  }
+
+  /** Numbers and timestamps an event without publishing it (for one subscriber's own stream). */
+  stamp(event: Omit<ServerEvent, 'seq' | 'at'>): ServerEvent {
+    return { ...event, seq: ++this.seq, at: Date.now() };
+  }
+
+  /** Numbers an event and hands it to every matching subscriber. */
+  publish(event: Omit<ServerEvent, 'seq' | 'at'>): ServerEvent {
+    const full = this.stamp(event);
+    this.onPublish(full);
+    for (const s of this.subscribers) {
+      const f = s.filter;
+      if (f.key !== undefined ? full.key !== f.key : !full.key.startsWith(f.prefix ?? '')) continue;
+      if (f.allow !== undefined && !f.allow(full.key)) continue;
+      s.listener(full);
+    }
+    return full;
+  }
+
+  subscribe(filter: EventFilter, listener: Listener): () => void {
+    const entry = { filter, listener };
+    this.subscribers.add(entry);
+    return () => this.subscribers.delete(entry);
+  }
+}

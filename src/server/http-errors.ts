@@ -1,0 +1,106 @@
+import { isLeaseholdError } from '../core/errors.js';
+
+/** The error codes of the HTTP API (DESIGN §6), the same strings in bodies, logs and metrics. */
+export type ApiErrorCode =
+  | 'invalid_argument'
+  | 'unauthenticated'
+  | 'permission_denied'
+  | 'not_found'
+  | 'busy'
+  | 'not_owner'
+  | 'lost'
+  | 'payload_too_large'
+  | 'unavailable'
+  | 'internal';
+
+/** The HTTP status of each {@link ApiErrorCode}. */
+export const API_ERROR_STATUS: Readonly<Record<ApiErrorCode, number>> = Object.freeze({
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  busy: 409,
+  not_owner: 409,
+  lost: 410,
+  payload_too_large: 413,
+  unavailable: 503,
+  internal: 500,
+});
+
+/** An error answer of the API: `{ "error": { "code", "message" } }` plus optional fields. */
+export class ApiError extends Error {
+  readonly code: ApiErrorCode;
+  readonly status: number;
+  readonly extra: Record<string, unknown> | undefined;
+
+  constructor(code: ApiErrorCode, message: string, extra?: Record<string, unknown>) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = API_ERROR_STATUS[code];
+    this.extra = extra;
+  }
+
+  /** The JSON body sent for this error. */
+  body(): Record<string, unknown> {
+    return { error: { code: this.code, message: this.message }, ...this.extra };
+  }
+}
+
+interface FastifyishError {
+  code?: unknown;
+  statusCode?: unknown;
+  validation?: unknown;
+  validationContext?: unknown;
+  message?: unknown;
+}
+
+/**
+ * Maps anything a handler or Fastify threw to an {@link ApiError}: core validation errors to
+ * `invalid_argument`, an unreachable store to `unavailable`, Fastify's body errors to 400/413.
+ * Unknown errors become `internal` with a generic message (details go to the log only).
+ */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (isLeaseholdError(err)) {
+    switch (err.code) {
+      case 'ERR_INVALID_ARGUMENT':
+        return new ApiError('invalid_argument', err.message);
+      case 'ERR_UNAVAILABLE':
+      case 'ERR_CLOSED':
+        return new ApiError('unavailable', `the lease store is unavailable: ${err.message}`);
+      case 'ERR_ABORTED':
+        return new ApiError('unavailable', 'the request was cancelled (server shutting down)');
+      case 'ERR_LEASE_LOST':
+      case 'ERR_CLOCK':
+      case 'ERR_PROTOCOL':
+        return new ApiError('internal', 'internal error');
+    }
+  }
+  const e = (typeof err === 'object' && err !== null ? err : {}) as FastifyishError;
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new ApiError('payload_too_large', 'request body is larger than the server accepts');
+  }
+  if (e.validation !== undefined && typeof e.message === 'string') {
+    return new ApiError('invalid_argument', e.message);
+  }
+  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    return new ApiError('invalid_argument', 'body must be JSON (Content-Type: application/json)');
+  }
+  if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+    return new ApiError('invalid_argument', 'body must be a JSON object, got an empty body');
+  }
+  if (code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError) {
+    return new ApiError('invalid_argument', 'body must be valid JSON');
+  }
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    if (e.statusCode === 413) return new ApiError('payload_too_large', 'request is too large');
+    if (e.statusCode === 404) return new ApiError('not_found', 'no such route');
+    return new ApiError(
+      'invalid_argument',
+      typeof e.message === 'string' ? e.message : 'bad request',
+    );
+  }
+  return new ApiError('internal', 'internal error');
+}

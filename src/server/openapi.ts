@@ -1,0 +1,172 @@
+import {
+  ACQUIRE_BODY,
+  ACQUIRED,
+  ERROR_BODY,
+  EVENTS_QUERY,
+  LEASE_STATE,
+  LIST_QUERY,
+  RELEASE_BODY,
+  RENEW_BODY,
+} from './schemas.js';
+
+function json(schema: unknown, description: string): Record<string, unknown> {
+  return { description, content: { 'application/json': { schema } } };
+}
+
+const err = (description: string): Record<string, unknown> => json(ERROR_BODY, description);
+
+function queryParams(schema: {
+  properties: Record<string, { description?: string }>;
+}): Record<string, unknown>[] {
+  return Object.entries(schema.properties).map(([name, s]) => ({
+    name,
+    in: 'query',
+    required: false,
+    schema: { type: 'string' },
+    description: s.description,
+  }));
+}
+
+const COMMON_ERRORS = {
+  '400': err(
+    'invalid_argument: malformed JSON, a wrong type, or a value breaking a rule; the message names the field.',
+  ),
+  '401': err('unauthenticated: no or unknown bearer token.'),
+  '403': err('permission_denied: the token may not use this verb or key prefix.'),
+  '413': err('payload_too_large: the body is larger than the server accepts.'),
+  '503': err('unavailable: the lease store could not answer.'),
+};
+
+/** The OpenAPI 3.1 document of the `/v1` API, served at `/v1/openapi.json`. */
+export function openApiDocument(version: string): Record<string, unknown> {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'leasehold',
+      version,
+      description:
+        'Leases with fencing tokens over HTTP. Tokens are decimal strings. Errors are {"error":{"code","message"}}. A busy key answers 409 with code "busy", the holder and retryAfterMs.',
+    },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/v1/acquire': {
+        post: {
+          summary: 'Acquire a lease, optionally waiting (long poll) for a busy key',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: ACQUIRE_BODY } },
+          },
+          responses: {
+            '200': json(
+              ACQUIRED,
+              'acquired: keep leaseId secret; send token with every protected write.',
+            ),
+            '409': err('busy: another owner holds the key; see holder and retryAfterMs.'),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/renew': {
+        post: {
+          summary: 'Renew a held lease',
+          requestBody: { required: true, content: { 'application/json': { schema: RENEW_BODY } } },
+          responses: {
+            '200': json(
+              {
+                type: 'object',
+                properties: { status: { const: 'renewed' }, expiresAtWallMs: { type: 'integer' } },
+              },
+              'renewed',
+            ),
+            '409': err('not_owner: the token belongs to a live lease with another lease id.'),
+            '410': err('lost: the lease expired or was taken over; it never comes back.'),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/release': {
+        post: {
+          summary: 'Release a held lease (conditional on lease id and token)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: RELEASE_BODY } },
+          },
+          responses: {
+            '200': json(
+              { type: 'object', properties: { status: { const: 'released' } } },
+              'released',
+            ),
+            '409': err('not_owner: no live lease with this id and token.'),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/leases': {
+        get: {
+          summary: 'List live leases by key prefix, in key order',
+          parameters: queryParams(LIST_QUERY),
+          responses: {
+            '200': json(
+              { type: 'object', properties: { leases: { type: 'array', items: LEASE_STATE } } },
+              'live leases',
+            ),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/leases/{key}': {
+        get: {
+          summary: 'One key: its last token and live holder',
+          parameters: [
+            {
+              name: 'key',
+              in: 'path',
+              required: true,
+              schema: { type: 'string' },
+              description: 'The key, percent-encoded (slashes may stay).',
+            },
+          ],
+          responses: { '200': json(LEASE_STATE, 'the key state'), ...COMMON_ERRORS },
+        },
+      },
+      '/v1/events': {
+        get: {
+          summary:
+            'Server-sent events: acquired, renewed, released, lost, expired (best effort), changed',
+          parameters: queryParams(EVENTS_QUERY),
+          responses: {
+            '200': { description: 'text/event-stream; the first event is "ready".' },
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/info': {
+        get: {
+          summary: 'Server version, store kind and capabilities',
+          security: [],
+          responses: { '200': { description: 'info' } },
+        },
+      },
+      '/healthz': {
+        get: { summary: 'Liveness', security: [], responses: { '200': { description: 'ok' } } },
+      },
+      '/readyz': {
+        get: {
+          summary: 'Readiness: fails while the store is unreachable',
+          security: [],
+          responses: { '200': { description: 'ready' }, '503': err('store unreachable') },
+        },
+      },
+      '/metrics': {
+        get: {
+          summary: 'Prometheus metrics',
+          security: [],
+          responses: { '200': { description: 'text/plain' } },
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,166 @@
+/**
+ * JSON schemas of the `/v1` API: Fastify validates request bodies and query strings with them
+ * (without type coercion: a number is never accepted where a string is required), and the
+ * OpenAPI document is built from them. Semantics (key rules, TTL range, canonical tokens) are
+ * checked after the schema by the core validators, which name the field in their messages.
+ */
+
+const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
+const duration = (description: string): Record<string, unknown> => ({
+  type: ['integer', 'string'],
+  description: `${description} Whole milliseconds, or a string such as "250ms", "30s", "5m".`,
+});
+
+/** A fencing token on the wire: a decimal string, never a JSON number. */
+export const TOKEN_SCHEMA = {
+  type: 'string',
+  description: 'Fencing token: a positive 64-bit integer as a canonical decimal string.',
+} as const;
+
+export const KEY_SCHEMA = {
+  type: 'string',
+  description: 'The lease key: non-empty UTF-8, at most 1 KiB, no control characters.',
+} as const;
+
+export const LEASE_ID_SCHEMA = {
+  type: 'string',
+  pattern: UUID,
+  description: 'The lease id (a UUID). Secret to the holder: renew and release must present it.',
+} as const;
+
+export const ACQUIRE_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['key', 'ttl'],
+  properties: {
+    key: KEY_SCHEMA,
+    ttl: duration('How long the store keeps the lease without renewal (100ms to 24h).'),
+    wait: duration('How long to wait for a busy key (long poll), up to the server maximum.'),
+    ownerId: {
+      type: 'string',
+      description: 'Who is asking, shown to observers. Defaults to the bearer token name.',
+    },
+    value: { type: 'string', description: 'A small value stored with the lease (at most 1 KiB).' },
+    leaseId: {
+      ...LEASE_ID_SCHEMA,
+      description:
+        'Optional lease id chosen by the client, so a retried request is idempotent. Defaults to a new random UUID.',
+    },
+  },
+} as const;
+
+export const RENEW_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['key', 'leaseId', 'token', 'ttl'],
+  properties: {
+    key: KEY_SCHEMA,
+    leaseId: LEASE_ID_SCHEMA,
+    token: TOKEN_SCHEMA,
+    ttl: duration('The new time to live, from now at the store.'),
+  },
+} as const;
+
+export const RELEASE_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['key', 'leaseId', 'token'],
+  properties: { key: KEY_SCHEMA, leaseId: LEASE_ID_SCHEMA, token: TOKEN_SCHEMA },
+} as const;
+
+export const LIST_QUERY = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    prefix: { type: 'string', description: 'Only keys starting with this. Defaults to all.' },
+    limit: {
+      type: 'string',
+      pattern: '^[1-9][0-9]{0,4}$',
+      description: 'At most this many leases (1 to 10000). Defaults to 1000.',
+    },
+  },
+} as const;
+
+export const EVENTS_QUERY = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    prefix: { type: 'string', description: 'Only events on keys starting with this.' },
+    key: { type: 'string', description: 'Only events on this exact key (also store changes).' },
+  },
+} as const;
+
+const HOLDER = {
+  type: 'object',
+  required: ['ownerId', 'token', 'remainingMs', 'leaseIdPrefix'],
+  properties: {
+    ownerId: { type: 'string' },
+    token: TOKEN_SCHEMA,
+    remainingMs: { type: 'integer', description: 'Remaining time by the store clock.' },
+    leaseIdPrefix: { type: 'string', description: 'First 8 characters of the lease id.' },
+    value: { type: 'string' },
+  },
+} as const;
+
+export const LEASE_STATE = {
+  type: 'object',
+  required: ['key', 'lastToken', 'holder'],
+  properties: {
+    key: KEY_SCHEMA,
+    lastToken: {
+      type: 'string',
+      description: 'Highest token ever granted for the key ("0" if never).',
+    },
+    holder: { oneOf: [HOLDER, { type: 'null' }] },
+  },
+} as const;
+
+export const ERROR_BODY = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: {
+        code: {
+          type: 'string',
+          enum: [
+            'invalid_argument',
+            'unauthenticated',
+            'permission_denied',
+            'not_found',
+            'busy',
+            'not_owner',
+            'lost',
+            'payload_too_large',
+            'unavailable',
+            'internal',
+          ],
+        },
+        message: { type: 'string' },
+      },
+    },
+    holder: HOLDER,
+    retryAfterMs: { type: 'integer' },
+  },
+} as const;
+
+export const ACQUIRED = {
+  type: 'object',
+  required: ['status', 'key', 'leaseId', 'token', 'ownerId', 'ttlMs', 'waitedMs'],
+  properties: {
+    status: { type: 'string', enum: ['acquired'] },
+    key: KEY_SCHEMA,
+    leaseId: LEASE_ID_SCHEMA,
+    token: TOKEN_SCHEMA,
+    ownerId: { type: 'string' },
+    ttlMs: { type: 'integer' },
+    waitedMs: { type: 'integer' },
+    expiresAtWallMs: {
+      type: 'integer',
+      description: 'Store expiry as wall-clock ms, display only.',
+    },
+  },
+} as const;

@@ -1,0 +1,335 @@
+import { readFileSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  fastify,
+  LogController,
+  type FastifyInstance,
+  type FastifySchemaValidationError,
+} from 'fastify';
+import { pino, type Logger as PinoLogger } from 'pino';
+import { invalidArgument } from '../core/errors.js';
+import type { LeaseStore } from '../core/store.js';
+import { registerLeaseRoutes } from './api.js';
+import { Authenticator, type AuthConfig } from './auth.js';
+import type { ServerContext } from './context.js';
+import { EventHub } from './event-hub.js';
+import { ExpiryTracker } from './expiry-tracker.js';
+import { ApiError, toApiError } from './http-errors.js';
+import { ServerMetrics } from './metrics.js';
+import { openApiDocument } from './openapi.js';
+import { registerEventRoutes } from './sse.js';
+import { VERSION } from './version.js';
+
+/** Options for {@link createLeaseServer}. */
+export interface LeaseServerOptions {
+  /** The lease authority the server fronts. The server is stateless over it. */
+  readonly store: LeaseStore;
+  /** Interface to listen on. Defaults to `127.0.0.1`. */
+  readonly host?: string;
+  /** Port; 0 picks a free one. Defaults to 7400. */
+  readonly port?: number;
+  /** Bearer tokens with key prefixes and verbs. Defaults to none: no authentication. */
+  readonly auth?: AuthConfig;
+  /** Serve HTTPS with this certificate and key (PEM). Defaults to plain HTTP. */
+  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+  /** Largest request body accepted; larger ones get 413. Defaults to 16 KiB. */
+  readonly bodyLimitBytes?: number;
+  /** Longest `wait` an acquire may ask for (a long poll). Defaults to 5 minutes. */
+  readonly maxWaitMs?: number;
+  /** Timeout of each request to the store. Defaults to 5 s. */
+  readonly requestTimeoutMs?: number;
+  /** A pino logger. Defaults to pino at `logLevel` on stderr. */
+  readonly logger?: PinoLogger;
+  /** Level of the default logger. Defaults to `info`. */
+  readonly logLevel?: string;
+  /** Close the store when the server closes. Defaults to false. */
+  readonly closeStore?: boolean;
+  /** Collect Node process metrics in `/metrics`. Defaults to true. */
+  readonly processMetrics?: boolean;
+}
+
+/** The defaults of {@link LeaseServerOptions}. */
+export const SERVER_DEFAULTS = Object.freeze({
+  host: '127.0.0.1',
+  port: 7400,
+  bodyLimitBytes: 16 * 1024,
+  maxWaitMs: 300_000,
+  requestTimeoutMs: 5000,
+});
+
+/** A running (or ready to run) leasehold server. */
+export interface LeaseServer {
+  /** The Fastify instance, for `inject()` in tests and extra routes. */
+  readonly app: FastifyInstance;
+  readonly metrics: ServerMetrics;
+  /** Starts listening and returns the base URL, e.g. `http://127.0.0.1:7400`. */
+  listen(): Promise<string>;
+  /** The base URL once listening. */
+  readonly url: string | undefined;
+  /**
+   * Graceful shutdown: refuses new requests, answers waiting acquires `unavailable`, ends event
+   * streams, lets in-flight requests finish, then closes (and optionally the store).
+   */
+  close(): Promise<void>;
+}
+
+function positiveInt(field: string, value: unknown, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    throw invalidArgument(field, `must be an integer from 1 to ${max}`, value);
+  }
+  return value;
+}
+
+/** Readable rules for the schema patterns, by field. */
+const PATTERN_RULES: Record<string, string> = {
+  leaseId: 'must be a UUID (the leaseId returned by acquire)',
+  limit: 'must be an integer from 1 to 10000',
+};
+
+function schemaError(errors: FastifySchemaValidationError[], dataVar: string): Error {
+  const e = errors[0];
+  if (e === undefined) return new Error(`${dataVar} is invalid`);
+  let field = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
+  let message = e.message ?? 'is invalid';
+  const params: Record<string, unknown> = e.params;
+  const join = (name: unknown): string =>
+    field === '' ? String(name) : `${field}.${String(name)}`;
+  if (e.keyword === 'required') {
+    field = join(params['missingProperty']);
+    message = 'is required';
+  } else if (e.keyword === 'additionalProperties') {
+    field = join(params['additionalProperty']);
+    message = 'is not an accepted field';
+  } else if (e.keyword === 'pattern') {
+    message = PATTERN_RULES[field] ?? 'has the wrong format';
+  } else if (e.keyword === 'type') {
+    message = `must be ${String(params['type']).replace(',', ' or ')}`;
+  }
+  return new Error(`${field === '' ? dataVar : field} ${message}`);
+}
+
+/**
+ * Creates a leasehold HTTP server over `store`: the `/v1` API (acquire with bounded long-poll
+ * wait, renew, release, get, list, events), `/metrics`, `/healthz`, `/readyz`,
+ * `/v1/openapi.json` and the live dashboard at `/`. Call `listen()` to start it.
+ *
+ * @example
+ * const server = await createLeaseServer({ store: new SqliteLeaseStore({ path: './leasehold.db' }) });
+ * console.log(await server.listen());
+ */
+export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
+  const store = options.store;
+  if (store === undefined || typeof store.tryAcquire !== 'function') {
+    throw invalidArgument('store', 'must be a LeaseStore', store);
+  }
+  const host = options.host ?? SERVER_DEFAULTS.host;
+  const port = options.port ?? SERVER_DEFAULTS.port;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw invalidArgument('port', 'must be an integer from 0 to 65535', port);
+  }
+  const bodyLimit = positiveInt(
+    'bodyLimitBytes',
+    options.bodyLimitBytes,
+    SERVER_DEFAULTS.bodyLimitBytes,
+    1 << 20,
+  );
+  const maxWaitMs = positiveInt(
+    'maxWaitMs',
+    options.maxWaitMs,
+    SERVER_DEFAULTS.maxWaitMs,
+    86_400_000,
+  );
+  const requestTimeoutMs = positiveInt(
+    'requestTimeoutMs',
+    options.requestTimeoutMs,
+    SERVER_DEFAULTS.requestTimeoutMs,
+    600_000,
+  );
+  const logger =
+    options.logger ??
+    pino(
+      {
+        level: options.logLevel ?? 'info',
+        base: { service: 'leasehold' },
+        redact: ['req.headers.authorization', 'headers.authorization'],
+      },
+      pino.destination(2),
+    );
+  const auth = new Authenticator(options.auth);
+  const metrics = new ServerMetrics({
+    storeKind: store.kind,
+    defaultMetrics: options.processMetrics,
+  });
+  const hub = new EventHub((e) => metrics.eventsPublished.inc({ type: e.type }));
+  const shutdown = new AbortController();
+  const streams = new Set<ServerResponse>();
+  const tracker = new ExpiryTracker({
+    store,
+    requestTimeoutMs,
+    onExpired: (l) => {
+      metrics.leasesLost.inc({ reason: 'expired' });
+      metrics.timeHeld.observe({ end: 'expired' }, l.heldMs / 1000);
+      metrics.leasesTracked.set(tracker.size);
+      hub.publish({
+        type: 'expired',
+        key: l.key,
+        token: l.token.toString(),
+        ownerId: l.ownerId,
+        leaseIdPrefix: l.leaseIdPrefix,
+      });
+      logger.info(
+        { key: l.key, ownerId: l.ownerId, lease: l.leaseIdPrefix, token: l.token.toString() },
+        'lease expired without release',
+      );
+    },
+  });
+  const ctx: ServerContext = {
+    store,
+    auth,
+    hub,
+    tracker,
+    metrics,
+    logger,
+    maxWaitMs,
+    requestTimeoutMs,
+    pollMs: store.capabilities.watch === 'push' ? 2000 : 250,
+    shutdown: shutdown.signal,
+    streams,
+  };
+
+  const app = fastify({
+    loggerInstance: logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}),
+    ajv: {
+      customOptions: {
+        coerceTypes: false,
+        removeAdditional: false,
+        allowUnionTypes: true,
+        strict: false,
+      },
+    },
+    schemaErrorFormatter: schemaError,
+  }) as unknown as FastifyInstance;
+
+  app.decorateRequest('principal', undefined);
+  app.addHook('onRequest', (req, _reply, done) => {
+    if (req.routeOptions.config.auth !== true) return done();
+    try {
+      req.principal = auth.authenticate(req.headers.authorization);
+    } catch (err) {
+      metrics.authFailures.inc({ code: 'unauthenticated' });
+      return done(err as Error);
+    }
+    done();
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    metrics.httpRequests.observe(
+      { method: req.method, route, status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+    done();
+  });
+  app.setErrorHandler((err, req, reply) => {
+    const api = toApiError(err);
+    if (api.code === 'internal')
+      req.log.error({ err, route: req.routeOptions.url }, 'internal error');
+    else if (api.code === 'unavailable')
+      req.log.warn({ route: req.routeOptions.url, err: api.message }, 'store unavailable');
+    if (api.code === 'permission_denied') metrics.authFailures.inc({ code: api.code });
+    const retry = api.extra?.['retryAfterMs'];
+    if (typeof retry === 'number')
+      void reply.header('retry-after', String(Math.max(1, Math.ceil(retry / 1000))));
+    return reply.code(api.status).send(api.body());
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply
+      .code(404)
+      .send(new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`).body()),
+  );
+
+  registerLeaseRoutes(app, ctx);
+  registerEventRoutes(app, ctx);
+
+  const openapi = openApiDocument(VERSION);
+  app.get('/v1/openapi.json', () => openapi);
+  app.get('/v1/info', () => ({
+    name: 'leasehold',
+    version: VERSION,
+    store: { kind: store.kind, capabilities: store.capabilities },
+    auth: auth.enabled ? 'bearer' : 'none',
+    limits: { bodyLimitBytes: bodyLimit, maxWaitMs },
+  }));
+  app.get('/healthz', () => ({ status: 'ok' }));
+  app.get('/readyz', async () => {
+    if (shutdown.signal.aborted) throw new ApiError('unavailable', 'the server is shutting down');
+    try {
+      await store.inspect('leasehold/readyz', {
+        timeoutMs: 2000,
+        signal: AbortSignal.timeout(2000),
+      });
+    } catch (err) {
+      throw new ApiError(
+        'unavailable',
+        `the lease store (${store.kind}) is unreachable: ${String(err)}`,
+      );
+    }
+    return { status: 'ready', store: store.kind };
+  });
+  app.get('/metrics', async (_req, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(text);
+  });
+  const dashboard = readFileSync(new URL('./dashboard.html', import.meta.url), 'utf8');
+  app.get('/', (_req, reply) =>
+    reply
+      .type('text/html; charset=utf-8')
+      .header(
+        'content-security-policy',
+        "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+      )
+      .send(dashboard),
+  );
+
+  let url: string | undefined;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    metrics,
+    get url() {
+      return url;
+    },
+    async listen() {
+      await app.listen({ host, port });
+      const addr = app.server.address() as AddressInfo;
+      const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+      url = `${options.tls ? 'https' : 'http'}://${h}:${addr.port}`;
+      return url;
+    },
+    close() {
+      closing ??= (async () => {
+        shutdown.abort(new Error('server shutting down'));
+        for (const res of streams) res.end();
+        tracker.stop();
+        // Keep-alive connections that go idle after their last answer would hold close() open
+        // until their keep-alive timeout: close them as they go idle; cut the rest after 10 s.
+        const reap = setInterval(() => app.server.closeIdleConnections(), 50);
+        const cut = setTimeout(() => app.server.closeAllConnections(), 10_000);
+        try {
+          await app.close();
+        } finally {
+          clearInterval(reap);
+          clearTimeout(cut);
+        }
+        if (options.closeStore === true) await store.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,2 @@
+export { HttpLeaseStore, type HttpLeaseStoreOptions } from './store.js';
+export { HttpApiError } from './client.js';

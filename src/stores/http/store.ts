@@ -1,0 +1,502 @@
+import type { IncomingMessage } from 'node:http';
+import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  StoreRequestOptions,
+  Unwatch,
+} from '../../core/store.js';
+import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import { parseToken } from '../../core/validate.js';
+import { connectionBroken, HttpApiError, neverSent } from './client.js';
+import { linkedSignal } from './linked-signal.js';
+import { readSse } from './sse-reader.js';
+import { NodeHttpTransport } from './transport.js';
+
+/** Options for {@link HttpLeaseStore}. */
+export interface HttpLeaseStoreOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:7400`. */
+  readonly url: string;
+  /** Bearer token, when the server requires one. Defaults to none. */
+  readonly apiToken?: string;
+  /**
+   * What the store behind the server can do. {@link HttpLeaseStore.connect} asks the server;
+   * the constructor defaults to conservative values (`timeAuthority: 'store'`,
+   * `tokenDurability: 'best_effort'`, 100 ms minimum TTL).
+   */
+  readonly capabilities?: Partial<StoreCapabilities>;
+  /** Extra CA certificates (PEM) to trust for an `https:` server. Defaults to the system's. */
+  readonly ca?: string | Buffer;
+  /** Attempts per request when the connection fails in a way that is safe to retry. Defaults to 3. */
+  readonly attempts?: number;
+}
+
+/**
+ * Events after which the key may be free. `acquired` and `renewed` never free it; `changed`
+ * (the store's own notification) may mean anything, so it wakes too.
+ */
+const FREEING_EVENTS: ReadonlySet<string> = new Set(['released', 'expired', 'lost', 'changed']);
+
+const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
+  timeAuthority: 'store',
+  tokenDurability: 'best_effort',
+  watch: 'push',
+  sharedAcrossProcesses: true,
+  minTtlMs: 100,
+  ttlGranularityMs: 1,
+});
+
+type Retry = 'idempotent' | 'not_sent_only';
+
+interface Answer {
+  readonly status: number;
+  readonly body: Record<string, unknown>;
+}
+
+/**
+ * A {@link LeaseStore} that talks to a leasehold server (`leasehold serve`) over HTTP, so the
+ * same client library works remotely. Expiry is decided by the server's store, as with a direct
+ * store. Waiting acquisitions are woken by the server's event stream for the key.
+ *
+ * - Retries: acquire carries the client's lease id and renew is conditional, so both are
+ *   retried on a broken connection; release only when the request was certainly not sent.
+ * - A server that cannot be reached, times out or answers 5xx throws `ERR_UNAVAILABLE`; the
+ *   client turns that into `unavailable`, never `busy`.
+ * - 400, 401 and 403 throw `ERR_INVALID_ARGUMENT` (a wrong request or bearer token will not get
+ *   better by retrying); the `cause` is an {@link HttpApiError} with the status and code.
+ *
+ * @example
+ * const store = await HttpLeaseStore.connect({ url: 'http://127.0.0.1:7400', apiToken });
+ * const client = new LeaseClient({ store });
+ */
+export class HttpLeaseStore implements LeaseStore {
+  readonly kind = 'http';
+  readonly capabilities: StoreCapabilities;
+  readonly url: string;
+  private readonly headers: Record<string, string>;
+  private readonly transport: NodeHttpTransport;
+  private readonly attempts: number;
+  private readonly closing = new AbortController();
+
+  constructor(options: HttpLeaseStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw invalidArgument('options', 'must be an object with a url', options);
+    }
+    let base: URL;
+    try {
+      base = new URL(options.url);
+    } catch {
+      throw invalidArgument(
+        'url',
+        'must be an http(s) URL such as http://127.0.0.1:7400',
+        options.url,
+      );
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw invalidArgument('url', 'must be an http(s) URL', options.url);
+    }
+    this.url = base.href.replace(/\/+$/, '');
+    this.headers = { accept: 'application/json' };
+    if (options.apiToken !== undefined) {
+      if (typeof options.apiToken !== 'string' || !/^[\x21-\x7e]{1,512}$/.test(options.apiToken)) {
+        throw invalidArgument('apiToken', 'must be printable ASCII without spaces', '(hidden)');
+      }
+      this.headers['authorization'] = `Bearer ${options.apiToken}`;
+    }
+    this.transport = new NodeHttpTransport(
+      base,
+      options.ca === undefined ? {} : { ca: options.ca },
+    );
+    const attempts = options.attempts ?? 3;
+    if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
+      throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
+    }
+    this.attempts = attempts;
+    this.capabilities = Object.freeze({
+      ...DEFAULT_CAPABILITIES,
+      ...options.capabilities,
+      watch: 'push',
+    });
+  }
+
+  /**
+   * Connects to a server: asks `/v1/info` for the capabilities of the store behind it, and
+   * returns a store that reports them. Throws `ERR_UNAVAILABLE` when the server cannot be reached.
+   */
+  static async connect(options: HttpLeaseStoreOptions): Promise<HttpLeaseStore> {
+    const probe = new HttpLeaseStore(options);
+    const info = await probe.request('GET', '/v1/info', undefined, 'idempotent', {
+      timeoutMs: 5000,
+      signal: AbortSignal.timeout(5000),
+    });
+    if (info.status !== 200) throw probe.unexpected(info, 'info');
+    const store = info.body['store'] as { capabilities?: Partial<StoreCapabilities> } | undefined;
+    const caps = store?.capabilities ?? {};
+    return new HttpLeaseStore({
+      ...options,
+      capabilities: {
+        timeAuthority: caps.timeAuthority ?? DEFAULT_CAPABILITIES.timeAuthority,
+        tokenDurability: caps.tokenDurability ?? DEFAULT_CAPABILITIES.tokenDurability,
+        minTtlMs: Math.max(DEFAULT_CAPABILITIES.minTtlMs, caps.minTtlMs ?? 0),
+        ttlGranularityMs: caps.ttlGranularityMs ?? 1,
+      },
+    });
+  }
+
+  async tryAcquire(
+    request: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
+    const a = await this.request(
+      'POST',
+      '/v1/acquire',
+      {
+        key: request.key,
+        ttl: request.ttlMs,
+        ownerId: request.ownerId,
+        leaseId: request.leaseId,
+        ...(request.value === undefined ? {} : { value: request.value }),
+      },
+      'idempotent',
+      options,
+    );
+    if (a.status === 200) {
+      const expires = a.body['expiresAtWallMs'];
+      return {
+        status: 'acquired',
+        token: this.token(a.body['token']),
+        ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
+      };
+    }
+    if (a.status === 409 && this.code(a) === 'busy') {
+      const retry = a.body['retryAfterMs'];
+      return {
+        status: 'busy',
+        holder: this.holder(a.body['holder']),
+        retryAfterMs: typeof retry === 'number' && retry >= 0 ? retry : 0,
+      };
+    }
+    throw this.unexpected(a, 'acquire');
+  }
+
+  async renew(
+    lease: StoreLeaseRef & { readonly ttlMs: number },
+    options: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    const a = await this.request(
+      'POST',
+      '/v1/renew',
+      { key: lease.key, leaseId: lease.leaseId, token: lease.token.toString(), ttl: lease.ttlMs },
+      'idempotent',
+      options,
+    );
+    if (a.status === 200) {
+      const expires = a.body['expiresAtWallMs'];
+      return {
+        status: 'renewed',
+        ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
+      };
+    }
+    // Both mean: this lease is not live at the store, and never will be again.
+    if (a.status === 410 || (a.status === 409 && this.code(a) === 'not_owner'))
+      return { status: 'lost' };
+    throw this.unexpected(a, 'renew');
+  }
+
+  async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
+    const a = await this.request(
+      'POST',
+      '/v1/release',
+      { key: lease.key, leaseId: lease.leaseId, token: lease.token.toString() },
+      'not_sent_only',
+      options,
+    );
+    if (a.status === 200) return { status: 'released' };
+    if (a.status === 409 && this.code(a) === 'not_owner') return { status: 'not_owner' };
+    throw this.unexpected(a, 'release');
+  }
+
+  async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
+    const a = await this.request(
+      'GET',
+      `/v1/leases/${encodeURIComponent(key)}`,
+      undefined,
+      'idempotent',
+      options,
+    );
+    if (a.status !== 200) throw this.unexpected(a, 'inspect');
+    return this.state(a.body);
+  }
+
+  async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
+    const q = new URLSearchParams({ prefix, limit: String(limit) });
+    const a = await this.request(
+      'GET',
+      `/v1/leases?${q.toString()}`,
+      undefined,
+      'idempotent',
+      options,
+    );
+    if (a.status !== 200 || !Array.isArray(a.body['leases'])) throw this.unexpected(a, 'list');
+    return (a.body['leases'] as unknown[]).map((s) => this.state(s as Record<string, unknown>));
+  }
+
+  /**
+   * Subscribes to the server's event stream for `key`; resolves once the server says the
+   * subscription is live. If the stream drops, `onChange` is called (a spurious wake-up is
+   * allowed) and the stream is re-opened until unwatched.
+   */
+  async watch(key: string, onChange: () => void): Promise<Unwatch> {
+    this.assertOpen();
+    const stop = new AbortController();
+    // Lives as long as the watch; detached when it stops.
+    const { signal, dispose } = linkedSignal([stop.signal, this.closing.signal]);
+    const path = `/v1/events?${new URLSearchParams({ key }).toString()}`;
+    const open = async (): Promise<AsyncGenerator<{ event: string }>> => {
+      let res: IncomingMessage;
+      try {
+        res = await this.transport.stream(
+          path,
+          { ...this.headers, accept: 'text/event-stream' },
+          signal,
+        );
+      } catch (err) {
+        throw new LeaseholdError('ERR_UNAVAILABLE', `cannot reach ${this.url}: ${describe(err)}`, {
+          cause: err,
+        });
+      }
+      if (res.statusCode !== 200) {
+        let text = '';
+        for await (const c of res) text += String(c);
+        throw this.unexpected({ status: res.statusCode ?? 0, body: parseObject(text) }, 'watch');
+      }
+      const frames = readSse(res);
+      for (;;) {
+        const first = await frames.next();
+        if (first.done === true)
+          throw new LeaseholdError('ERR_UNAVAILABLE', 'event stream ended before it was ready');
+        if (first.value.event === 'ready') return frames;
+      }
+    };
+    // A release usually arrives as `released` plus the store's own `changed` in one chunk:
+    // wake the waiter once for both, or every waiter on a hot key re-checks twice.
+    let wakePending = false;
+    const wake = (): void => {
+      if (wakePending) return;
+      wakePending = true;
+      setImmediate(() => {
+        wakePending = false;
+        if (!signal.aborted) onChange();
+      });
+    };
+    const pump = async (frames: AsyncGenerator<{ event: string }>): Promise<void> => {
+      for (let attempt = 0; !signal.aborted; attempt++) {
+        try {
+          for await (const f of frames) {
+            attempt = 0;
+            if (FREEING_EVENTS.has(f.event)) wake();
+          }
+        } catch {
+          // dropped: fall through to reconnect
+        }
+        if (signal.aborted) return;
+        onChange();
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)).unref());
+        if (signal.aborted) return;
+        try {
+          frames = await open();
+        } catch {
+          frames = (async function* () {})();
+        }
+      }
+    };
+    let frames: AsyncGenerator<{ event: string }>;
+    try {
+      frames = await open();
+    } catch (err) {
+      stop.abort();
+      dispose();
+      throw err;
+    }
+    void pump(frames);
+    return () => {
+      stop.abort();
+      dispose();
+    };
+  }
+
+  close(): Promise<void> {
+    this.transport.close();
+    this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
+    return Promise.resolve();
+  }
+
+  private assertOpen(): void {
+    if (this.closing.signal.aborted)
+      throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
+  }
+
+  private async request(
+    method: 'GET' | 'POST',
+    path: string,
+    body: Record<string, unknown> | undefined,
+    retry: Retry,
+    options: StoreRequestOptions,
+  ): Promise<Answer> {
+    this.assertOpen();
+    const link = linkedSignal([options.signal, this.closing.signal], options.timeoutMs);
+    try {
+      return await this.attempt(method, path, body, retry, link.signal);
+    } finally {
+      link.dispose();
+    }
+  }
+
+  private async attempt(
+    method: 'GET' | 'POST',
+    path: string,
+    body: Record<string, unknown> | undefined,
+    retry: Retry,
+    signal: AbortSignal,
+  ): Promise<Answer> {
+    let lastError: unknown;
+    for (let attempt = 1; attempt <= this.attempts; attempt++) {
+      let res: { status: number; text: string };
+      try {
+        res = await this.transport.request(
+          method,
+          path,
+          body === undefined
+            ? this.headers
+            : { ...this.headers, 'content-type': 'application/json' },
+          body === undefined ? undefined : JSON.stringify(body),
+          signal,
+        );
+      } catch (err) {
+        lastError = err;
+        if (this.closing.signal.aborted)
+          throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
+        if (signal.aborted) break;
+        const safe = retry === 'idempotent' ? connectionBroken(err) : neverSent(err);
+        if (safe && attempt < this.attempts) continue;
+        break;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(res.text);
+      } catch (err) {
+        if (res.status >= 500) return { status: res.status, body: {} };
+        throw new LeaseholdError(
+          'ERR_UNAVAILABLE',
+          `${this.url} answered ${res.status} without JSON`,
+          { cause: err },
+        );
+      }
+      const obj =
+        typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
+      return { status: res.status, body: obj };
+    }
+    throw new LeaseholdError(
+      'ERR_UNAVAILABLE',
+      `cannot reach leasehold server ${this.url}: ${describe(lastError)}`,
+      {
+        cause: lastError,
+      },
+    );
+  }
+
+  private code(a: Answer): string | undefined {
+    const e = a.body['error'] as { code?: unknown } | undefined;
+    return typeof e?.code === 'string' ? e.code : undefined;
+  }
+
+  private unexpected(a: Answer, op: string): LeaseholdError {
+    const e = a.body['error'] as { code?: unknown; message?: unknown } | undefined;
+    const code = typeof e?.code === 'string' ? e.code : `http_${a.status}`;
+    const message = typeof e?.message === 'string' ? e.message : `HTTP ${a.status}`;
+    const cause = new HttpApiError(a.status, code, message);
+    if (a.status >= 500 || a.status === 408 || a.status === 429) {
+      return new LeaseholdError('ERR_UNAVAILABLE', `leasehold server: ${op}: ${code}: ${message}`, {
+        cause,
+      });
+    }
+    if (a.status === 401 || a.status === 403) {
+      return new LeaseholdError(
+        'ERR_INVALID_ARGUMENT',
+        `apiToken was refused by the server (${code}): ${message}`,
+        {
+          cause,
+        },
+      );
+    }
+    if (a.status === 400 || a.status === 413) {
+      return new LeaseholdError('ERR_INVALID_ARGUMENT', message, { cause });
+    }
+    return new LeaseholdError(
+      'ERR_PROTOCOL',
+      `leasehold server: ${op}: unexpected ${a.status} ${code}: ${message}`,
+      {
+        cause,
+      },
+    );
+  }
+
+  private token(value: unknown): bigint {
+    try {
+      return parseToken(value, 'token');
+    } catch (err) {
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `leasehold server sent an invalid token: ${String(err)}`,
+        { cause: err },
+      );
+    }
+  }
+
+  private holder(raw: unknown): HolderInfo {
+    const h = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+    return {
+      ownerId: typeof h['ownerId'] === 'string' ? h['ownerId'] : '',
+      token: this.token(h['token']),
+      remainingMs: typeof h['remainingMs'] === 'number' ? h['remainingMs'] : 0,
+      leaseIdPrefix: typeof h['leaseIdPrefix'] === 'string' ? h['leaseIdPrefix'] : '',
+      value: typeof h['value'] === 'string' ? h['value'] : undefined,
+    };
+  }
+
+  private state(raw: Record<string, unknown>): LeaseState {
+    const key = raw['key'];
+    if (typeof key !== 'string')
+      throw new LeaseholdError('ERR_PROTOCOL', 'leasehold server sent a state without key');
+    const last = raw['lastToken'];
+    return {
+      key,
+      lastToken: last === '0' ? 0n : this.token(last),
+      holder:
+        raw['holder'] === null || raw['holder'] === undefined
+          ? undefined
+          : this.holder(raw['holder']),
+    };
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = (err as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
+  }
+  return String(err);
+}
+
+function parseObject(text: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
