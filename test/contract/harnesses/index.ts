@@ -2,6 +2,7 @@ import type { StoreHarness } from '../harness.js';
 import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
+import { redisHarness } from './redis.js';
 import { sqliteHarness } from './sqlite.js';
 import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
@@ -13,6 +14,7 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
   postgres: postgresHarness,
+  redis: redisHarness,
   etcd: etcdSingleHarness,
   'etcd-cluster': etcdClusterHarness,
   'http-sqlite': httpSqliteHarness,
