@@ -89,13 +89,14 @@ export class SimProcess implements Clock {
     return new Promise<void>((resolve) => {
       this.virtual.setTimeout(() => {
         this.paused = false;
-        const queue = this.deferred;
-        this.deferred = [];
+        // The frozen stack continues first (it was mid-instruction); timers and messages that
+        // came due meanwhile run on the next turn, as on a real event loop after a pause.
         resolve();
-        for (const fn of queue) {
-          if (this.paused || this.crashedFlag) this.run(fn);
-          else fn();
-        }
+        this.virtual.setTimeout(() => {
+          const queue = this.deferred;
+          this.deferred = [];
+          for (const fn of queue) this.run(fn);
+        }, 0);
       }, ms);
     });
   }

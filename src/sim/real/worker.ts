@@ -1,0 +1,227 @@
+/**
+ * A worker process of the real-process fault harness (started with `child_process.fork`):
+ * a real {@link LeaseClient} on a real store, and the SQLite resource behind a
+ * {@link SqliteFence}. It does exactly what the harness asks over IPC, so the harness can put
+ * real signals (SIGSTOP, SIGKILL) at exact points of a lease's life.
+ */
+import Database from 'better-sqlite3';
+import { LeaseClient } from '../../core/client.js';
+import type { Lease } from '../../core/lease.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreRenewResult,
+  StoreRequestOptions,
+} from '../../core/store.js';
+import { SqliteFence } from '../../fencing/sqlite.js';
+import {
+  INSERT_LOG,
+  RESOURCE_SCHEMA,
+  sharedNow,
+  UPSERT_JOB,
+  type WorkerConfig,
+  type WorkerNotice,
+  type WorkerRequest,
+} from './protocol.js';
+import { openStoreFromUrl } from './store-url.js';
+
+const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
+
+/** Remembers the store's own expiry for each lease id (for I3/I4 in the history). */
+function expiryRecorder(inner: LeaseStore, expiries: Map<string, number>): LeaseStore {
+  return {
+    kind: inner.kind,
+    capabilities: inner.capabilities,
+    async tryAcquire(
+      req: StoreAcquireRequest,
+      o: StoreRequestOptions,
+    ): Promise<StoreAcquireResult> {
+      const a = await inner.tryAcquire(req, o);
+      if (a.status === 'acquired' && a.expiresAtWallMs !== undefined)
+        expiries.set(req.leaseId, a.expiresAtWallMs);
+      return a;
+    },
+    async renew(
+      lease: StoreLeaseRef & { ttlMs: number },
+      o: StoreRequestOptions,
+    ): Promise<StoreRenewResult> {
+      const a = await inner.renew(lease, o);
+      if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
+        expiries.set(lease.leaseId, a.expiresAtWallMs);
+      return a;
+    },
+    release: (lease, o) => inner.release(lease, o),
+    inspect: (key, o) => inner.inspect(key, o),
+    list: (prefix, limit, o) => inner.list(prefix, limit, o),
+    watch: (key, onChange) => inner.watch(key, onChange),
+    close: () => inner.close(),
+  };
+}
+
+function send(message: unknown): Promise<void> {
+  return new Promise((resolve) => {
+    process.send!(message, undefined, {}, () => resolve());
+  });
+}
+
+function spin(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // Deliberately blocks the event loop: timers, renewals and IPC all wait.
+  }
+}
+
+async function main(): Promise<void> {
+  const expiries = new Map<string, number>();
+  const store = expiryRecorder(await openStoreFromUrl(config.storeUrl), expiries);
+  const client = new LeaseClient({ store, ownerId: config.name });
+  const db = new Database(config.resourcePath, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec(RESOURCE_SCHEMA);
+  const fence = new SqliteFence({ database: db });
+  const upsert = db.prepare(UPSERT_JOB);
+  const log = db.prepare(INSERT_LOG);
+  let lease: Lease | undefined;
+  let leaseCount = 0;
+  const labels = new Map<string, string>();
+  const label = (l: Lease): string => {
+    let s = labels.get(l.leaseId);
+    if (s === undefined) labels.set(l.leaseId, (s = `${config.name}-L${++leaseCount}`));
+    return s;
+  };
+  let go: (() => void) | undefined;
+  client.on('lost', (e) => {
+    const notice: WorkerNotice = {
+      event: 'lost',
+      t: sharedNow(),
+      detail: {
+        key: e.key,
+        token: e.token.toString(),
+        reason: e.reason,
+        lease: lease ? label(lease) : undefined,
+      },
+    };
+    void send(notice);
+  });
+  client.on('renewed', (e) => {
+    if (lease === undefined || lease.token !== e.token) return;
+    const notice: WorkerNotice = {
+      event: 'renewed',
+      t: sharedNow(),
+      detail: {
+        key: e.key,
+        token: e.token.toString(),
+        lease: label(lease),
+        ttlMs: lease.ttlMs,
+        deadline: performance.timeOrigin + lease.deadline,
+        storeExpiresAt: expiries.get(lease.leaseId),
+      },
+    };
+    void send(notice);
+  });
+
+  const handle = async (req: WorkerRequest): Promise<Record<string, unknown>> => {
+    switch (req.cmd) {
+      case 'acquire': {
+        const r = await client.acquire(req.key, {
+          ttl: req.ttlMs,
+          wait: req.waitMs,
+          ...(req.autoRenew === false ? { autoRenew: false } : {}),
+          ...(req.renewEveryMs === undefined || req.autoRenew === false
+            ? {}
+            : { renewEvery: req.renewEveryMs }),
+        });
+        if (r.status !== 'acquired') return { status: r.status, t: sharedNow() };
+        lease = r.lease;
+        return {
+          status: 'ok',
+          t: sharedNow(),
+          token: lease.token.toString(),
+          lease: label(lease),
+          deadline: performance.timeOrigin + lease.deadline,
+          storeExpiresAt: expiries.get(lease.leaseId),
+        };
+      }
+      case 'write': {
+        const token = req.token ?? lease?.token.toString();
+        if (token === undefined) return { status: 'no_lease' };
+        if (req.check && (lease === undefined || !lease.isValid()))
+          return { status: 'skipped', t: sharedNow() };
+        if (req.holdAfterCheck === true) {
+          const released = new Promise<void>((resolve) => (go = resolve));
+          await send({ event: 'checked', t: sharedNow() } satisfies WorkerNotice);
+          await released;
+        }
+        if (req.busyLoopMs !== undefined) spin(req.busyLoopMs);
+        const validAfter = lease?.isValid() ?? false;
+        if (req.slowCommitMs !== undefined)
+          await send({ event: 'writing', t: sharedNow() } satisfies WorkerNotice);
+        const row = (action: string, hwm: string | null) => ({
+          t: sharedNow(),
+          proc: config.name,
+          op: req.opId,
+          scope: req.scope,
+          token,
+          action,
+          hwm,
+        });
+        const mutate = (): null => {
+          upsert.run({ scope: req.scope, body: req.value, token });
+          if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
+          log.run(row('applied', null));
+          return null;
+        };
+        if (req.fenced) {
+          const r = fence.apply(req.scope, token, mutate, { opId: req.opId });
+          if (r.status === 'stale_fence') log.run(row('rejected', r.highWaterMark.toString()));
+          return { status: r.status, t: sharedNow(), token, validAfter };
+        }
+        db.transaction(mutate).immediate();
+        return { status: 'applied', t: sharedNow(), token, validAfter };
+      }
+      case 'go':
+        go?.();
+        go = undefined;
+        return { status: 'ok' };
+      case 'renew': {
+        if (lease === undefined) return { status: 'no_lease' };
+        const r = await lease.renew();
+        return { status: r.status, t: sharedNow(), storeExpiresAt: expiries.get(lease.leaseId) };
+      }
+      case 'release': {
+        if (lease === undefined) return { status: 'no_lease' };
+        const r = await lease.release();
+        return { status: r.status, t: sharedNow() };
+      }
+      case 'status':
+        return {
+          status: lease?.status ?? 'none',
+          valid: lease?.isValid() ?? false,
+          reason: lease?.lossReason,
+          t: sharedNow(),
+        };
+      case 'exit':
+        await client.close();
+        await store.close();
+        db.close();
+        setImmediate(() => process.exit(0));
+        return { status: 'ok' };
+    }
+  };
+
+  process.on('message', (msg: WorkerRequest) => {
+    handle(msg).then(
+      (reply) => void send({ id: msg.id, reply }),
+      (err: unknown) => void send({ id: msg.id, reply: { status: 'error', error: String(err) } }),
+    );
+  });
+  await send({ event: 'ready', t: sharedNow() } satisfies WorkerNotice);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`worker ${config.name} failed: ${String(err)}\n`);
+  process.exit(3);
+});
