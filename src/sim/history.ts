@@ -235,8 +235,7 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     str('proc');
     str('op');
     str('key');
-    token('token', e.phase === 'invoke' && type === 'acquire');
-    if (type !== 'acquire' || e.phase === 'ok') token('token');
+    token('token', type === 'acquire' && e.phase !== 'ok');
     str('lease', true);
     num('ttlMs', true);
     num('deadline', true);

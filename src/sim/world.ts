@@ -194,7 +194,7 @@ export class SimWorld {
   async acquire(
     worker: SimWorker,
     key: string,
-    opts: { ttlMs: number; waitMs: number; renewEveryMs?: number },
+    opts: { ttlMs: number; waitMs: number; renewEveryMs?: number; autoRenew?: boolean },
   ): Promise<Lease | 'busy' | 'unavailable'> {
     const op = this.history.newOp('a');
     const base = { type: 'acquire', t: 0, proc: worker.name, op, key } as const;
@@ -203,6 +203,7 @@ export class SimWorld {
       ttl: opts.ttlMs,
       wait: opts.waitMs,
       ...(opts.renewEveryMs === undefined ? {} : { renewEvery: opts.renewEveryMs }),
+      ...(opts.autoRenew === false ? { autoRenew: false } : {}),
     });
     if (result.status !== 'acquired') {
       this.history.record({ ...base, phase: result.status, t: this.clock.now() });
