@@ -100,7 +100,7 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
         ? 'Resumes, still holds the lease, and writes'
         : 'Resumes, still believes it holds the lease, and writes',
     );
-    const r = await world.write(a, RESOURCE, got.token, ["A's result"], "A's result");
+    const r = await world.write(a, RESOURCE, got.token, ["A's result"]);
     results.a = r;
     say(
       'Storage',
@@ -124,7 +124,7 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
     say('Worker B', `Takes the lease with fencing token ${got.token}`);
     await b.proc.sleep(bWorkMs);
     say('Worker B', "Writes the job's result");
-    const r = await world.write(b, RESOURCE, got.token, ["B's result"], "B's result");
+    const r = await world.write(b, RESOURCE, got.token, ["B's result"]);
     results.b = r;
     say(
       'Storage',

@@ -233,13 +233,17 @@ export class SimWorld {
     );
   }
 
-  /** Writes `values` to the resource with `token`, recording the attempt and the answer. */
+  /**
+   * Writes `values` to the resource with `token`, recording the attempt and the answer.
+   * `value` names what this write adds, for the lost-write check (I6); leave it out for a
+   * plain overwrite (register semantics), where a superseded value is meant to disappear.
+   */
   async write(
     worker: SimWorker,
     scope: string,
     token: bigint,
     values: readonly string[],
-    value: string,
+    value?: string,
   ): Promise<'applied' | 'duplicate' | 'stale_fence'> {
     const op = this.history.newOp('w');
     const base = {
@@ -253,7 +257,7 @@ export class SimWorld {
       ...base,
       phase: 'invoke',
       t: this.clock.now(),
-      value,
+      ...(value === undefined ? {} : { value }),
       fenced: this.resource.fenced,
     });
     const answer = await this.network.call(worker.proc, 'resource', 'write', () =>
@@ -264,7 +268,7 @@ export class SimWorld {
       phase:
         answer.status === 'applied' ? 'ok' : answer.status === 'duplicate' ? 'duplicate' : 'stale',
       t: this.clock.now(),
-      value,
+      ...(value === undefined ? {} : { value }),
     });
     return answer.status;
   }

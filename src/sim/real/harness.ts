@@ -271,6 +271,63 @@ export class RealHarness {
     return r;
   }
 
+  /**
+   * Sends a write from `worker` over TCP to a resource server on `port` (usually a proxy in
+   * front of it), recording the attempt and the answer (`unknown` on timeout: the write may
+   * still land later, which is the point of F3).
+   */
+  async netWrite(
+    worker: RealWorker,
+    req: {
+      port: number;
+      scope: string;
+      value: string;
+      fenced: boolean;
+      token: string;
+      timeoutMs: number;
+    },
+  ): Promise<{ status: string; op: string }> {
+    const op = this.history.newOp(`${worker.name}-w`);
+    const base = {
+      type: 'write',
+      proc: worker.name,
+      op,
+      resource: req.scope,
+      token: req.token,
+    } as const;
+    this.history.record({
+      ...base,
+      phase: 'invoke',
+      t: sharedNow(),
+      value: req.value,
+      fenced: req.fenced,
+    });
+    const r = await worker.request({
+      cmd: 'netWrite',
+      port: req.port,
+      scope: req.scope,
+      value: req.value,
+      fenced: req.fenced,
+      opId: op,
+      timeoutMs: req.timeoutMs,
+    });
+    const s = String(r.status);
+    this.history.record({
+      ...base,
+      phase:
+        s === 'applied'
+          ? 'ok'
+          : s === 'duplicate'
+            ? 'duplicate'
+            : s === 'stale_fence'
+              ? 'stale'
+              : 'unknown',
+      t: Number(r.t),
+      value: req.value,
+    });
+    return { status: s, op };
+  }
+
   /** Sends the `go` that releases a write held after its check. */
   async go(worker: RealWorker): Promise<void> {
     await worker.request({ cmd: 'go' });

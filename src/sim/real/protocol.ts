@@ -39,6 +39,18 @@ export type WorkerRequest =
       /** Use this token instead of the held lease's (F27 races and F26 loops). */
       readonly token?: string;
     }
+  | {
+      readonly id: number;
+      readonly cmd: 'netWrite';
+      /** A resource server on 127.0.0.1 (line-delimited JSON), usually behind a proxy. */
+      readonly port: number;
+      readonly scope: string;
+      readonly value: string;
+      readonly fenced: boolean;
+      readonly opId: string;
+      /** Give up after this long and report `unknown` (the write may still land later). */
+      readonly timeoutMs: number;
+    }
   | { readonly id: number; readonly cmd: 'go' }
   | { readonly id: number; readonly cmd: 'renew' }
   | { readonly id: number; readonly cmd: 'release' }

@@ -5,6 +5,7 @@
  * real signals (SIGSTOP, SIGKILL) at exact points of a lease's life.
  */
 import Database from 'better-sqlite3';
+import { connect } from 'node:net';
 import { LeaseClient } from '../../core/client.js';
 import type { Lease } from '../../core/lease.js';
 import type {
@@ -181,6 +182,40 @@ async function main(): Promise<void> {
         }
         db.transaction(mutate).immediate();
         return { status: 'applied', t: sharedNow(), token, validAfter };
+      }
+      case 'netWrite': {
+        const token = lease?.token.toString();
+        if (token === undefined) return { status: 'no_lease' };
+        const line = JSON.stringify({
+          scope: req.scope,
+          value: req.value,
+          fenced: req.fenced,
+          opId: req.opId,
+          token,
+          proc: config.name,
+        });
+        const status = await new Promise<string>((resolve) => {
+          const socket = connect(req.port, '127.0.0.1');
+          let buffer = '';
+          const timer = setTimeout(() => {
+            socket.destroy();
+            resolve('unknown');
+          }, req.timeoutMs);
+          socket.on('data', (c: Buffer) => {
+            buffer += c.toString('utf8');
+            const nl = buffer.indexOf('\n');
+            if (nl < 0) return;
+            clearTimeout(timer);
+            socket.end();
+            resolve(String((JSON.parse(buffer.slice(0, nl)) as { status: string }).status));
+          });
+          socket.on('error', () => {
+            clearTimeout(timer);
+            resolve('unknown');
+          });
+          socket.write(`${line}\n`);
+        });
+        return { status, t: sharedNow(), token };
       }
       case 'go':
         go?.();
