@@ -31,6 +31,8 @@ export class TcpProxy {
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   /** Bytes forwarded per direction, for tests that wait until a request has gone through. */
   readonly forwarded: Record<ProxyDirection, number> = { up: 0, down: 0 };
+  /** Bytes discarded per direction in drop mode. */
+  readonly dropped: Record<ProxyDirection, number> = { up: 0, down: 0 };
 
   private constructor(
     private readonly server: Server,
@@ -135,7 +137,10 @@ export class TcpProxy {
 
   private route(pipe: Pipe, dir: ProxyDirection, chunk: Buffer): void {
     const mode = this.mode[dir];
-    if (mode === 'drop') return;
+    if (mode === 'drop') {
+      this.dropped[dir] += chunk.length;
+      return;
+    }
     if (mode === 'hold') {
       pipe.held[dir].push(chunk);
       return;

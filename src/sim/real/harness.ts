@@ -231,6 +231,7 @@ export class RealHarness {
       busyLoopMs?: number;
       slowCommitMs?: number;
       explicitToken?: boolean;
+      variant?: 'atomic' | 'split_mark' | 'check_then_write';
     },
   ): Promise<Record<string, unknown>> {
     const op = this.history.newOp(`${worker.name}-w`);
@@ -259,6 +260,7 @@ export class RealHarness {
       ...(req.busyLoopMs === undefined ? {} : { busyLoopMs: req.busyLoopMs }),
       ...(req.slowCommitMs === undefined ? {} : { slowCommitMs: req.slowCommitMs }),
       ...(req.explicitToken === true ? { token: req.token } : {}),
+      ...(req.variant === undefined ? {} : { variant: req.variant }),
     });
     const s = String(r.status);
     if (s === 'applied' || s === 'duplicate' || s === 'stale_fence')

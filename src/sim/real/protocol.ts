@@ -36,6 +36,12 @@ export type WorkerRequest =
       readonly busyLoopMs?: number;
       /** Spin this long inside the write transaction, after reporting `writing` (F26). */
       readonly slowCommitMs?: number;
+      /**
+       * `atomic` (default): mark and data in one transaction through SqliteFence. Control arms:
+       * `split_mark` persists the mark in a second transaction after the data (F26);
+       * `check_then_write` checks the mark, then writes in a separate step (F27).
+       */
+      readonly variant?: 'atomic' | 'split_mark' | 'check_then_write';
       /** Use this token instead of the held lease's (F27 races and F26 loops). */
       readonly token?: string;
     }

@@ -85,6 +85,10 @@ async function main(): Promise<void> {
   const fence = new SqliteFence({ database: db });
   const upsert = db.prepare(UPSERT_JOB);
   const log = db.prepare(INSERT_LOG);
+  // Only for the check_then_write control arm: an unconditional mark update.
+  const setMark = db.prepare(
+    'INSERT INTO leasehold_fence (scope, hwm) VALUES (@scope, @token) ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm',
+  );
   let lease: Lease | undefined;
   let leaseCount = 0;
   const labels = new Map<string, string>();
@@ -175,6 +179,39 @@ async function main(): Promise<void> {
           log.run(row('applied', null));
           return null;
         };
+        const variant = req.variant ?? 'atomic';
+        if (req.fenced && variant === 'split_mark') {
+          // Control arm of F26: the mark is checked, but persisted in a second transaction
+          // after the data, so a crash in between leaves data ahead of the mark.
+          const hwm = fence.highWaterMark(req.scope);
+          if (BigInt(token) < hwm) {
+            log.run(row('rejected', hwm.toString()));
+            return { status: 'stale_fence', t: sharedNow(), token, validAfter };
+          }
+          db.transaction(() => {
+            upsert.run({ scope: req.scope, body: req.value, token });
+            log.run(row('applied', null));
+          }).immediate();
+          if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
+          fence.apply(req.scope, token, () => null);
+          return { status: 'applied', t: sharedNow(), token, validAfter };
+        }
+        if (req.fenced && variant === 'check_then_write') {
+          // Control arm of F27: the check and the write are separate steps, so racing
+          // writers can both pass the check and commit out of order.
+          const hwm = fence.highWaterMark(req.scope);
+          if (BigInt(token) < hwm) {
+            log.run(row('rejected', hwm.toString()));
+            return { status: 'stale_fence', t: sharedNow(), token, validAfter };
+          }
+          if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
+          db.transaction(() => {
+            upsert.run({ scope: req.scope, body: req.value, token });
+            log.run(row('applied', null));
+            setMark.run({ scope: req.scope, token });
+          }).immediate();
+          return { status: 'applied', t: sharedNow(), token, validAfter };
+        }
         if (req.fenced) {
           const r = fence.apply(req.scope, token, mutate, { opId: req.opId });
           if (r.status === 'stale_fence') log.run(row('rejected', r.highWaterMark.toString()));
@@ -197,8 +234,10 @@ async function main(): Promise<void> {
         const status = await new Promise<string>((resolve) => {
           const socket = connect(req.port, '127.0.0.1');
           let buffer = '';
+          // On timeout the caller gives up, but the socket stays open: bytes already sent may
+          // still arrive (that is the delayed write of F3).
           const timer = setTimeout(() => {
-            socket.destroy();
+            socket.unref();
             resolve('unknown');
           }, req.timeoutMs);
           socket.on('data', (c: Buffer) => {
