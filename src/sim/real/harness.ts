@@ -119,7 +119,8 @@ export class RealWorker {
 
 /**
  * Runs worker processes against a real store and a real SQLite resource, and records the
- * history (client side from the workers' answers, resource side from the resource's own log)
+ * history (the resource is a register — each write replaces the job's result — so write
+ * events carry no `value`: a superseded result is meant to go, and I1 catches a stale one) (client side from the workers' answers, resource side from the resource's own log)
  * for the checker. Store-agnostic: the store is a URL every worker opens itself.
  */
 export class RealHarness {
@@ -246,7 +247,6 @@ export class RealHarness {
       ...base,
       phase: 'invoke',
       t: sharedNow(),
-      value: req.value,
       fenced: req.fenced,
     });
     const r = await worker.request({
@@ -268,7 +268,6 @@ export class RealHarness {
         ...base,
         phase: s === 'applied' ? 'ok' : s === 'duplicate' ? 'duplicate' : 'stale',
         t: Number(r.t),
-        value: req.value,
       });
     return r;
   }
@@ -301,7 +300,6 @@ export class RealHarness {
       ...base,
       phase: 'invoke',
       t: sharedNow(),
-      value: req.value,
       fenced: req.fenced,
     });
     const r = await worker.request({
@@ -325,7 +323,6 @@ export class RealHarness {
               ? 'stale'
               : 'unknown',
       t: Number(r.t),
-      value: req.value,
     });
     return { status: s, op };
   }
