@@ -69,7 +69,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
     });
     runs++;
     const f = run.report.figures;
-    for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += f[k] as number;
+    for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += f[k];
     for (const x of f.takeoverMs) takeover.push(x);
     if (f.staleWritesAccepted > 0 || f.lostAcknowledgedWrites > 0) anomalous++;
     if (!run.report.valid) {

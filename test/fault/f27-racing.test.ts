@@ -12,9 +12,7 @@ import { tempDir } from '../support/tmp.js';
 const WORKERS = 4;
 const PER_WORKER = 15;
 
-async function race(
-  variant: 'atomic' | 'check_then_write',
-): Promise<{
+async function race(variant: 'atomic' | 'check_then_write'): Promise<{
   staleAccepted: number;
   rejected: number;
   applied: number;

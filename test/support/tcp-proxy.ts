@@ -42,16 +42,16 @@ export class TcpProxy {
 
   /** Starts a proxy in front of `target`. */
   static async start(target: { host: string; port: number }): Promise<TcpProxy> {
-    let proxy: TcpProxy | undefined;
-    const server = createServer((client) => proxy!.accept(client));
+    const ref: { proxy?: TcpProxy } = {};
+    const server = createServer((client) => ref.proxy!.accept(client));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
     });
     const address = server.address();
     if (address === null || typeof address === 'string') throw new Error('proxy has no port');
-    proxy = new TcpProxy(server, address.port, target);
-    return proxy;
+    ref.proxy = new TcpProxy(server, address.port, target);
+    return ref.proxy;
   }
 
   /** Buffers `dir`'s bytes until {@link release}. */

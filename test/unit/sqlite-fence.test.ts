@@ -62,8 +62,6 @@ describe('SqliteFence', () => {
 
   it('answers duplicate for a replayed (token, opId) without applying it again', () => {
     const { db, write } = setup();
-    let runs = 0;
-    db.function('count_run', () => ++runs);
     assert.equal(write(5n, 'x', 'op-1'), 'applied');
     assert.equal(write(5n, 'y', 'op-1'), 'duplicate');
     assert.equal(body(db), 'x');

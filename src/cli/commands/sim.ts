@@ -37,6 +37,11 @@ export interface SimSweepOptions {
   readonly fencing: boolean;
   readonly bug?: PlantedBug;
   readonly timeLimitMs?: number;
+  /**
+   * The unfenced control arm, expected to show the anomaly: exit 0 only if some runs accepted
+   * a stale write or lost an acknowledged one (proving the workload can see it).
+   */
+  readonly control?: boolean;
 }
 
 /**
@@ -60,7 +65,7 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
     ),
   );
   if (r.runs < o.count) io.out(`stopped by the time limit after ${r.runs} of ${o.count} seeds`);
-  for (const f of r.failures.slice(0, 20)) {
+  for (const f of o.control === true ? [] : r.failures.slice(0, 20)) {
     const broken = Object.entries(f.report.invariants)
       .filter(([, v]) => v.status === 'violated')
       .map(([k]) => k)
@@ -68,6 +73,12 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
     io.out(
       `FAIL seed ${f.seed} (${broken}; faults ${f.faults.join(',') || 'none'}) — replay: ${replayCommand(f.seed, o)}`,
     );
+  }
+  if (o.control === true) {
+    io.out(
+      `control arm: anomaly (stale write accepted or acknowledged write lost) in ${r.anomalousRuns}/${r.runs} runs`,
+    );
+    return r.anomalousRuns > 0 ? 0 : 1;
   }
   return r.failures.length === 0 ? 0 : 1;
 }
@@ -131,15 +142,24 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
     .option('--no-fencing', 'the unfenced control arm')
     .option('--bug <name>', `plant a store bug (${PLANTED_BUGS.join(', ')})`)
     .option('--time-limit <minutes>', 'stop after this many minutes')
+    .option('--control', 'unfenced control arm that must show the anomaly (exit 0 if it does)')
     .action(
-      (opts: { seeds: string; from: string; fencing: boolean; bug?: string; timeLimit?: string }) =>
+      (opts: {
+        seeds: string;
+        from: string;
+        fencing: boolean;
+        bug?: string;
+        timeLimit?: string;
+        control?: boolean;
+      }) =>
         guard(() => {
           const bug = parseBug(opts.bug);
           return runSimSweep(
             {
               from: parseCount('--from', opts.from),
               count: parseCount('--seeds', opts.seeds),
-              fencing: opts.fencing,
+              fencing: opts.control === true ? false : opts.fencing,
+              control: opts.control === true,
               ...(bug ? { bug } : {}),
               ...(opts.timeLimit === undefined
                 ? {}

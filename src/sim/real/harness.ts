@@ -434,7 +434,7 @@ export class RealHarness {
       type: 'lost',
       t: n.t,
       proc: worker.name,
-      key: String(n.detail.key ?? 'job'),
+      key: typeof n.detail.key === 'string' ? n.detail.key : 'job',
       token: String(n.detail.token),
       ...(typeof n.detail.lease === 'string' ? { lease: n.detail.lease } : {}),
       reason: String(n.detail.reason),
