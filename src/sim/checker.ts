@@ -62,6 +62,11 @@ export interface CheckReport {
 export interface CheckOptions {
   /** Overrides the history's `meta.livenessBoundMs`. */
   readonly livenessBoundMs?: number;
+  /**
+   * How far store-side times in the history may be off (ms): an overlap (I3) or a negative
+   * slack (I4) within it is not reported. Overrides `meta.timeToleranceMs`. Defaults to 0.
+   */
+  readonly timeToleranceMs?: number;
   /** Counterexamples kept per invariant. Defaults to 5. */
   readonly maxExamples?: number;
 }
@@ -112,8 +117,9 @@ export function checkHistory(
 
   const i1 = checkI1(resourceEvents);
   const i2 = checkI2(clientEvents, storeEvents);
-  const i3 = checkI3(grants, faults);
-  const i4 = checkI4(events, storeEvents, faults);
+  const tolerance = options.timeToleranceMs ?? meta?.timeToleranceMs ?? 0;
+  const i3 = checkI3(grants, faults, tolerance);
+  const i4 = checkI4(events, storeEvents, faults, tolerance);
   const i6 = checkI6(events, writes, resourceEvents);
   const i7 = checkI7(clientEvents, storeEvents, events);
   const bound = options.livenessBoundMs ?? meta?.livenessBoundMs;
@@ -351,6 +357,7 @@ function checkI2(
 function checkI3(
   grants: Grant[],
   faults: FaultEvent[],
+  tolerance: number,
 ): { status: InvariantStatus; violations: Violation[]; note?: string } {
   if (grants.length === 0)
     return { status: 'not_checked', violations: [], note: 'no store-side lease times' };
@@ -365,7 +372,7 @@ function checkI3(
     list.sort((a, b) => a.grantedAt - b.grantedAt || (a.token < b.token ? -1 : 1));
     let open: Grant | undefined;
     for (const g of list) {
-      if (open !== undefined && g.grantedAt < endOf(open)) {
+      if (open !== undefined && g.grantedAt + tolerance < endOf(open)) {
         violations.push(
           violation(
             'I3',
@@ -396,6 +403,7 @@ function checkI4(
   events: readonly HistoryEvent[],
   store: StoreEvent[],
   faults: FaultEvent[],
+  tolerance: number,
 ): {
   report: { status: InvariantStatus; violations: Violation[]; note?: string };
   minSlack: number | undefined;
@@ -428,7 +436,7 @@ function checkI4(
     const slack = storeExpiry - e.deadline;
     const excused = globalExpected || expectedProcs.has(e.proc);
     if (!excused) minSlack = minSlack === undefined ? slack : Math.min(minSlack, slack);
-    if (slack < 0) {
+    if (slack < -tolerance) {
       if (!excused) unexpected++;
       violations.push(
         violation(

@@ -119,6 +119,12 @@ export interface MetaEvent {
   readonly ttlMs?: number;
   /** Enables the liveness check: a waiting acquirer gets a free key within this bound. */
   readonly livenessBoundMs?: number;
+  /**
+   * How far store-side times may be off (ms), e.g. when the store's expiry is reported as a
+   * wall-clock approximation of a monotonic deadline. Overlaps and slack within it are not
+   * violations.
+   */
+  readonly timeToleranceMs?: number;
   readonly scenario?: string;
 }
 
@@ -291,6 +297,7 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     num('t', true);
     num('ttlMs', true);
     num('livenessBoundMs', true);
+    num('timeToleranceMs', true);
     str('seed', true);
     str('source', true);
     str('scenario', true);

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { sharedNow } from '../../src/sim/real/protocol.js';
 import { FigureTally, faultStores, runsPerArm } from '../support/fault-env.js';
 import { elapse } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';
@@ -22,11 +21,7 @@ for (const store of faultStores()) {
           storeUrl: store.url(tmp.dir),
           resourcePath: `${tmp.dir}/resource.db`,
         });
-        h.history.record({
-          type: 'meta',
-          version: 1,
-          t: sharedNow(),
-          source: 'leasehold-real',
+        h.meta({
           scenario: 'F22',
           ttlMs: TTL,
           livenessBoundMs: 1000,

@@ -3,7 +3,6 @@ import Database from 'better-sqlite3';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { sharedNow } from '../../src/sim/real/protocol.js';
 import { FigureTally, faultStores, runsPerArm } from '../support/fault-env.js';
 import { ResourceServer } from '../support/resource-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -39,11 +38,7 @@ for (const store of faultStores()) {
             const tmp = tempDir('f3');
             const resourcePath = `${tmp.dir}/resource.db`;
             const h = new RealHarness({ storeUrl: store.url(tmp.dir), resourcePath });
-            h.history.record({
-              type: 'meta',
-              version: 1,
-              t: sharedNow(),
-              source: 'leasehold-real',
+            h.meta({
               scenario: 'F3',
               ttlMs: TTL,
             });

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { checkHistory, type CheckReport } from '../checker.js';
 import { HistoryRecorder, type HistoryEvent } from '../history.js';
@@ -20,6 +21,12 @@ export interface RealHarnessOptions {
   readonly resourcePath: string;
   /** Longest wait for any one worker reply; a worker that does not answer fails the run. */
   readonly replyTimeoutMs?: number;
+  /**
+   * How far the store's reported times may be off. The SQLite store decides expiry on the
+   * machine's monotonic clock and reports it as `Date.now() + ttl`, sampled next to (not at)
+   * the monotonic reading; on a loaded machine the two are a few ms apart. Defaults to 50 ms.
+   */
+  readonly timeToleranceMs?: number;
 }
 
 type Request = WorkerRequest extends infer R
@@ -97,6 +104,16 @@ export class RealWorker {
     });
   }
 
+  /** True while the process is stopped (SIGSTOP), from /proc on Linux. */
+  isStopped(): boolean {
+    try {
+      const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+      return /^\d+ \(.*\) [Tt] /.test(stat);
+    } catch {
+      return false;
+    }
+  }
+
   /** Sends a real signal to the worker. */
   signal(sig: NodeJS.Signals): void {
     this.child.kill(sig);
@@ -156,6 +173,18 @@ export class RealHarness {
       }),
     ]);
     return worker;
+  }
+
+  /** Records the run's metadata (first line), with the harness's time tolerance. */
+  meta(fields: { scenario: string; ttlMs?: number; livenessBoundMs?: number }): void {
+    this.history.events.unshift({
+      type: 'meta',
+      version: 1,
+      t: sharedNow(),
+      source: 'leasehold-real',
+      timeToleranceMs: this.options.timeToleranceMs ?? 50,
+      ...fields,
+    });
   }
 
   /** Records an injected fault. */
@@ -228,7 +257,7 @@ export class RealHarness {
       fenced: boolean;
       check: boolean;
       token: string;
-      holdAfterCheck?: boolean;
+      stopAfterCheck?: boolean;
       busyLoopMs?: number;
       slowCommitMs?: number;
       explicitToken?: boolean;
@@ -256,7 +285,7 @@ export class RealHarness {
       fenced: req.fenced,
       opId: op,
       check: req.check,
-      ...(req.holdAfterCheck === undefined ? {} : { holdAfterCheck: req.holdAfterCheck }),
+      ...(req.stopAfterCheck === undefined ? {} : { stopAfterCheck: req.stopAfterCheck }),
       ...(req.busyLoopMs === undefined ? {} : { busyLoopMs: req.busyLoopMs }),
       ...(req.slowCommitMs === undefined ? {} : { slowCommitMs: req.slowCommitMs }),
       ...(req.explicitToken === true ? { token: req.token } : {}),
@@ -325,11 +354,6 @@ export class RealHarness {
       t: Number(r.t),
     });
     return { status: s, op };
-  }
-
-  /** Sends the `go` that releases a write held after its check. */
-  async go(worker: RealWorker): Promise<void> {
-    await worker.request({ cmd: 'go' });
   }
 
   /** Releases the worker's lease, recording invoke and outcome. */
@@ -407,6 +431,7 @@ export class RealHarness {
     } finally {
       db.close();
     }
+    if (!this.history.events.some((e) => e.type === 'meta')) this.meta({ scenario: 'real' });
     const history = this.history.events;
     return { history, report: checkHistory(history), text: this.history.lines() };
   }

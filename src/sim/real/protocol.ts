@@ -30,8 +30,13 @@ export type WorkerRequest =
       readonly opId: string;
       /** Check `lease.isValid()` first and skip the write if not. */
       readonly check: boolean;
-      /** After the check, report `checked` and wait for a `go` message (the harness may SIGSTOP here). */
-      readonly holdAfterCheck?: boolean;
+      /**
+       * After the check, report `checked` and stop this process with a real SIGSTOP, right
+       * between the check and the write (the harness sends SIGCONT). Stopping here, rather than
+       * at a random instant, keeps the stop outside any SQLite transaction: a process stopped
+       * while holding SQLite's write lock would stall every other process on the file.
+       */
+      readonly stopAfterCheck?: boolean;
       /** After the check, block the event loop this long (F25). */
       readonly busyLoopMs?: number;
       /** Spin this long inside the write transaction, after reporting `writing` (F26). */
@@ -57,7 +62,6 @@ export type WorkerRequest =
       /** Give up after this long and report `unknown` (the write may still land later). */
       readonly timeoutMs: number;
     }
-  | { readonly id: number; readonly cmd: 'go' }
   | { readonly id: number; readonly cmd: 'renew' }
   | { readonly id: number; readonly cmd: 'release' }
   | { readonly id: number; readonly cmd: 'status' }

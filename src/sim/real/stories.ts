@@ -56,11 +56,7 @@ export interface RealPauseResult {
  */
 export async function runRealPauseStory(options: RealPauseOptions): Promise<RealPauseResult> {
   const h = new RealHarness(options);
-  h.history.record({
-    type: 'meta',
-    version: 1,
-    t: sharedNow(),
-    source: 'leasehold-real',
+  h.meta({
     scenario: 'F1',
     ttlMs: options.ttlMs,
   });
@@ -96,18 +92,20 @@ export async function runRealPauseStory(options: RealPauseOptions): Promise<Real
       fenced: options.fencing,
       check: true,
       token: ga.token!,
-      holdAfterCheck: true,
+      stopAfterCheck: true,
     });
     await checked;
-    a.signal('SIGSTOP');
+    // A stops itself with SIGSTOP right after its check; wait until the kernel shows it stopped.
+    for (let i = 0; !a.isStopped(); i++) {
+      if (i > 500) throw new Error('worker A did not stop after its check');
+      await sleep(5);
+    }
     const stoppedAt = sharedNow();
     h.fault('pause', 'A', 'SIGSTOP');
     step(
       'Worker A',
       `Checked its lease, then is stopped (SIGSTOP) for at least ${Math.round(options.pauseMs)} ms`,
     );
-    // The 'go' waits in A's IPC pipe: the first thing A reads after SIGCONT.
-    const go = h.go(a);
     const gb = await bAcquire;
     if (gb.status !== 'ok') throw new Error(`B could not acquire ${key}: ${gb.status}`);
     step('Worker B', `Takes the lease with fencing token ${gb.token}`);
@@ -129,7 +127,6 @@ export async function runRealPauseStory(options: RealPauseOptions): Promise<Real
     h.fault('resume', 'A', 'SIGCONT');
     step('Worker A', 'Resumes (SIGCONT), still believing its check, and writes');
     const aw = await aWrite;
-    await go;
     const aStatus = String(aw.status);
     step(
       'Storage',

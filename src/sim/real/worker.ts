@@ -97,7 +97,6 @@ async function main(): Promise<void> {
     if (s === undefined) labels.set(l.leaseId, (s = `${config.name}-L${++leaseCount}`));
     return s;
   };
-  let go: (() => void) | undefined;
   client.on('lost', (e) => {
     const notice: WorkerNotice = {
       event: 'lost',
@@ -155,10 +154,10 @@ async function main(): Promise<void> {
         if (token === undefined) return { status: 'no_lease' };
         if (req.check && (lease === undefined || !lease.isValid()))
           return { status: 'skipped', t: sharedNow() };
-        if (req.holdAfterCheck === true) {
-          const released = new Promise<void>((resolve) => (go = resolve));
+        if (req.stopAfterCheck === true) {
           await send({ event: 'checked', t: sharedNow() } satisfies WorkerNotice);
-          await released;
+          // Delivered before kill() returns: nothing else of this process runs until SIGCONT.
+          process.kill(process.pid, 'SIGSTOP');
         }
         if (req.busyLoopMs !== undefined) spin(req.busyLoopMs);
         const validAfter = lease?.isValid() ?? false;
@@ -256,10 +255,6 @@ async function main(): Promise<void> {
         });
         return { status, t: sharedNow(), token };
       }
-      case 'go':
-        go?.();
-        go = undefined;
-        return { status: 'ok' };
       case 'renew': {
         if (lease === undefined) return { status: 'no_lease' };
         const r = await lease.renew();
