@@ -119,9 +119,9 @@ export function checkHistory(
   const i2 = checkI2(clientEvents, storeEvents);
   const tolerance = options.timeToleranceMs ?? meta?.timeToleranceMs ?? 0;
   const i3 = checkI3(grants, faults, tolerance);
-  const i4 = checkI4(events, storeEvents, faults, tolerance);
+  const i4 = checkI4(events, faults, tolerance);
   const i6 = checkI6(events, writes, resourceEvents);
-  const i7 = checkI7(clientEvents, storeEvents, events);
+  const i7 = checkI7(storeEvents, events);
   const bound = options.livenessBoundMs ?? meta?.livenessBoundMs;
   const i8 = checkLiveness(grants, clientEvents, events, bound);
 
@@ -401,14 +401,12 @@ function endOf(g: Grant): number {
 
 function checkI4(
   events: readonly HistoryEvent[],
-  store: StoreEvent[],
   faults: FaultEvent[],
   tolerance: number,
 ): {
   report: { status: InvariantStatus; violations: Violation[]; note?: string };
   minSlack: number | undefined;
 } {
-  void store;
   const latest = new Map<string, number>();
   const violations: Violation[] = [];
   const expectedProcs = new Set<string>();
@@ -533,7 +531,6 @@ function checkI6(
 }
 
 function checkI7(
-  client: ClientEvent[],
   store: StoreEvent[],
   events: readonly HistoryEvent[],
 ): { status: InvariantStatus; violations: Violation[] } {
@@ -597,7 +594,6 @@ function checkI7(
       }
     }
   }
-  void client;
   return { status: status(violations), violations };
 }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { runRealPauseStory } from '../../src/sim/real/stories.js';
-import { FigureTally, faultStores, runsPerArm } from '../support/fault-env.js';
+import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { tempDir } from '../support/tmp.js';
 
 // F1 (holder SIGSTOPped past its TTL, then SIGCONT), with F23 (release after expiry) and F24
@@ -13,7 +13,7 @@ for (const store of faultStores()) {
   describe(`F1 pause past the TTL, real processes (${store.name})`, () => {
     it(
       'fenced: the late write is rejected, the late release and renew fail and leave the new holder alone; unfenced: the late write lands',
-      { timeout: 300_000 },
+      { timeout: FAULT_TIMEOUT_MS },
       async () => {
         const runs = runsPerArm(3, 10);
         const fenced = new FigureTally();

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { FigureTally, faultStores, runsPerArm } from '../support/fault-env.js';
+import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { elapse } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -14,7 +14,7 @@ for (const store of faultStores()) {
   describe(`F22 holder killed, real processes (${store.name})`, () => {
     it(
       'a waiting worker takes over within TTL + 1 s of the last renewal, with a higher token',
-      { timeout: 300_000 },
+      { timeout: FAULT_TIMEOUT_MS },
       async () => {
         const tmp = tempDir('f22');
         const h = new RealHarness({

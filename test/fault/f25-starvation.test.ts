@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { FigureTally, faultStores, runsPerArm } from '../support/fault-env.js';
+import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { tempDir } from '../support/tmp.js';
 
 // F25: the holder's event loop is starved by 1.5 × TTL of synchronous work between its lease
@@ -13,7 +13,7 @@ for (const store of faultStores()) {
   describe(`F25 event-loop starvation, real processes (${store.name})`, () => {
     it(
       'the library knows the lease is gone after the busy loop; the fence rejects the write, the control arm accepts it',
-      { timeout: 300_000 },
+      { timeout: FAULT_TIMEOUT_MS },
       async () => {
         const runs = runsPerArm(1, 10);
         const fenced = new FigureTally();

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { describe, it } from 'node:test';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { runsPerArm } from '../support/fault-env.js';
+import { runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { elapse } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -89,7 +89,7 @@ async function crashRound(variant: 'atomic' | 'split_mark', round: number): Prom
 describe('F26 resource killed between write and mark, real processes (sqlite resource)', () => {
   it(
     'atomic fence: after restart the mark covers every acknowledged token and the data; the split-mark control lets a stale write in',
-    { timeout: 300_000 },
+    { timeout: FAULT_TIMEOUT_MS },
     async () => {
       const rounds = runsPerArm(3, 20);
       let controlAnomalies = 0;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { runsPerArm } from '../support/fault-env.js';
+import { runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { tempDir } from '../support/tmp.js';
 
 // F27: concurrent writers race at the resource with tokens in shuffled order. The fence's
@@ -65,7 +65,7 @@ async function race(variant: 'atomic' | 'check_then_write'): Promise<{
 describe('F27 racing writes at the resource, real processes (sqlite resource)', () => {
   it(
     'atomic check+write: applied tokens never go down; check-then-write: racing writes land out of order',
-    { timeout: 300_000 },
+    { timeout: FAULT_TIMEOUT_MS },
     async () => {
       const runs = runsPerArm(2, 20);
       let fencedAccepted = 0;

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { FigureTally, faultStores, runsPerArm } from '../support/fault-env.js';
+import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { ResourceServer } from '../support/resource-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { eventually } from '../support/time.js';
@@ -27,7 +27,7 @@ for (const store of faultStores()) {
   describe(`F3 delayed write through a TCP proxy, real processes (${store.name})`, () => {
     it(
       'the held write that arrives after the next holder wrote is rejected twice (fenced) or lands (unfenced)',
-      { timeout: 300_000 },
+      { timeout: FAULT_TIMEOUT_MS },
       async () => {
         const runs = runsPerArm(1, 10);
         const fenced = new FigureTally();

@@ -57,3 +57,6 @@ export class FigureTally {
     return percentile(this.takeoverMs, 99);
   }
 }
+
+/** Upper bound for one fault test: generous on a loaded machine, longer under chaos. */
+export const FAULT_TIMEOUT_MS = CHAOS ? 3_600_000 : 600_000;

@@ -136,9 +136,11 @@ export class RealWorker {
 
 /**
  * Runs worker processes against a real store and a real SQLite resource, and records the
- * history (the resource is a register — each write replaces the job's result — so write
- * events carry no `value`: a superseded result is meant to go, and I1 catches a stale one) (client side from the workers' answers, resource side from the resource's own log)
- * for the checker. Store-agnostic: the store is a URL every worker opens itself.
+ * history for the checker: client side from the workers' answers, resource side from the
+ * resource's own log. Store-agnostic: the store is a URL every worker opens itself.
+ *
+ * The resource is a register (each write replaces the job's result), so write events carry
+ * no `value`: a superseded result is meant to go, and I1 catches a stale one.
  */
 export class RealHarness {
   readonly history = new HistoryRecorder();
