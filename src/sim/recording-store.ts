@@ -31,8 +31,12 @@ export class LeaseLabels {
 
 /**
  * Wraps the store on the server side of the simulated network and records what it did, at
- * the moment it did it, by the store's own clock: grants whose answers are later lost are in
- * the history too. Expiry is `store-now + ttl`, as the contract says.
+ * the moment it did it: grants whose answers are later lost are in the history too.
+ *
+ * Times are true (virtual) time, and expiry is `now + ttl` — what the store's clock would
+ * say if it were right. A store whose own clock jumps (F8) then shows up as overlapping
+ * leases (I3, expected under that fault), which is exactly the danger: measured on the
+ * faulty clock itself, the intervals would look disjoint.
  */
 export class RecordingStore implements LeaseStore {
   readonly kind: string;
@@ -40,7 +44,6 @@ export class RecordingStore implements LeaseStore {
 
   constructor(
     private readonly inner: LeaseStore,
-    private readonly storeClock: Clock,
     private readonly harnessClock: Clock,
     private readonly history: HistoryRecorder,
     private readonly labels: LeaseLabels,
@@ -53,7 +56,7 @@ export class RecordingStore implements LeaseStore {
     request: StoreAcquireRequest,
     o: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    const at = this.storeClock.now();
+    const at = this.harnessClock.now();
     const lease = this.labels.of(request.leaseId);
     const answer = await this.inner.tryAcquire(request, o);
     const op = this.history.newOp('s');
@@ -77,7 +80,7 @@ export class RecordingStore implements LeaseStore {
     lease: StoreLeaseRef & { ttlMs: number },
     o: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
-    const at = this.storeClock.now();
+    const at = this.harnessClock.now();
     const answer = await this.inner.renew(lease, o);
     this.history.record({
       type: 'store',
@@ -94,7 +97,7 @@ export class RecordingStore implements LeaseStore {
   }
 
   async release(lease: StoreLeaseRef, o: StoreRequestOptions): Promise<StoreReleaseResult> {
-    const at = this.storeClock.now();
+    const at = this.harnessClock.now();
     const answer = await this.inner.release(lease, o);
     this.history.record({
       type: 'store',

@@ -93,7 +93,7 @@ export class SimWorld {
     }
     let inner: LeaseStore = new MemoryLeaseStore({ clock: this.storeProc, state });
     if (options.bug) inner = new PlantedBugStore(inner, state, this.storeProc, options.bug);
-    this.store = new RecordingStore(inner, this.storeProc, this.clock, this.history, this.labels);
+    this.store = new RecordingStore(inner, this.clock, this.history, this.labels);
     this.resource = new SimFencedResource(this.clock, this.history, options.fencing);
   }
 
