@@ -404,7 +404,7 @@ export class LeaseClient {
       driftMs: req.driftMs,
       sentAt,
       renewEveryMs: req.renewEveryMs,
-      releaseTimeoutMs: this.requestTimeoutMs,
+      requestTimeoutMs: this.requestTimeoutMs,
       onSettled: (l) => this.held.delete(l),
     });
     this.held.add(lease);

@@ -99,5 +99,5 @@ export function replayCommand(
   seed: number,
   options: { fencing: boolean; bug?: PlantedBug },
 ): string {
-  return `node build/scripts/leasehold-dev.js sim run --seed ${seed}${options.fencing ? '' : ' --no-fencing'}${options.bug ? ` --bug ${options.bug}` : ''}`;
+  return `node build/src/cli/main.js sim run --seed ${seed}${options.fencing ? '' : ' --no-fencing'}${options.bug ? ` --bug ${options.bug}` : ''}`;
 }

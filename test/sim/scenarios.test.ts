@@ -63,7 +63,7 @@ describe('simulation scenarios', () => {
     assert.equal(control.report.invariants.I1.status, 'violated');
   });
 
-  it('F5 lost renewal answer: the renewal applied at the store is not taken as success and nothing is resurrected', async () => {
+  it('F5 lost renewal answer: the renewal applied at the store is not taken as success, the client retries in time and keeps the lease', async () => {
     const r = await lostRenewReplyScenario(1);
     const store = events(r.history, 'store');
     const renewedAtStore = store.filter((e) => e.action === 'renewed').length;
@@ -72,11 +72,12 @@ describe('simulation scenarios', () => {
     assert.ok(renewedAtStore > renewedAtClient, `${renewedAtStore} vs ${renewedAtClient}`);
     assert.equal(r.report.valid, true, formatReport(r.report));
     assert.equal(r.report.invariants.I7.status, 'ok');
-    // The client's renewal waits at most the remaining validity: the lease then ends locally
-    // (safe; it costs the lease), and no later answer revives it.
+    // A renewal waits at most half the remaining validity (and the request timeout), so the
+    // retry after the lost reply lands before the deadline: one dropped packet does not cost
+    // the lease (it did when a renewal waited the whole validity).
     const lost = events(r.history, 'lost');
-    assert.equal(lost.length, 1);
-    assert.equal(r.facts.validAfter, false);
+    assert.equal(lost.length, 0);
+    assert.equal(r.facts.validAfter, true);
   });
 
   it('F2 pause between sending acquire and reading the reply: the late grant is never used and is cleaned up', async () => {
