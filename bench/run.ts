@@ -5,11 +5,13 @@ import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
+import { redisBenchmarks } from './redis.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   sqlite: sqliteBenchmarks,
   postgres: postgresBenchmarks,
+  redis: redisBenchmarks,
   etcd: etcdBenchmarks,
 };
 

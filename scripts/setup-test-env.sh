@@ -10,12 +10,19 @@ need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 
 # (Stores added later extend these lists: postgres, redis-server, etcd.)
 
+# >>> redis (issue 4): the shared Redis on 127.0.0.1:6379 and the redis-server binary that
+# the fault tests start as throwaway processes (failover, restart, eviction).
+need_cmd redis-server redis-server
+need_cmd redis-cli redis-tools
+# <<< redis
+
 # --- etcd (issue 5) -------------------------------------------------------------------------
 # Tests start their own etcd processes (single node and a 3-member cluster) on free loopback
 # ports with temp data dirs; they need the `etcd` server and `etcdctl` (interop tests) binaries.
 need_cmd etcd etcd-server
 need_cmd etcdctl etcd-client
 # --- end etcd --------------------------------------------------------------------------------
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"
@@ -25,6 +32,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+
+# >>> redis (issue 4): the shared test Redis must answer on 127.0.0.1:6379.
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "setup: starting redis-server on 127.0.0.1:6379"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log
+    for _ in $(seq 1 50); do
+      redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  fi
+  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "setup: Redis is not answering on 127.0.0.1:6379 (start redis-server, or run as root)" >&2
+    exit 1
+  fi
+fi
+# <<< redis
 
 # --- postgres (issue 3): the shared PostgreSQL server on 127.0.0.1:5432 (db `test`, trust) ---
 # Self-contained so that other stores' blocks merge cleanly. Tests need pg_isready, and

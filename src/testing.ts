@@ -3,3 +3,31 @@
  * and the memory store in virtual time.
  */
 export { ManualClock } from './core/manual-clock.js';
+
+/**
+ * The history checker: feed it a JSON-lines history of your own system (docs/history-format.md)
+ * and it reports fencing (I1), token order (I2), store-clock exclusivity (I3), client
+ * conservatism (I4), lost acknowledged writes (I6), release/renew safety (I7) and liveness.
+ */
+export { checkHistory, formatReport, formatFigures, percentile } from './sim/checker.js';
+export type {
+  CheckOptions,
+  CheckReport,
+  HistoryFigures,
+  InvariantId,
+  InvariantReport,
+  InvariantStatus,
+  Violation,
+} from './sim/checker.js';
+export { formatHistory, HistoryParseError, HistoryRecorder, parseHistory } from './sim/history.js';
+export type {
+  ClientEvent,
+  FaultEvent,
+  FinalEvent,
+  HistoryEvent,
+  LostEvent,
+  MetaEvent,
+  ResourceEvent,
+  StoreEvent,
+  WriteEvent,
+} from './sim/history.js';

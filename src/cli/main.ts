@@ -2,6 +2,8 @@
 import { Command, type CommanderError } from 'commander';
 import { VERSION } from '../server/version.js';
 import { registerAcquireCommand } from './commands/acquire.js';
+import { registerCheckCommand } from './commands/check.js';
+import { registerDemoCommand } from './commands/demo.js';
 import { registerEpochCommand } from './commands/epoch.js';
 import { registerLsCommand } from './commands/ls.js';
 import { registerMigrateCommand } from './commands/migrate.js';
@@ -9,6 +11,7 @@ import { registerReleaseCommand } from './commands/release.js';
 import { registerRenewCommand } from './commands/renew.js';
 import { registerRunCommand } from './commands/run.js';
 import { registerServeCommand } from './commands/serve.js';
+import { registerSimCommand } from './commands/sim.js';
 import { registerStatusCommand } from './commands/status.js';
 import { EXIT } from './exit-codes.js';
 
@@ -41,6 +44,9 @@ Exit codes: 0 ok, 64 usage, 69 store unavailable, 75 busy, 77 permission denied,
   registerReleaseCommand(program);
   registerMigrateCommand(program);
   registerEpochCommand(program);
+  registerCheckCommand(program);
+  registerDemoCommand(program);
+  registerSimCommand(program);
   return program;
 }
 

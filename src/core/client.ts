@@ -207,12 +207,14 @@ export class LeaseClient {
     const waitUntil = startedAt + req.waitMs;
     const wakeup = new Wakeup(this.clock);
     let queue: KeyWaiters | undefined;
+    let acquired = false;
     try {
       for (;;) {
         if (signal.aborted) throw this.abortError(signal);
         const attempt = await this.attempt(req, signal, startedAt);
         if (attempt.kind === 'done') {
           const waitedMs = this.guard.now() - startedAt;
+          acquired = attempt.result.status === 'acquired';
           return attempt.result.status === 'acquired'
             ? { ...attempt.result, waitedMs }
             : attempt.result;
@@ -258,7 +260,7 @@ export class LeaseClient {
         if (why === 'aborted') throw this.abortError(signal);
       }
     } finally {
-      queue?.leave(wakeup);
+      queue?.leave(wakeup, acquired);
       linked?.dispose();
     }
   }
@@ -402,7 +404,7 @@ export class LeaseClient {
       driftMs: req.driftMs,
       sentAt,
       renewEveryMs: req.renewEveryMs,
-      releaseTimeoutMs: this.requestTimeoutMs,
+      requestTimeoutMs: this.requestTimeoutMs,
       onSettled: (l) => this.held.delete(l),
     });
     this.held.add(lease);

@@ -49,7 +49,8 @@ export class KeyWaiters {
     return this.subscription;
   }
 
-  leave(wakeup: Wakeup): void {
+  /** Leaves the queue; `acquired` says the key is now ours, so nobody else needs a re-check. */
+  leave(wakeup: Wakeup, acquired = false): void {
     const at = this.parked.indexOf(wakeup);
     if (at < 0) return;
     this.parked.splice(at, 1);
@@ -58,7 +59,7 @@ export class KeyWaiters {
       this.unwatch = undefined;
       this.subscription = undefined;
       this.onEmpty();
-    } else if (at === 0) {
+    } else if (at === 0 && !acquired) {
       // The head may have consumed a notification meant for whoever comes next.
       this.parked[0]!.notify();
     }

@@ -29,8 +29,8 @@ export interface LeaseInit {
   readonly sentAt: number;
   /** Background renewal cadence, or undefined to renew only by hand. */
   readonly renewEveryMs: number | undefined;
-  /** Timeout for a release request. */
-  readonly releaseTimeoutMs: number;
+  /** Timeout for a release request, and the cap on a renewal's. */
+  readonly requestTimeoutMs: number;
   readonly onSettled: (lease: Lease) => void;
 }
 
@@ -190,7 +190,7 @@ export class Lease implements AsyncDisposable {
     this.end('released');
     const { store, clock } = this.init;
     const { key, leaseId, token } = this;
-    const settled = await boundedRequest(clock, this.init.releaseTimeoutMs, undefined, (o) =>
+    const settled = await boundedRequest(clock, this.init.requestTimeoutMs, undefined, (o) =>
       store.release({ key, leaseId, token }, o),
     );
     let result: ReleaseResult;
@@ -237,8 +237,14 @@ export class Lease implements AsyncDisposable {
     }
     const scheduledFor = this.lastRenewSentAt + (this.init.renewEveryMs ?? 0);
     // The request may take no longer than the lease has left: a renewal still in flight at
-    // the deadline counts as failed (k8s#44887).
-    const settled = await boundedRequest(clock, Math.max(1, Math.floor(left)), undefined, (o) =>
+    // the deadline counts as failed (k8s#44887). It gets at most half of that (and at most
+    // the request timeout), so that a lost reply leaves time for a retry: waiting the whole
+    // validity for one answer turned a single dropped packet into a lost lease.
+    const timeoutMs = Math.max(
+      1,
+      Math.floor(Math.max(Math.min(left, 25), Math.min(this.init.requestTimeoutMs, left / 2))),
+    );
+    const settled = await boundedRequest(clock, timeoutMs, undefined, (o) =>
       store.renew(
         { key: this.key, leaseId: this.leaseId, token: this.token, ttlMs: this.ttlMs },
         o,

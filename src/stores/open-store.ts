@@ -92,6 +92,26 @@ async function openEtcd(url: string): Promise<LeaseStore> {
   return new EtcdLeaseStore({ hosts, ...(namespace === undefined ? {} : { namespace }) });
 }
 
+/**
+ * Opens `redis://[:PW@]HOST:PORT[/DB][?prefix=P]` (`rediss://` for TLS). The store opens and
+ * owns its ioredis client; `prefix` (default `leasehold:`) is stripped before ioredis sees the URL.
+ */
+async function openRedis(url: string): Promise<LeaseStore> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw invalidArgument('store', 'is not a valid redis:// URL', redactUrl(url));
+  }
+  const prefix = parsed.searchParams.get('prefix');
+  parsed.searchParams.delete('prefix');
+  const { RedisLeaseStore } = await import('./redis/index.js');
+  return new RedisLeaseStore({
+    redis: parsed.toString(),
+    ...(prefix === null ? {} : { prefix }),
+  });
+}
+
 const OPENERS = new Map<string, StoreOpener>([
   [
     'sqlite',
@@ -112,7 +132,8 @@ const OPENERS = new Map<string, StoreOpener>([
   ['postgres', openPostgres],
   ['postgresql', openPostgres],
   ['etcd', openEtcd],
-  // REDIS: the lead adds `['redis', openRedis]` here when the Redis store lands (issue 4).
+  ['redis', openRedis],
+  ['rediss', openRedis],
   [
     'http',
     async (url, options) => {
@@ -145,7 +166,8 @@ export function storeSchemes(): string[] {
 /**
  * Opens a {@link LeaseStore} from a URL: `sqlite:PATH`, `memory:`,
  * `postgres://USER@HOST:PORT/DB[?schema=S&table=T]` (also `postgresql://`),
- * `etcd://HOST:PORT[,HOST:PORT…][?namespace=P]`, `http://HOST:PORT` (a leasehold server), and the schemes registered with {@link registerStoreScheme}. A bare path
+ * `etcd://HOST:PORT[,HOST:PORT…][?namespace=P]`, `redis://HOST:PORT[/DB][?prefix=P]`,
+ * `http://HOST:PORT` (a leasehold server), and the schemes registered with {@link registerStoreScheme}. A bare path
  * ending in `.db` is taken as `sqlite:PATH`. Throws `ERR_INVALID_ARGUMENT` for an unknown
  * scheme and `ERR_UNAVAILABLE` when the store cannot be opened.
  *

@@ -7,6 +7,7 @@ import {
   parseEtcdStoreUrl,
   parsePostgresStoreUrl,
 } from '../../src/stores/open-store.js';
+import { TEST_REDIS_URL } from '../contract/harnesses/redis.js';
 import { spawnCli } from '../support/cli.js';
 import { EtcdCluster } from '../support/etcd-cluster.js';
 import { uniqueKey } from '../support/keys.js';
@@ -18,7 +19,7 @@ async function cli(...args: string[]): Promise<{ code: number; out: string; err:
   return { code, out: p.stdout(), err: p.stderr() };
 }
 
-describe('store URLs for postgres:// and etcd://', () => {
+describe('store URLs for postgres://, etcd:// and redis://', () => {
   it('strips schema and table from a postgres URL and keeps the rest for pg', () => {
     const p = parsePostgresStoreUrl(
       'postgres://u:pw@db:5433/app?schema=s1&table=t1&sslmode=disable',
@@ -52,6 +53,18 @@ describe('store URLs for postgres:// and etcd://', () => {
       }
     } finally {
       await cluster.stop();
+    }
+  });
+
+  it('opens a working Redis store from a redis:// URL, with its prefix', async () => {
+    const store = await openStore(`${TEST_REDIS_URL}?prefix=lh-url-${process.pid}:`);
+    try {
+      assert.equal(store.kind, 'redis');
+      const r = await new LeaseClient({ store }).acquire(uniqueKey('url'), { ttl: '5s' });
+      assert.equal(r.status, 'acquired');
+      if (r.status === 'acquired') await r.lease.release();
+    } finally {
+      await store.close();
     }
   });
 

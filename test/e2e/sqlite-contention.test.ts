@@ -76,3 +76,36 @@ describe('SQLite across processes', () => {
     },
   );
 });
+
+describe('SQLite first open', () => {
+  it(
+    'six processes opening the same new file at once all succeed (WAL switch and migration are retried)',
+    { timeout: 120_000 },
+    async () => {
+      const tmp = tempDir('sqlite-open-race');
+      try {
+        for (let round = 0; round < 3; round++) {
+          const db = join(tmp.dir, `race-${round}.db`);
+          const script = `import { SqliteLeaseStore } from ${JSON.stringify(new URL('../../src/stores/sqlite/store.js', import.meta.url).href)};
+const s = new SqliteLeaseStore({ path: ${JSON.stringify(db)} }); await s.close();`;
+          const codes = await Promise.all(
+            Array.from(
+              { length: 6 },
+              () =>
+                new Promise<number>((resolve, reject) => {
+                  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+                    stdio: ['ignore', 'ignore', 'inherit'],
+                  });
+                  child.on('error', reject);
+                  child.on('exit', (code) => resolve(code ?? -1));
+                }),
+            ),
+          );
+          assert.deepEqual(codes, [0, 0, 0, 0, 0, 0], `round ${round}`);
+        }
+      } finally {
+        tmp.remove();
+      }
+    },
+  );
+});

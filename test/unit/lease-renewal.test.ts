@@ -75,7 +75,7 @@ describe('Lease renewal in virtual time', () => {
     };
     const lease = await acquire(client);
     await clock.advance(DEADLINE - 1);
-    assert.equal(sent, 1, 'one renewal was sent and is still in flight');
+    assert.ok(sent >= 1, 'renewals were sent; none was answered');
     assert.equal(lease.signal.aborted, false, 'still valid 1 ms before the deadline');
     await clock.advance(1);
     assert.equal(
@@ -91,6 +91,23 @@ describe('Lease renewal in virtual time', () => {
     assert.throws(() => lease.assertValid(), /no longer valid/);
     assert.equal(clock.pendingTimers(), 0);
     await lease.release();
+  });
+
+  it('retries a renewal whose reply was lost, in time, and keeps the lease', async () => {
+    const { clock, store, client, events } = setup();
+    let dropped = 0;
+    store.onRenew = async (_r, _o, forward) => {
+      const real = await forward(); // the store renews …
+      if (dropped++ === 0) return new Promise<StoreRenewResult>(() => {}); // … the first reply is lost
+      return real;
+    };
+    const lease = await acquire(client);
+    await clock.advance(3 * TTL);
+    assert.equal(lease.status, 'held', 'one lost reply must not cost the lease');
+    assert.ok(events.some((e) => e.type === 'renew_failed'));
+    assert.ok(lease.deadline > 3 * TTL - 12);
+    await lease.release();
+    assert.equal(clock.pendingTimers(), 0);
   });
 
   it('ignores a "renewed" answer that arrives after the lease was given up', async () => {

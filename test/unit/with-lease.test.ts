@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { ManualClock } from '../../src/core/manual-clock.js';
@@ -89,15 +90,13 @@ describe('withLease', () => {
 describe('long-lived caller signals', () => {
   it('an application-wide signal passed to 200 calls keeps no listener afterwards', async () => {
     const { client, state } = setup();
-    const { EventEmitter } = await import('node:events');
-    const getEventListeners = EventEmitter.getEventListeners.bind(EventEmitter);
     const appShutdown = new AbortController();
     for (let i = 0; i < 100; i++) {
       await withLease(client, `w${i}`, { ttl: 1000, signal: appShutdown.signal }, () => i);
       const r = await client.acquire(`x${i}`, { ttl: 1000, signal: appShutdown.signal });
       if (r.status === 'acquired') await r.lease.release();
     }
-    assert.equal(getEventListeners(appShutdown.signal, 'abort').length, 0);
+    assert.equal(EventEmitter.getEventListeners(appShutdown.signal, 'abort').length, 0);
     assert.equal(isFree(state, 'w99'), true);
   });
 });

@@ -3,6 +3,7 @@ import { httpPostgresHarness } from './http-postgres.js';
 import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
+import { redisHarness } from './redis.js';
 import { sqliteHarness } from './sqlite.js';
 import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
@@ -14,6 +15,7 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
   postgres: postgresHarness,
+  redis: redisHarness,
   etcd: etcdSingleHarness,
   'etcd-cluster': etcdClusterHarness,
   'http-sqlite': httpSqliteHarness,

@@ -1,0 +1,172 @@
+import type { Command } from 'commander';
+import { writeFileSync } from 'node:fs';
+import { formatReport } from '../../sim/checker.js';
+import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
+import { runRandomSeed } from '../../sim/random-workload.js';
+import { formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
+import { processIo, type CommandIo } from './io.js';
+
+/** Options of `leasehold sim run`. */
+export interface SimRunOptions {
+  readonly seed: number;
+  readonly fencing: boolean;
+  readonly bug?: PlantedBug;
+  /** Write the history (JSON lines) here. */
+  readonly historyPath?: string;
+}
+
+/** Runs one seed of the random workload and prints its verdict. Exit 0 valid, 1 violations. */
+export async function runSimSeed(o: SimRunOptions, io: CommandIo = processIo): Promise<number> {
+  const run = await runRandomSeed({
+    seed: o.seed,
+    fencing: o.fencing,
+    ...(o.bug ? { bug: o.bug } : {}),
+  });
+  if (o.historyPath !== undefined) writeFileSync(o.historyPath, run.text);
+  io.out(
+    `seed ${o.seed} (${o.fencing ? 'fenced' : 'unfenced control arm'}${o.bug ? `, planted bug ${o.bug}` : ''}); faults: ${run.faults.join(', ') || 'none'}`,
+  );
+  io.out(formatReport(run.report));
+  return run.report.valid ? 0 : 1;
+}
+
+/** Options of `leasehold sim sweep`. */
+export interface SimSweepOptions {
+  readonly from: number;
+  readonly count: number;
+  readonly fencing: boolean;
+  readonly bug?: PlantedBug;
+  readonly timeLimitMs?: number;
+  /**
+   * The unfenced control arm, expected to show the anomaly: exit 0 only if some runs accepted
+   * a stale write or lost an acknowledged one (proving the workload can see it).
+   */
+  readonly control?: boolean;
+}
+
+/**
+ * Runs many seeds and prints the figures and every failing seed with its replay command.
+ * Exit 0 when no seed broke a safety invariant, 1 otherwise.
+ */
+export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo): Promise<number> {
+  const r = await sweepSeeds({
+    from: o.from,
+    count: o.count,
+    fencing: o.fencing,
+    ...(o.bug ? { bug: o.bug } : {}),
+    ...(o.timeLimitMs === undefined ? {} : { timeLimitMs: o.timeLimitMs }),
+    progressEvery: 5000,
+    onProgress: (n) => io.err(`  … ${n} seeds`),
+  });
+  io.out(
+    formatSweep(
+      `sim ${o.fencing ? 'fenced' : 'unfenced'} seeds ${o.from}..${o.from + r.runs - 1}`,
+      r,
+    ),
+  );
+  if (r.runs < o.count) io.out(`stopped by the time limit after ${r.runs} of ${o.count} seeds`);
+  for (const f of o.control === true ? [] : r.failures.slice(0, 20)) {
+    const broken = Object.entries(f.report.invariants)
+      .filter(([, v]) => v.status === 'violated')
+      .map(([k]) => k)
+      .join(',');
+    io.out(
+      `FAIL seed ${f.seed} (${broken}; faults ${f.faults.join(',') || 'none'}) — replay: ${replayCommand(f.seed, o)}`,
+    );
+  }
+  if (o.control === true) {
+    io.out(
+      `control arm: anomaly (stale write accepted or acknowledged write lost) in ${r.anomalousRuns}/${r.runs} runs`,
+    );
+    return r.anomalousRuns > 0 ? 0 : 1;
+  }
+  return r.failures.length === 0 ? 0 : 1;
+}
+
+function parseBug(value: string | undefined): PlantedBug | undefined {
+  if (value === undefined) return undefined;
+  if (!(PLANTED_BUGS as readonly string[]).includes(value))
+    throw new Error(`--bug must be one of ${PLANTED_BUGS.join(', ')}, got ${value}`);
+  return value as PlantedBug;
+}
+
+function parseCount(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 0xffffffff)
+    throw new Error(`${name} must be an integer from 0 to 2^32-1, got ${value}`);
+  return n;
+}
+
+/**
+ * Registers `leasehold sim run --seed N` (one seed, replayed exactly) and `leasehold sim sweep
+ * --seeds N` (many seeds, figures, failing seeds with replay commands).
+ */
+export function registerSimCommand(program: Command, io: CommandIo = processIo): void {
+  const sim = program
+    .command('sim')
+    .description('deterministic simulation of the real client against the memory store');
+  const guard = async (fn: () => Promise<number>): Promise<void> => {
+    try {
+      process.exitCode = await fn();
+    } catch (err) {
+      io.err(`leasehold sim: ${err instanceof Error ? err.message : String(err)}`);
+      process.exitCode = 2;
+    }
+  };
+  sim
+    .command('run')
+    .description('run one seed and print its history verdict')
+    .requiredOption('--seed <n>', 'the seed')
+    .option('--no-fencing', 'the unfenced control arm')
+    .option('--bug <name>', `plant a store bug (${PLANTED_BUGS.join(', ')})`)
+    .option('--history <file>', 'write the history (JSON lines) to a file')
+    .action((opts: { seed: string; fencing: boolean; bug?: string; history?: string }) =>
+      guard(() => {
+        const bug = parseBug(opts.bug);
+        return runSimSeed(
+          {
+            seed: parseCount('--seed', opts.seed),
+            fencing: opts.fencing,
+            ...(bug ? { bug } : {}),
+            ...(opts.history === undefined ? {} : { historyPath: opts.history }),
+          },
+          io,
+        );
+      }),
+    );
+  sim
+    .command('sweep')
+    .description('run many seeds and print figures and failing seeds')
+    .option('--seeds <n>', 'how many seeds', '1000')
+    .option('--from <n>', 'first seed', '1')
+    .option('--no-fencing', 'the unfenced control arm')
+    .option('--bug <name>', `plant a store bug (${PLANTED_BUGS.join(', ')})`)
+    .option('--time-limit <minutes>', 'stop after this many minutes')
+    .option('--control', 'unfenced control arm that must show the anomaly (exit 0 if it does)')
+    .action(
+      (opts: {
+        seeds: string;
+        from: string;
+        fencing: boolean;
+        bug?: string;
+        timeLimit?: string;
+        control?: boolean;
+      }) =>
+        guard(() => {
+          const bug = parseBug(opts.bug);
+          return runSimSweep(
+            {
+              from: parseCount('--from', opts.from),
+              count: parseCount('--seeds', opts.seeds),
+              fencing: opts.control === true ? false : opts.fencing,
+              control: opts.control === true,
+              ...(bug ? { bug } : {}),
+              ...(opts.timeLimit === undefined
+                ? {}
+                : { timeLimitMs: parseCount('--time-limit', opts.timeLimit) * 60_000 }),
+            },
+            io,
+          );
+        }),
+    );
+}

@@ -1,0 +1,88 @@
+import type { Clock } from '../core/clock.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+  StoreRenewResult,
+  StoreRequestOptions,
+  Unwatch,
+} from '../core/store.js';
+import type { LeaseState } from '../core/types.js';
+import type { MemoryLeaseState } from '../stores/memory/store.js';
+
+/**
+ * Bugs the simulation must find, planted in a store wrapper (never in a real store):
+ * - `revive_lost`: a renew of an expired lease succeeds if nobody took the key since — a lost
+ *   lease comes back (breaks I7).
+ * - `reuse_token`: a grant after a release or expiry reuses the last token instead of a new
+ *   one (breaks I2).
+ */
+export type PlantedBug = 'revive_lost' | 'reuse_token';
+
+/** The planted bugs, for CLI validation. */
+export const PLANTED_BUGS: readonly PlantedBug[] = ['revive_lost', 'reuse_token'];
+
+/**
+ * A memory store with one planted bug, for proving the simulation and checker catch it.
+ * Works on the {@link MemoryLeaseState} the real memory store uses.
+ */
+export class PlantedBugStore implements LeaseStore {
+  readonly kind: string;
+  readonly capabilities: LeaseStore['capabilities'];
+
+  constructor(
+    private readonly inner: LeaseStore,
+    private readonly state: MemoryLeaseState,
+    private readonly clock: Clock,
+    readonly bug: PlantedBug,
+  ) {
+    this.kind = `${inner.kind}+${bug}`;
+    this.capabilities = inner.capabilities;
+  }
+
+  tryAcquire(request: StoreAcquireRequest, o: StoreRequestOptions): Promise<StoreAcquireResult> {
+    if (this.bug === 'reuse_token') {
+      const row = this.state.rows.get(request.key);
+      const live =
+        row !== undefined && row.leaseId !== undefined && row.expiresAt > this.clock.now();
+      if (row !== undefined && !live && row.lastToken > 0n) row.lastToken -= 1n;
+    }
+    return this.inner.tryAcquire(request, o);
+  }
+
+  async renew(
+    lease: StoreLeaseRef & { ttlMs: number },
+    o: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    const answer = await this.inner.renew(lease, o);
+    if (this.bug !== 'revive_lost' || answer.status === 'renewed') return answer;
+    const row = this.state.rows.get(lease.key);
+    if (row !== undefined && row.lastToken === lease.token && row.leaseId === lease.leaseId) {
+      row.expiresAt = this.clock.now() + lease.ttlMs;
+      return { status: 'renewed' };
+    }
+    return answer;
+  }
+
+  release(lease: StoreLeaseRef, o: StoreRequestOptions): Promise<StoreReleaseResult> {
+    return this.inner.release(lease, o);
+  }
+
+  inspect(key: string, o: StoreRequestOptions): Promise<LeaseState> {
+    return this.inner.inspect(key, o);
+  }
+
+  list(prefix: string, limit: number, o: StoreRequestOptions): Promise<LeaseState[]> {
+    return this.inner.list(prefix, limit, o);
+  }
+
+  watch(key: string, onChange: () => void): Promise<Unwatch> {
+    return this.inner.watch(key, onChange);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}

@@ -1,0 +1,470 @@
+import Database from 'better-sqlite3';
+import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { checkHistory, type CheckReport } from '../checker.js';
+import { HistoryRecorder, type HistoryEvent } from '../history.js';
+import {
+  RESOURCE_SCHEMA,
+  sharedNow,
+  type WorkerConfig,
+  type WorkerNotice,
+  type WorkerReply,
+  type WorkerRequest,
+} from './protocol.js';
+
+/** Where the harness's stores and resource live. */
+export interface RealHarnessOptions {
+  /** Lease store URL for every worker (`sqlite:/tmp/…/leases.db`; other schemes via store-url.ts). */
+  readonly storeUrl: string;
+  /** SQLite file of the protected resource. */
+  readonly resourcePath: string;
+  /** Longest wait for any one worker reply; a worker that does not answer fails the run. */
+  readonly replyTimeoutMs?: number;
+  /**
+   * How far the store's reported times may be off. The SQLite store decides expiry on the
+   * machine's monotonic clock and reports it as `Date.now() + ttl`, sampled next to (not at)
+   * the monotonic reading; on a loaded machine the two are a few ms apart. Defaults to 50 ms.
+   */
+  readonly timeToleranceMs?: number;
+}
+
+type Request = WorkerRequest extends infer R
+  ? R extends { id: number }
+    ? Omit<R, 'id'>
+    : never
+  : never;
+
+/** One worker child process, driven over IPC. */
+export class RealWorker {
+  private nextId = 1;
+  private readonly pending = new Map<number, (reply: Record<string, unknown>) => void>();
+  private readonly waiters: { event: WorkerNotice['event']; resolve: (n: WorkerNotice) => void }[] =
+    [];
+  private readonly exited: Promise<number | null>;
+
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+    private readonly onNotice: (w: RealWorker, n: WorkerNotice) => void,
+    private readonly replyTimeoutMs: number,
+  ) {
+    child.on('message', (msg: WorkerReply | WorkerNotice) => {
+      if ('id' in msg) {
+        this.pending.get(msg.id)?.(msg.reply);
+        this.pending.delete(msg.id);
+        return;
+      }
+      this.onNotice(this, msg);
+      const i = this.waiters.findIndex((w) => w.event === msg.event);
+      if (i >= 0) this.waiters.splice(i, 1)[0]!.resolve(msg);
+    });
+    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Sends a request and resolves with the worker's reply (rejects after the reply timeout). */
+  request(req: Request): Promise<Record<string, unknown>> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(
+          new Error(
+            `worker ${this.name} did not answer ${req.cmd} within ${this.replyTimeoutMs}ms`,
+          ),
+        );
+      }, this.replyTimeoutMs);
+      this.pending.set(id, (reply) => {
+        clearTimeout(timer);
+        resolve(reply);
+      });
+      this.child.send({ ...req, id });
+    });
+  }
+
+  /** Resolves with the next notice of this kind (`checked`, `writing`, `lost`). */
+  next(event: WorkerNotice['event']): Promise<WorkerNotice> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(new Error(`worker ${this.name} sent no ${event} within ${this.replyTimeoutMs}ms`)),
+        this.replyTimeoutMs,
+      );
+      this.waiters.push({
+        event,
+        resolve: (n) => {
+          clearTimeout(timer);
+          resolve(n);
+        },
+      });
+    });
+  }
+
+  /** True while the process is stopped (SIGSTOP), from /proc on Linux. */
+  isStopped(): boolean {
+    try {
+      const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+      return /^\d+ \(.*\) [Tt] /.test(stat);
+    } catch {
+      return false;
+    }
+  }
+
+  /** Sends a real signal to the worker. */
+  signal(sig: NodeJS.Signals): void {
+    this.child.kill(sig);
+  }
+
+  /** Resolves with the exit code once the process has exited. */
+  waitExit(): Promise<number | null> {
+    return this.exited;
+  }
+
+  /** Stops the worker: SIGCONT (in case it is stopped), then SIGKILL; waits for the exit. */
+  async kill(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGCONT');
+      this.child.kill('SIGKILL');
+    }
+    await this.exited;
+  }
+}
+
+/**
+ * Runs worker processes against a real store and a real SQLite resource, and records the
+ * history for the checker: client side from the workers' answers, resource side from the
+ * resource's own log. Store-agnostic: the store is a URL every worker opens itself.
+ *
+ * The resource is a register (each write replaces the job's result), so write events carry
+ * no `value`: a superseded result is meant to go, and I1 catches a stale one.
+ */
+export class RealHarness {
+  readonly history = new HistoryRecorder();
+  readonly workers: RealWorker[] = [];
+  private readonly replyTimeoutMs: number;
+
+  constructor(readonly options: RealHarnessOptions) {
+    this.replyTimeoutMs = options.replyTimeoutMs ?? 30_000;
+    const db = new Database(options.resourcePath, { timeout: 5000 });
+    db.pragma('journal_mode = WAL');
+    db.exec(RESOURCE_SCHEMA);
+    db.close();
+  }
+
+  /** Starts a worker process and waits until it is ready. */
+  async spawn(name: string): Promise<RealWorker> {
+    const config: WorkerConfig = {
+      name,
+      storeUrl: this.options.storeUrl,
+      resourcePath: this.options.resourcePath,
+    };
+    const child = fork(fileURLToPath(new URL('./worker.js', import.meta.url)), [], {
+      env: { ...process.env, LEASEHOLD_WORKER: JSON.stringify(config) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const worker = new RealWorker(name, child, (w, n) => this.notice(w, n), this.replyTimeoutMs);
+    this.workers.push(worker);
+    await Promise.race([
+      worker.next('ready'),
+      worker.waitExit().then((code) => {
+        throw new Error(`worker ${name} exited with ${code} before it was ready`);
+      }),
+    ]);
+    return worker;
+  }
+
+  /** Records the run's metadata (first line), with the harness's time tolerance. */
+  meta(fields: { scenario: string; ttlMs?: number; livenessBoundMs?: number }): void {
+    this.history.events.unshift({
+      type: 'meta',
+      version: 1,
+      t: sharedNow(),
+      source: 'leasehold-real',
+      timeToleranceMs: this.options.timeToleranceMs ?? 50,
+      ...fields,
+    });
+  }
+
+  /** Records an injected fault. */
+  fault(fault: string, proc?: string, detail?: string): void {
+    this.history.record({
+      type: 'fault',
+      t: sharedNow(),
+      fault,
+      ...(proc === undefined ? {} : { proc }),
+      ...(detail === undefined ? {} : { detail }),
+    });
+  }
+
+  /** Acquires in `worker`, recording invoke and outcome. */
+  async acquire(
+    worker: RealWorker,
+    key: string,
+    opts: { ttlMs: number; waitMs: number; renewEveryMs?: number; autoRenew?: boolean },
+  ): Promise<{ status: string; token?: string; lease?: string }> {
+    const op = this.history.newOp(`${worker.name}-a`);
+    this.history.record({
+      type: 'acquire',
+      phase: 'invoke',
+      t: sharedNow(),
+      proc: worker.name,
+      op,
+      key,
+      ttlMs: opts.ttlMs,
+    });
+    const r = await worker.request({ cmd: 'acquire', key, ...opts });
+    const status = String(r.status);
+    if (status === 'ok') {
+      this.history.record({
+        type: 'acquire',
+        phase: 'ok',
+        t: Number(r.t),
+        proc: worker.name,
+        op,
+        key,
+        token: String(r.token),
+        lease: String(r.lease),
+        ttlMs: opts.ttlMs,
+        deadline: Number(r.deadline),
+        ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
+      });
+      return { status, token: String(r.token), lease: String(r.lease) };
+    }
+    if (status === 'busy' || status === 'unavailable')
+      this.history.record({
+        type: 'acquire',
+        phase: status,
+        t: Number(r.t),
+        proc: worker.name,
+        op,
+        key,
+      });
+    else throw new Error(`worker ${worker.name} acquire failed: ${JSON.stringify(r)}`);
+    return { status };
+  }
+
+  /**
+   * Writes through `worker` (fenced or not), recording the attempt and the answer. Returns the
+   * worker's reply: status `applied | duplicate | stale_fence | skipped`.
+   */
+  async write(
+    worker: RealWorker,
+    req: {
+      scope: string;
+      value: string;
+      fenced: boolean;
+      check: boolean;
+      token: string;
+      stopAfterCheck?: boolean;
+      busyLoopMs?: number;
+      slowCommitMs?: number;
+      explicitToken?: boolean;
+      variant?: 'atomic' | 'split_mark' | 'check_then_write';
+    },
+  ): Promise<Record<string, unknown>> {
+    const op = this.history.newOp(`${worker.name}-w`);
+    const base = {
+      type: 'write',
+      proc: worker.name,
+      op,
+      resource: req.scope,
+      token: req.token,
+    } as const;
+    this.history.record({
+      ...base,
+      phase: 'invoke',
+      t: sharedNow(),
+      fenced: req.fenced,
+    });
+    const r = await worker.request({
+      cmd: 'write',
+      scope: req.scope,
+      value: req.value,
+      fenced: req.fenced,
+      opId: op,
+      check: req.check,
+      ...(req.stopAfterCheck === undefined ? {} : { stopAfterCheck: req.stopAfterCheck }),
+      ...(req.busyLoopMs === undefined ? {} : { busyLoopMs: req.busyLoopMs }),
+      ...(req.slowCommitMs === undefined ? {} : { slowCommitMs: req.slowCommitMs }),
+      ...(req.explicitToken === true ? { token: req.token } : {}),
+      ...(req.variant === undefined ? {} : { variant: req.variant }),
+    });
+    const s = String(r.status);
+    if (s === 'applied' || s === 'duplicate' || s === 'stale_fence')
+      this.history.record({
+        ...base,
+        phase: s === 'applied' ? 'ok' : s === 'duplicate' ? 'duplicate' : 'stale',
+        t: Number(r.t),
+      });
+    return r;
+  }
+
+  /**
+   * Sends a write from `worker` over TCP to a resource server on `port` (usually a proxy in
+   * front of it), recording the attempt and the answer (`unknown` on timeout: the write may
+   * still land later, which is the point of F3).
+   */
+  async netWrite(
+    worker: RealWorker,
+    req: {
+      port: number;
+      scope: string;
+      value: string;
+      fenced: boolean;
+      token: string;
+      timeoutMs: number;
+    },
+  ): Promise<{ status: string; op: string }> {
+    const op = this.history.newOp(`${worker.name}-w`);
+    const base = {
+      type: 'write',
+      proc: worker.name,
+      op,
+      resource: req.scope,
+      token: req.token,
+    } as const;
+    this.history.record({
+      ...base,
+      phase: 'invoke',
+      t: sharedNow(),
+      fenced: req.fenced,
+    });
+    const r = await worker.request({
+      cmd: 'netWrite',
+      port: req.port,
+      scope: req.scope,
+      value: req.value,
+      fenced: req.fenced,
+      opId: op,
+      timeoutMs: req.timeoutMs,
+    });
+    const s = String(r.status);
+    this.history.record({
+      ...base,
+      phase:
+        s === 'applied'
+          ? 'ok'
+          : s === 'duplicate'
+            ? 'duplicate'
+            : s === 'stale_fence'
+              ? 'stale'
+              : 'unknown',
+      t: Number(r.t),
+    });
+    return { status: s, op };
+  }
+
+  /** Releases the worker's lease, recording invoke and outcome. */
+  async release(worker: RealWorker, key: string, token: string, lease: string): Promise<string> {
+    const op = this.history.newOp(`${worker.name}-l`);
+    const base = { type: 'release', proc: worker.name, op, key, token, lease } as const;
+    this.history.record({ ...base, phase: 'invoke', t: sharedNow() });
+    const r = await worker.request({ cmd: 'release' });
+    const s = String(r.status);
+    if (s === 'released' || s === 'not_owner' || s === 'unavailable')
+      this.history.record({ ...base, phase: s, t: Number(r.t) });
+    return s;
+  }
+
+  /** Renews the worker's lease by hand, recording the outcome. */
+  async renew(
+    worker: RealWorker,
+    key: string,
+    token: string,
+    lease: string,
+    ttlMs: number,
+  ): Promise<string> {
+    const op = this.history.newOp(`${worker.name}-r`);
+    const base = { type: 'renew', proc: worker.name, op, key, token, lease } as const;
+    this.history.record({ ...base, phase: 'invoke', t: sharedNow(), ttlMs });
+    const r = await worker.request({ cmd: 'renew' });
+    const s = String(r.status);
+    if (s === 'renewed')
+      this.history.record({
+        ...base,
+        phase: 'ok',
+        t: Number(r.t),
+        ttlMs,
+        ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
+      });
+    else if (s === 'lost' || s === 'unavailable')
+      this.history.record({ ...base, phase: s, t: Number(r.t) });
+    return s;
+  }
+
+  /**
+   * Ends the run: kills every worker, appends the resource's log (in commit order) and final
+   * contents to the history, and checks it.
+   */
+  async finish(): Promise<{ history: readonly HistoryEvent[]; report: CheckReport; text: string }> {
+    await Promise.all(this.workers.map((w) => w.kill()));
+    const db = new Database(this.options.resourcePath, { timeout: 5000, readonly: true });
+    try {
+      const rows = db
+        .prepare('SELECT t, proc, op, scope, token, action, hwm FROM job_log ORDER BY seq')
+        .all() as {
+        t: number;
+        op: string;
+        scope: string;
+        token: string;
+        action: 'applied' | 'rejected' | 'duplicate';
+        hwm: string | null;
+      }[];
+      for (const r of rows)
+        this.history.record({
+          type: 'resource',
+          action: r.action,
+          t: r.t,
+          op: r.op,
+          resource: r.scope,
+          token: r.token,
+          ...(r.hwm === null ? {} : { hwm: r.hwm }),
+        });
+      const jobs = db.prepare('SELECT scope, body FROM job').all() as {
+        scope: string;
+        body: string;
+      }[];
+      for (const j of jobs)
+        this.history.record({ type: 'final', t: sharedNow(), resource: j.scope, values: [j.body] });
+    } finally {
+      db.close();
+    }
+    if (!this.history.events.some((e) => e.type === 'meta')) this.meta({ scenario: 'real' });
+    const history = this.history.events;
+    return { history, report: checkHistory(history), text: this.history.lines() };
+  }
+
+  private notice(worker: RealWorker, n: WorkerNotice): void {
+    if (n.event === 'renewed' && n.detail !== undefined) {
+      const d = n.detail;
+      this.history.record({
+        type: 'renew',
+        phase: 'ok',
+        t: n.t,
+        proc: worker.name,
+        op: this.history.newOp(`${worker.name}-r`),
+        key: String(d.key),
+        token: String(d.token),
+        lease: String(d.lease),
+        ttlMs: Number(d.ttlMs),
+        deadline: Number(d.deadline),
+        ...(typeof d.storeExpiresAt === 'number' ? { storeExpiresAt: d.storeExpiresAt } : {}),
+      });
+      return;
+    }
+    if (n.event !== 'lost' || n.detail === undefined) return;
+    this.history.record({
+      type: 'lost',
+      t: n.t,
+      proc: worker.name,
+      key: typeof n.detail.key === 'string' ? n.detail.key : 'job',
+      token: String(n.detail.token),
+      ...(typeof n.detail.lease === 'string' ? { lease: n.detail.lease } : {}),
+      reason: String(n.detail.reason),
+    });
+  }
+}

@@ -1,0 +1,104 @@
+/** Messages between the real-process harness and its worker processes (Node IPC). */
+
+/** Configuration passed to a worker in `LEASEHOLD_WORKER` (JSON). */
+export interface WorkerConfig {
+  readonly name: string;
+  /** Lease store URL, e.g. `sqlite:/tmp/x/leases.db`. */
+  readonly storeUrl: string;
+  /** SQLite file holding the protected resource (the job table, its fence and log). */
+  readonly resourcePath: string;
+}
+
+/** A request from the harness; `id` pairs it with its reply. */
+export type WorkerRequest =
+  | {
+      readonly id: number;
+      readonly cmd: 'acquire';
+      readonly key: string;
+      readonly ttlMs: number;
+      readonly waitMs: number;
+      readonly renewEveryMs?: number;
+      readonly autoRenew?: boolean;
+    }
+  | {
+      readonly id: number;
+      readonly cmd: 'write';
+      readonly scope: string;
+      readonly value: string;
+      /** Through the fence (true) or a plain write (the unfenced control arm). */
+      readonly fenced: boolean;
+      readonly opId: string;
+      /** Check `lease.isValid()` first and skip the write if not. */
+      readonly check: boolean;
+      /**
+       * After the check, report `checked` and stop this process with a real SIGSTOP, right
+       * between the check and the write (the harness sends SIGCONT). Stopping here, rather than
+       * at a random instant, keeps the stop outside any SQLite transaction: a process stopped
+       * while holding SQLite's write lock would stall every other process on the file.
+       */
+      readonly stopAfterCheck?: boolean;
+      /** After the check, block the event loop this long (F25). */
+      readonly busyLoopMs?: number;
+      /** Spin this long inside the write transaction, after reporting `writing` (F26). */
+      readonly slowCommitMs?: number;
+      /**
+       * `atomic` (default): mark and data in one transaction through SqliteFence. Control arms:
+       * `split_mark` persists the mark in a second transaction after the data (F26);
+       * `check_then_write` checks the mark, then writes in a separate step (F27).
+       */
+      readonly variant?: 'atomic' | 'split_mark' | 'check_then_write';
+      /** Use this token instead of the held lease's (F27 races and F26 loops). */
+      readonly token?: string;
+    }
+  | {
+      readonly id: number;
+      readonly cmd: 'netWrite';
+      /** A resource server on 127.0.0.1 (line-delimited JSON), usually behind a proxy. */
+      readonly port: number;
+      readonly scope: string;
+      readonly value: string;
+      readonly fenced: boolean;
+      readonly opId: string;
+      /** Give up after this long and report `unknown` (the write may still land later). */
+      readonly timeoutMs: number;
+    }
+  | { readonly id: number; readonly cmd: 'renew' }
+  | { readonly id: number; readonly cmd: 'release' }
+  | { readonly id: number; readonly cmd: 'status' }
+  | { readonly id: number; readonly cmd: 'exit' };
+
+/** A worker's reply to one request. */
+export interface WorkerReply {
+  readonly id: number;
+  readonly reply: Record<string, unknown>;
+}
+
+/** Something a worker reports on its own. */
+export interface WorkerNotice {
+  readonly event: 'ready' | 'checked' | 'writing' | 'lost' | 'renewed';
+  readonly t: number;
+  readonly detail?: Record<string, unknown>;
+}
+
+/** SQL of the test resource: a job table and a serial log of decisions (for I1 in order). */
+export const RESOURCE_SCHEMA = `
+CREATE TABLE IF NOT EXISTS job (scope TEXT PRIMARY KEY NOT NULL, body TEXT NOT NULL, token TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS job_log (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  t REAL NOT NULL, proc TEXT NOT NULL, op TEXT NOT NULL, scope TEXT NOT NULL,
+  token TEXT NOT NULL, action TEXT NOT NULL, hwm TEXT
+);`;
+
+/** Params: scope, body, token. Overwrites the job's result (no token check: the fence does it). */
+export const UPSERT_JOB = `
+INSERT INTO job (scope, body, token) VALUES (@scope, @body, @token)
+ON CONFLICT (scope) DO UPDATE SET body = excluded.body, token = excluded.token`;
+
+/** Params: t, proc, op, scope, token, action, hwm. */
+export const INSERT_LOG = `
+INSERT INTO job_log (t, proc, op, scope, token, action, hwm) VALUES (@t, @proc, @op, @scope, @token, @action, @hwm)`;
+
+/** Harness time on one scale across processes: wall-clock ms at process start + monotonic. */
+export function sharedNow(): number {
+  return performance.timeOrigin + performance.now();
+}

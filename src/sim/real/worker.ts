@@ -1,0 +1,296 @@
+/**
+ * A worker process of the real-process fault harness (started with `child_process.fork`):
+ * a real {@link LeaseClient} on a real store, and the SQLite resource behind a
+ * {@link SqliteFence}. It does exactly what the harness asks over IPC, so the harness can put
+ * real signals (SIGSTOP, SIGKILL) at exact points of a lease's life.
+ */
+import Database from 'better-sqlite3';
+import { connect } from 'node:net';
+import { LeaseClient } from '../../core/client.js';
+import type { Lease } from '../../core/lease.js';
+import type {
+  LeaseStore,
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreRenewResult,
+  StoreRequestOptions,
+} from '../../core/store.js';
+import { SqliteFence } from '../../fencing/sqlite.js';
+import {
+  INSERT_LOG,
+  RESOURCE_SCHEMA,
+  sharedNow,
+  UPSERT_JOB,
+  type WorkerConfig,
+  type WorkerNotice,
+  type WorkerRequest,
+} from './protocol.js';
+import { openStoreFromUrl } from './store-url.js';
+
+const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
+
+/** Remembers the store's own expiry for each lease id (for I3/I4 in the history). */
+function expiryRecorder(inner: LeaseStore, expiries: Map<string, number>): LeaseStore {
+  return {
+    kind: inner.kind,
+    capabilities: inner.capabilities,
+    async tryAcquire(
+      req: StoreAcquireRequest,
+      o: StoreRequestOptions,
+    ): Promise<StoreAcquireResult> {
+      const a = await inner.tryAcquire(req, o);
+      if (a.status === 'acquired' && a.expiresAtWallMs !== undefined)
+        expiries.set(req.leaseId, a.expiresAtWallMs);
+      return a;
+    },
+    async renew(
+      lease: StoreLeaseRef & { ttlMs: number },
+      o: StoreRequestOptions,
+    ): Promise<StoreRenewResult> {
+      const a = await inner.renew(lease, o);
+      if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
+        expiries.set(lease.leaseId, a.expiresAtWallMs);
+      return a;
+    },
+    release: (lease, o) => inner.release(lease, o),
+    inspect: (key, o) => inner.inspect(key, o),
+    list: (prefix, limit, o) => inner.list(prefix, limit, o),
+    watch: (key, onChange) => inner.watch(key, onChange),
+    close: () => inner.close(),
+  };
+}
+
+function send(message: unknown): Promise<void> {
+  return new Promise((resolve) => {
+    process.send!(message, undefined, {}, () => resolve());
+  });
+}
+
+function spin(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // Deliberately blocks the event loop: timers, renewals and IPC all wait.
+  }
+}
+
+async function main(): Promise<void> {
+  const expiries = new Map<string, number>();
+  const store = expiryRecorder(await openStoreFromUrl(config.storeUrl), expiries);
+  const client = new LeaseClient({ store, ownerId: config.name });
+  const db = new Database(config.resourcePath, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec(RESOURCE_SCHEMA);
+  const fence = new SqliteFence({ database: db });
+  const upsert = db.prepare(UPSERT_JOB);
+  const log = db.prepare(INSERT_LOG);
+  // Only for the check_then_write control arm: an unconditional mark update.
+  const setMark = db.prepare(
+    'INSERT INTO leasehold_fence (scope, hwm) VALUES (@scope, @token) ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm',
+  );
+  let lease: Lease | undefined;
+  let leaseCount = 0;
+  const labels = new Map<string, string>();
+  const label = (l: Lease): string => {
+    let s = labels.get(l.leaseId);
+    if (s === undefined) labels.set(l.leaseId, (s = `${config.name}-L${++leaseCount}`));
+    return s;
+  };
+  client.on('lost', (e) => {
+    const notice: WorkerNotice = {
+      event: 'lost',
+      t: sharedNow(),
+      detail: {
+        key: e.key,
+        token: e.token.toString(),
+        reason: e.reason,
+        lease: lease ? label(lease) : undefined,
+      },
+    };
+    void send(notice);
+  });
+  client.on('renewed', (e) => {
+    if (lease === undefined || lease.token !== e.token) return;
+    const notice: WorkerNotice = {
+      event: 'renewed',
+      t: sharedNow(),
+      detail: {
+        key: e.key,
+        token: e.token.toString(),
+        lease: label(lease),
+        ttlMs: lease.ttlMs,
+        deadline: performance.timeOrigin + lease.deadline,
+        storeExpiresAt: expiries.get(lease.leaseId),
+      },
+    };
+    void send(notice);
+  });
+
+  const handle = async (req: WorkerRequest): Promise<Record<string, unknown>> => {
+    switch (req.cmd) {
+      case 'acquire': {
+        const r = await client.acquire(req.key, {
+          ttl: req.ttlMs,
+          wait: req.waitMs,
+          ...(req.autoRenew === false ? { autoRenew: false } : {}),
+          ...(req.renewEveryMs === undefined || req.autoRenew === false
+            ? {}
+            : { renewEvery: req.renewEveryMs }),
+        });
+        if (r.status !== 'acquired') return { status: r.status, t: sharedNow() };
+        lease = r.lease;
+        return {
+          status: 'ok',
+          t: sharedNow(),
+          token: lease.token.toString(),
+          lease: label(lease),
+          deadline: performance.timeOrigin + lease.deadline,
+          storeExpiresAt: expiries.get(lease.leaseId),
+        };
+      }
+      case 'write': {
+        const token = req.token ?? lease?.token.toString();
+        if (token === undefined) return { status: 'no_lease' };
+        if (req.check && (lease === undefined || !lease.isValid()))
+          return { status: 'skipped', t: sharedNow() };
+        if (req.stopAfterCheck === true) {
+          await send({ event: 'checked', t: sharedNow() } satisfies WorkerNotice);
+          // Delivered before kill() returns: nothing else of this process runs until SIGCONT.
+          process.kill(process.pid, 'SIGSTOP');
+        }
+        if (req.busyLoopMs !== undefined) spin(req.busyLoopMs);
+        const validAfter = lease?.isValid() ?? false;
+        if (req.slowCommitMs !== undefined)
+          await send({ event: 'writing', t: sharedNow() } satisfies WorkerNotice);
+        const row = (action: string, hwm: string | null) => ({
+          t: sharedNow(),
+          proc: config.name,
+          op: req.opId,
+          scope: req.scope,
+          token,
+          action,
+          hwm,
+        });
+        const mutate = (): null => {
+          upsert.run({ scope: req.scope, body: req.value, token });
+          if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
+          log.run(row('applied', null));
+          return null;
+        };
+        const variant = req.variant ?? 'atomic';
+        if (req.fenced && variant === 'split_mark') {
+          // Control arm of F26: the mark is checked, but persisted in a second transaction
+          // after the data, so a crash in between leaves data ahead of the mark.
+          const hwm = fence.highWaterMark(req.scope);
+          if (BigInt(token) < hwm) {
+            log.run(row('rejected', hwm.toString()));
+            return { status: 'stale_fence', t: sharedNow(), token, validAfter };
+          }
+          db.transaction(() => {
+            upsert.run({ scope: req.scope, body: req.value, token });
+            log.run(row('applied', null));
+          }).immediate();
+          if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
+          fence.apply(req.scope, token, () => null);
+          return { status: 'applied', t: sharedNow(), token, validAfter };
+        }
+        if (req.fenced && variant === 'check_then_write') {
+          // Control arm of F27: the check and the write are separate steps, so racing
+          // writers can both pass the check and commit out of order.
+          const hwm = fence.highWaterMark(req.scope);
+          if (BigInt(token) < hwm) {
+            log.run(row('rejected', hwm.toString()));
+            return { status: 'stale_fence', t: sharedNow(), token, validAfter };
+          }
+          if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
+          db.transaction(() => {
+            upsert.run({ scope: req.scope, body: req.value, token });
+            log.run(row('applied', null));
+            setMark.run({ scope: req.scope, token });
+          }).immediate();
+          return { status: 'applied', t: sharedNow(), token, validAfter };
+        }
+        if (req.fenced) {
+          const r = fence.apply(req.scope, token, mutate, { opId: req.opId });
+          if (r.status === 'stale_fence') log.run(row('rejected', r.highWaterMark.toString()));
+          return { status: r.status, t: sharedNow(), token, validAfter };
+        }
+        db.transaction(mutate).immediate();
+        return { status: 'applied', t: sharedNow(), token, validAfter };
+      }
+      case 'netWrite': {
+        const token = lease?.token.toString();
+        if (token === undefined) return { status: 'no_lease' };
+        const line = JSON.stringify({
+          scope: req.scope,
+          value: req.value,
+          fenced: req.fenced,
+          opId: req.opId,
+          token,
+          proc: config.name,
+        });
+        const status = await new Promise<string>((resolve) => {
+          const socket = connect(req.port, '127.0.0.1');
+          let buffer = '';
+          // On timeout the caller gives up, but the socket stays open: bytes already sent may
+          // still arrive (that is the delayed write of F3).
+          const timer = setTimeout(() => {
+            socket.unref();
+            resolve('unknown');
+          }, req.timeoutMs);
+          socket.on('data', (c: Buffer) => {
+            buffer += c.toString('utf8');
+            const nl = buffer.indexOf('\n');
+            if (nl < 0) return;
+            clearTimeout(timer);
+            socket.end();
+            resolve(String((JSON.parse(buffer.slice(0, nl)) as { status: string }).status));
+          });
+          socket.on('error', () => {
+            clearTimeout(timer);
+            resolve('unknown');
+          });
+          socket.write(`${line}\n`);
+        });
+        return { status, t: sharedNow(), token };
+      }
+      case 'renew': {
+        if (lease === undefined) return { status: 'no_lease' };
+        const r = await lease.renew();
+        return { status: r.status, t: sharedNow(), storeExpiresAt: expiries.get(lease.leaseId) };
+      }
+      case 'release': {
+        if (lease === undefined) return { status: 'no_lease' };
+        const r = await lease.release();
+        return { status: r.status, t: sharedNow() };
+      }
+      case 'status':
+        return {
+          status: lease?.status ?? 'none',
+          valid: lease?.isValid() ?? false,
+          reason: lease?.lossReason,
+          t: sharedNow(),
+        };
+      case 'exit':
+        await client.close();
+        await store.close();
+        db.close();
+        setImmediate(() => process.exit(0));
+        return { status: 'ok' };
+    }
+  };
+
+  process.on('message', (msg: WorkerRequest) => {
+    handle(msg).then(
+      (reply) => void send({ id: msg.id, reply }),
+      (err: unknown) => void send({ id: msg.id, reply: { status: 'error', error: String(err) } }),
+    );
+  });
+  await send({ event: 'ready', t: sharedNow() } satisfies WorkerNotice);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`worker ${config.name} failed: ${String(err)}\n`);
+  process.exit(3);
+});

@@ -1,0 +1,103 @@
+import { formatFigures, type CheckReport } from './checker.js';
+import type { PlantedBug } from './planted-bugs.js';
+import { runRandomSeed } from './random-workload.js';
+
+/** Options for {@link sweepSeeds}. */
+export interface SweepOptions {
+  /** First seed. Defaults to 1. */
+  readonly from?: number;
+  readonly count: number;
+  readonly fencing: boolean;
+  readonly bug?: PlantedBug;
+  /** Stop at the first failing seed. Defaults to false. */
+  readonly stopOnFailure?: boolean;
+  /** Stop (bounded run) after this much wall time; the result says how many seeds ran. */
+  readonly timeLimitMs?: number;
+  /** Called every `progressEvery` seeds. */
+  readonly onProgress?: (done: number) => void;
+  readonly progressEvery?: number;
+}
+
+/** Aggregated figures of many simulated runs. */
+export interface SweepResult {
+  readonly runs: number;
+  readonly failures: readonly {
+    readonly seed: number;
+    readonly report: CheckReport;
+    readonly faults: readonly string[];
+  }[];
+  /** Runs in which a stale write was accepted or an acknowledged write was lost (control-arm sensitivity). */
+  readonly anomalousRuns: number;
+  readonly grants: number;
+  readonly fencedWritesAttempted: number;
+  readonly unfencedWritesAttempted: number;
+  readonly staleWritesRejected: number;
+  readonly staleWritesAccepted: number;
+  readonly lostAcknowledgedWrites: number;
+  readonly i3Overlaps: number;
+  readonly takeoverMs: readonly number[];
+  readonly wallMs: number;
+}
+
+/**
+ * Runs the random workload over a range of seeds and adds up the figures. A seed that breaks
+ * a safety invariant is a failure (kept with its report); replay it with {@link replayCommand}.
+ */
+export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
+  const from = options.from ?? 1;
+  const started = performance.now();
+  const failures: { seed: number; report: CheckReport; faults: readonly string[] }[] = [];
+  const takeover: number[] = [];
+  let runs = 0;
+  let anomalous = 0;
+  const sum = {
+    grants: 0,
+    fencedWritesAttempted: 0,
+    unfencedWritesAttempted: 0,
+    staleWritesRejected: 0,
+    staleWritesAccepted: 0,
+    lostAcknowledgedWrites: 0,
+    i3Overlaps: 0,
+  };
+  for (let seed = from; seed < from + options.count; seed++) {
+    if (options.timeLimitMs !== undefined && performance.now() - started > options.timeLimitMs)
+      break;
+    const run = await runRandomSeed({
+      seed,
+      fencing: options.fencing,
+      ...(options.bug ? { bug: options.bug } : {}),
+    });
+    runs++;
+    const f = run.report.figures;
+    for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += f[k];
+    for (const x of f.takeoverMs) takeover.push(x);
+    if (f.staleWritesAccepted > 0 || f.lostAcknowledgedWrites > 0) anomalous++;
+    if (!run.report.valid) {
+      failures.push({ seed, report: run.report, faults: run.faults });
+      if (options.stopOnFailure === true) break;
+    }
+    if (options.onProgress && runs % (options.progressEvery ?? 1000) === 0)
+      options.onProgress(runs);
+  }
+  return {
+    runs,
+    failures,
+    anomalousRuns: anomalous,
+    ...sum,
+    takeoverMs: takeover,
+    wallMs: performance.now() - started,
+  };
+}
+
+/** The figures line every run prints (VERIFICATION.md), plus the sweep's own counts. */
+export function formatSweep(label: string, r: SweepResult): string {
+  return `${label}: ${formatFigures({ ...r })} unfenced_writes_attempted=${r.unfencedWritesAttempted} lost_acknowledged_writes=${r.lostAcknowledgedWrites} anomalous_runs=${r.anomalousRuns} failing_seeds=${r.failures.length} wall=${Math.round(r.wallMs)}ms`;
+}
+
+/** The command that replays one seed exactly. */
+export function replayCommand(
+  seed: number,
+  options: { fencing: boolean; bug?: PlantedBug },
+): string {
+  return `node build/src/cli/main.js sim run --seed ${seed}${options.fencing ? '' : ' --no-fencing'}${options.bug ? ` --bug ${options.bug}` : ''}`;
+}

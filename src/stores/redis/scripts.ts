@@ -1,0 +1,165 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+
+/** The ioredis clients leasehold accepts: a single node (standalone, Sentinel) or a Cluster. */
+export type RedisClient = Redis | Cluster;
+
+/** An argument to a script: strings and numbers go to Redis as bulk strings. */
+export type ScriptArg = string | number;
+
+/**
+ * One Lua script, run with EVALSHA and, when the server answers NOSCRIPT (a restart, a
+ * failover, `SCRIPT FLUSH`), once more with EVAL, which also caches it again. Does not touch
+ * the caller's client (no `defineCommand`), so a user's ioredis instance stays as it was.
+ */
+export class LuaScript {
+  readonly sha: string;
+
+  constructor(
+    readonly name: string,
+    readonly source: string,
+  ) {
+    this.sha = createHash('sha1').update(source).digest('hex');
+  }
+
+  /** Concatenates `.lua` files (copied to the build by scripts/copy-assets.mjs) into one script. */
+  static fromFiles(name: string, ...files: URL[]): LuaScript {
+    return new LuaScript(name, files.map((f) => readFileSync(f, 'utf8')).join('\n'));
+  }
+
+  /** Runs the script. Rejects with the driver's error (a ReplyError for script errors). */
+  run(redis: RedisClient, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+    return redis.evalsha(this.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
+      if (isNoScript(err)) return redis.eval(this.source, keys.length, ...keys, ...args);
+      throw err;
+    });
+  }
+}
+
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
+}
+
+/** The prelude of decimal-string token helpers shared by lease and fence scripts. */
+export const DECIMAL_LUA = new URL('./scripts/decimal.lua', import.meta.url);
+const lua = (file: string): URL => new URL(`./scripts/${file}`, import.meta.url);
+
+const SCRIPTS = {
+  acquire: LuaScript.fromFiles('acquire', DECIMAL_LUA, lua('acquire.lua')),
+  renew: LuaScript.fromFiles('renew', lua('renew.lua')),
+  release: LuaScript.fromFiles('release', lua('release.lua')),
+  inspect: LuaScript.fromFiles('inspect', lua('inspect.lua')),
+} as const;
+
+/** The Redis names of one lease key, all under the `{key}` hash tag. */
+export interface LeaseKeys {
+  /**
+   * The lease record: one hash with the key's last token and the live holder (lease id,
+   * owner, expiry in Redis TIME ms, value). It never expires, so the token never resets, and
+   * being one key it is always in one Cluster slot.
+   */
+  readonly record: string;
+  /** The pub/sub channel a release publishes on. */
+  readonly channel: string;
+}
+
+/** What a holder looks like in a script's busy or inspect answer. */
+export interface RawHolder {
+  readonly ownerId: string;
+  readonly token: bigint;
+  readonly remainingMs: number;
+  readonly leaseIdPrefix: string;
+  readonly value: string | undefined;
+}
+
+/** The answer of acquire.lua. */
+export type AcquireReply =
+  | { readonly granted: true; readonly token: bigint; readonly serverMs: number | undefined }
+  | { readonly granted: false; readonly holder: RawHolder };
+
+/** Runs acquire.lua: grant, idempotent re-grant, or busy (which writes nothing). */
+export async function runAcquire(
+  redis: RedisClient,
+  keys: LeaseKeys,
+  leaseId: string,
+  ownerId: string,
+  ttlMs: number,
+  value: string | undefined,
+): Promise<AcquireReply> {
+  const args: ScriptArg[] = [leaseId, ownerId, ttlMs, value === undefined ? '' : `=${value}`];
+  const reply = asArray(await SCRIPTS.acquire.run(redis, [keys.record], args));
+  if (reply[0] === 1) {
+    const ms = reply[2];
+    return {
+      granted: true,
+      token: asToken(reply[1]),
+      serverMs: typeof ms === 'string' ? Number(ms) : undefined,
+    };
+  }
+  return { granted: false, holder: holderOf(reply, 1) };
+}
+
+/** Runs renew.lua: the server's time in ms when renewed, undefined when lost. */
+export async function runRenew(
+  redis: RedisClient,
+  keys: LeaseKeys,
+  leaseId: string,
+  token: bigint,
+  ttlMs: number,
+): Promise<number | undefined> {
+  const reply = await SCRIPTS.renew.run(redis, [keys.record], [leaseId, token.toString(), ttlMs]);
+  return typeof reply === 'string' ? Number(reply) : undefined;
+}
+
+/** Runs release.lua: true when released (and waiters were told), false when not the owner. */
+export async function runRelease(
+  redis: RedisClient,
+  keys: LeaseKeys,
+  leaseId: string,
+  token: bigint,
+): Promise<boolean> {
+  const reply = await SCRIPTS.release.run(
+    redis,
+    [keys.record],
+    [leaseId, token.toString(), keys.channel],
+  );
+  return reply === 1;
+}
+
+/** Runs inspect.lua: the last token and the live holder, if any. */
+export async function runInspect(
+  redis: RedisClient,
+  keys: LeaseKeys,
+): Promise<{ lastToken: bigint; holder: RawHolder | undefined }> {
+  const reply = asArray(await SCRIPTS.inspect.run(redis, [keys.record], []));
+  const last = reply[0];
+  const lastToken = last === '0' ? 0n : asToken(last);
+  return { lastToken, holder: reply.length > 1 ? holderOf(reply, 1) : undefined };
+}
+
+function holderOf(reply: unknown[], at: number): RawHolder {
+  const [owner, token, remaining, prefix, value] = reply.slice(at);
+  return {
+    ownerId: typeof owner === 'string' ? owner : '',
+    token: asToken(token),
+    remainingMs: typeof remaining === 'number' && remaining > 0 ? remaining : 0,
+    leaseIdPrefix: typeof prefix === 'string' ? prefix : '',
+    // Stored as '=' + value so that an empty value and no value stay distinct.
+    value: typeof value === 'string' && value.startsWith('=') ? value.slice(1) : undefined,
+  };
+}
+
+function asArray(reply: unknown): unknown[] {
+  if (!Array.isArray(reply)) throw new TypeError(`unexpected script reply ${String(reply)}`);
+  return reply as unknown[];
+}
+
+const CANONICAL = /^[1-9][0-9]{0,18}$/;
+
+function asToken(value: unknown): bigint {
+  if (typeof value !== 'string' || !CANONICAL.test(value)) {
+    throw new TypeError(`unexpected token in script reply: ${String(value)}`);
+  }
+  return BigInt(value);
+}

@@ -1,0 +1,13 @@
+-- inspect.lua — a key's state for observers, read in one atomic step. Writes nothing.
+-- KEYS[1]  lease record (hash: token, id, owner, exp, v — see acquire.lua)
+-- Returns: {lastToken} when no live holder
+--          {lastToken, owner, token, remainingMs, leaseIdPrefix, v} with a live holder
+-- Time: from Redis TIME only.
+local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v')
+local last = rec[3] or '0'
+if not rec[1] then return {last} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local left = tonumber(rec[2]) - now
+if left <= 0 then return {last} end
+return {last, rec[4], rec[3], left, string.sub(rec[1], 1, 8), rec[5]}

@@ -1,0 +1,133 @@
+import type { Logger } from '../../core/events.js';
+import type { Unwatch } from '../../core/store.js';
+import type { RedisClient } from './scripts.js';
+
+interface Watcher {
+  readonly onChange: () => void;
+  /** Woken by a release and has not yet left: it passes the wake-up on when it leaves. */
+  baton: boolean;
+}
+
+interface Channel {
+  readonly watchers: Set<Watcher>;
+  readonly subscribed: Promise<unknown>;
+  /** Whether the key may be free: a release was seen and no grant through this store since. */
+  mayBeFree: boolean;
+}
+
+/** How many local waiters one release wakes. */
+export type WakeMode = 'one' | 'all';
+
+/**
+ * One pub/sub connection per store, shared by every waiter on every key. A release publishes
+ * on the key's channel; this connection turns that into wake-ups.
+ *
+ * With `wake: 'one'` a release wakes one local waiter per key, the longest-waiting one, not
+ * the whole herd. A woken waiter that finds the key taken (a caller that did not wait got
+ * there first) stays at the head of the line for the next release, so waiters are served in
+ * arrival order. A woken waiter that leaves while the key may still be free (it gave up,
+ * timed out or failed — no grant through this store since the release) passes the wake-up to
+ * the next, so no wake-up is lost. The client's timer at the holder's expiry and its poll
+ * stay as backstops. `'all'` wakes every waiter.
+ *
+ * After a reconnect ioredis re-subscribes (autoResubscribe); every waiter is then woken,
+ * since releases published while the connection was down were not seen.
+ */
+export class ReleaseSubscriber {
+  private readonly channels = new Map<string, Channel>();
+  private readonly sub: RedisClient;
+  private connectedOnce = false;
+
+  constructor(
+    base: RedisClient,
+    private readonly wake: WakeMode,
+    private readonly logger: Logger,
+  ) {
+    this.sub = base.duplicate();
+    this.sub.on('message', (channel: string) => this.onMessage(channel));
+    this.sub.on('ready', () => {
+      if (this.connectedOnce) this.wakeEveryone();
+      this.connectedOnce = true;
+    });
+    this.sub.on('error', (err: unknown) => {
+      this.logger.warn({ err: String(err) }, 'redis release subscriber error');
+    });
+  }
+
+  /** Registers `onChange` for `channel`; resolves once the subscription is live at the server. */
+  async watch(channel: string, onChange: () => void): Promise<Unwatch> {
+    let entry = this.channels.get(channel);
+    if (entry === undefined) {
+      entry = { watchers: new Set(), subscribed: this.sub.subscribe(channel), mayBeFree: false };
+      this.channels.set(channel, entry);
+    }
+    const watcher: Watcher = { onChange, baton: false };
+    entry.watchers.add(watcher);
+    const owner = entry;
+    try {
+      await owner.subscribed;
+    } catch (err) {
+      this.remove(channel, owner, watcher);
+      throw err;
+    }
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.remove(channel, owner, watcher);
+    };
+  }
+
+  /** Records a grant through this store: a woken waiter that leaves now need not wake another. */
+  noteGranted(channel: string): void {
+    const entry = this.channels.get(channel);
+    if (entry !== undefined) entry.mayBeFree = false;
+  }
+
+  async close(): Promise<void> {
+    this.channels.clear();
+    this.sub.disconnect();
+    await Promise.resolve();
+  }
+
+  private remove(channel: string, entry: Channel, watcher: Watcher): void {
+    if (!entry.watchers.delete(watcher)) return;
+    if (watcher.baton && entry.mayBeFree) this.wakeNext(entry);
+    if (entry.watchers.size === 0 && this.channels.get(channel) === entry) {
+      this.channels.delete(channel);
+      this.sub.unsubscribe(channel).catch(() => undefined);
+    }
+  }
+
+  private onMessage(channel: string): void {
+    const entry = this.channels.get(channel);
+    if (entry === undefined) return;
+    entry.mayBeFree = true;
+    if (this.wake === 'all') {
+      for (const w of entry.watchers) call(w);
+      return;
+    }
+    this.wakeNext(entry);
+  }
+
+  private wakeNext(entry: Channel): void {
+    const first = entry.watchers.values().next();
+    if (first.done === true) return;
+    // The longest-waiting waiter, which keeps its place until it leaves.
+    const w = first.value;
+    w.baton = true;
+    call(w);
+  }
+
+  private wakeEveryone(): void {
+    for (const entry of this.channels.values()) for (const w of entry.watchers) call(w);
+  }
+}
+
+function call(w: Watcher): void {
+  try {
+    w.onChange();
+  } catch {
+    // A waiter's callback only schedules a retry; it has nothing to report here.
+  }
+}

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { formatReport } from '../../src/sim/checker.js';
+import { runRealPauseStory } from '../../src/sim/real/stories.js';
+import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
+import { tempDir } from '../support/tmp.js';
+
+// F1 (holder SIGSTOPped past its TTL, then SIGCONT), with F23 (release after expiry) and F24
+// (renew after expiry) from the resumed holder.
+const TTL = 1000;
+
+for (const store of faultStores()) {
+  describe(`F1 pause past the TTL, real processes (${store.name})`, () => {
+    it(
+      'fenced: the late write is rejected, the late release and renew fail and leave the new holder alone; unfenced: the late write lands',
+      { timeout: FAULT_TIMEOUT_MS },
+      async () => {
+        const runs = runsPerArm(3, 10);
+        const fenced = new FigureTally();
+        const control = new FigureTally();
+        let anomalies = 0;
+        for (let i = 0; i < runs; i++) {
+          for (const fencing of [true, false]) {
+            const tmp = tempDir('f1');
+            try {
+              const pauseMs = Math.round(TTL * (1.1 + Math.random() * 1.9));
+              const r = await runRealPauseStory({
+                storeUrl: store.url(tmp.dir),
+                resourcePath: `${tmp.dir}/resource.db`,
+                ttlMs: TTL,
+                renewEveryMs: 250,
+                pauseMs,
+                freezeAtMs: 100,
+                fencing,
+                key: `job-${i}`,
+              });
+              const where = `run ${i} ${fencing ? 'fenced' : 'unfenced'} pause ${pauseMs}ms\n${formatReport(r.report)}`;
+              // The resumed holder's library already knows: its first call reports the lease gone.
+              assert.equal(r.aValidAfterResume, false, where);
+              assert.equal(r.aRelease, 'not_owner', where);
+              assert.equal(r.aRenew, 'lost', where);
+              assert.equal(r.bValidAfterA, true, where);
+              assert.ok(BigInt(r.bToken!) > BigInt(r.aToken), where);
+              assert.equal(r.report.invariants.I2.status, 'ok', where);
+              assert.equal(r.report.invariants.I3.status, 'ok', where);
+              assert.equal(r.report.invariants.I7.status, 'ok', where);
+              if (fencing) {
+                fenced.add(r.report.figures);
+                assert.equal(r.aWrite, 'stale_fence', where);
+                assert.equal(r.report.valid, true, where);
+              } else {
+                control.add(r.report.figures);
+                if (r.report.figures.staleWritesAccepted > 0) anomalies++;
+              }
+            } finally {
+              tmp.remove();
+            }
+          }
+        }
+        console.log(fenced.line(`real F1 ${store.name} fenced`));
+        console.log(
+          `${control.line(`real F1 ${store.name} unfenced control`)} anomaly_runs=${anomalies}/${runs}`,
+        );
+        assert.equal(fenced.staleWritesAccepted, 0);
+        assert.ok(
+          anomalies >= 0.95 * runs,
+          `control arm showed the anomaly in ${anomalies}/${runs} runs`,
+        );
+        const p99 = fenced.p99();
+        assert.ok(p99 !== undefined && p99 <= TTL + 1000, `takeover p99 ${p99}ms`);
+      },
+    );
+  });
+}

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { formatReport } from '../../src/sim/checker.js';
+import { RealHarness } from '../../src/sim/real/harness.js';
+import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
+import { tempDir } from '../support/tmp.js';
+
+// F25: the holder's event loop is starved by 1.5 × TTL of synchronous work between its lease
+// check and its write: no timer (renewal, deadline) runs meanwhile.
+const TTL = 2000;
+
+for (const store of faultStores()) {
+  describe(`F25 event-loop starvation, real processes (${store.name})`, () => {
+    it(
+      'the library knows the lease is gone after the busy loop; the fence rejects the write, the control arm accepts it',
+      { timeout: FAULT_TIMEOUT_MS },
+      async () => {
+        const runs = runsPerArm(1, 10);
+        const fenced = new FigureTally();
+        const control = new FigureTally();
+        let anomalies = 0;
+        for (let i = 0; i < runs; i++) {
+          for (const fencing of [true, false]) {
+            const tmp = tempDir('f25');
+            const h = new RealHarness({
+              storeUrl: store.url(tmp.dir),
+              resourcePath: `${tmp.dir}/resource.db`,
+            });
+            h.meta({
+              scenario: 'F25',
+              ttlMs: TTL,
+            });
+            try {
+              const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
+              const ga = await h.acquire(a, 'job', { ttlMs: TTL, waitMs: 0, renewEveryMs: 500 });
+              assert.equal(ga.status, 'ok');
+              const bGets = h.acquire(b, 'job', { ttlMs: TTL, waitMs: 5 * TTL, renewEveryMs: 500 });
+              h.fault('starve', 'A', `${1.5 * TTL}ms busy loop`);
+              const aWrite = h.write(a, {
+                scope: 'job',
+                value: 'A',
+                fenced: fencing,
+                check: true,
+                token: ga.token!,
+                busyLoopMs: 1.5 * TTL,
+              });
+              const gb = await bGets;
+              assert.equal(gb.status, 'ok');
+              const bw = await h.write(b, {
+                scope: 'job',
+                value: 'B',
+                fenced: fencing,
+                check: true,
+                token: gb.token!,
+              });
+              assert.equal(bw.status, 'applied');
+              const aw = await aWrite;
+              // Rechecked after the starvation, the lease is already invalid in the holder.
+              assert.equal(aw.validAfter, false);
+              const { report } = await h.finish();
+              const where = formatReport(report);
+              if (fencing) {
+                assert.equal(aw.status, 'stale_fence', where);
+                assert.equal(report.valid, true, where);
+                fenced.add(report.figures);
+              } else {
+                assert.equal(aw.status, 'applied', where);
+                control.add(report.figures);
+                if (report.figures.staleWritesAccepted > 0) anomalies++;
+              }
+            } finally {
+              await Promise.all(h.workers.map((w) => w.kill()));
+              tmp.remove();
+            }
+          }
+        }
+        console.log(fenced.line(`real F25 ${store.name} fenced`));
+        console.log(
+          `${control.line(`real F25 ${store.name} unfenced control`)} anomaly_runs=${anomalies}/${runs}`,
+        );
+        assert.equal(fenced.staleWritesAccepted, 0);
+        assert.ok(anomalies >= 0.95 * runs);
+      },
+    );
+  });
+}

@@ -1,0 +1,168 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+/** `up`: client → server bytes; `down`: server → client bytes. */
+export type ProxyDirection = 'up' | 'down';
+
+/** What the proxy does with one direction's bytes. */
+export type ProxyMode = 'pass' | 'hold' | 'drop';
+
+interface Pipe {
+  readonly client: Socket;
+  readonly server: Socket;
+  readonly held: Record<ProxyDirection, Buffer[]>;
+  /** Time the last delayed chunk per direction goes out, so delays keep byte order. */
+  readonly lastDue: Record<ProxyDirection, number>;
+}
+
+/**
+ * A TCP proxy for fault tests, controlled per direction: pass, hold (buffer until
+ * {@link release}), drop (discard), delay (each chunk waits, order kept), and sever (reset
+ * every connection). Listens on 127.0.0.1 on a free port.
+ *
+ * @example
+ * const proxy = await TcpProxy.start({ host: '127.0.0.1', port: 6379 });
+ * proxy.hold('down');            // replies stop reaching the client
+ * proxy.release('down');         // …and arrive now, in order
+ */
+export class TcpProxy {
+  private readonly pipes = new Set<Pipe>();
+  private readonly mode: Record<ProxyDirection, ProxyMode> = { up: 'pass', down: 'pass' };
+  private readonly delayMs: Record<ProxyDirection, number> = { up: 0, down: 0 };
+  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  /** Bytes forwarded per direction, for tests that wait until a request has gone through. */
+  readonly forwarded: Record<ProxyDirection, number> = { up: 0, down: 0 };
+  /** Bytes discarded per direction in drop mode. */
+  readonly dropped: Record<ProxyDirection, number> = { up: 0, down: 0 };
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly target: { host: string; port: number },
+  ) {}
+
+  /** Starts a proxy in front of `target`. */
+  static async start(target: { host: string; port: number }): Promise<TcpProxy> {
+    const ref: { proxy?: TcpProxy } = {};
+    const server = createServer((client) => ref.proxy!.accept(client));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    const address = server.address();
+    if (address === null || typeof address === 'string') throw new Error('proxy has no port');
+    ref.proxy = new TcpProxy(server, address.port, target);
+    return ref.proxy;
+  }
+
+  /** Buffers `dir`'s bytes until {@link release}. */
+  hold(dir: ProxyDirection): void {
+    this.mode[dir] = 'hold';
+  }
+
+  /** Discards `dir`'s bytes (a black hole) until {@link pass}. */
+  drop(dir: ProxyDirection): void {
+    this.mode[dir] = 'drop';
+  }
+
+  /** Forwards `dir`'s bytes normally again (held bytes stay held until {@link release}). */
+  pass(dir: ProxyDirection): void {
+    this.mode[dir] = 'pass';
+  }
+
+  /** Delays each chunk of `dir` by `ms` (0 turns delay off). */
+  delay(dir: ProxyDirection, ms: number): void {
+    this.delayMs[dir] = ms;
+  }
+
+  /**
+   * Delivers every held chunk of `dir` in order (twice each with `duplicate`, as a network
+   * that re-sends a request would) and switches `dir` back to pass.
+   */
+  release(dir: ProxyDirection, options: { duplicate?: boolean } = {}): void {
+    this.mode[dir] = 'pass';
+    for (const pipe of this.pipes) {
+      const chunks = pipe.held[dir];
+      pipe.held[dir] = [];
+      const to = dir === 'up' ? pipe.server : pipe.client;
+      for (const c of chunks) this.write(to, dir, c);
+      if (options.duplicate === true) for (const c of chunks) this.write(to, dir, c);
+    }
+  }
+
+  /** Bytes currently held for `dir`, over all connections. */
+  heldBytes(dir: ProxyDirection): number {
+    let n = 0;
+    for (const p of this.pipes) for (const c of p.held[dir]) n += c.length;
+    return n;
+  }
+
+  /** Resets every open connection (both sides see ECONNRESET or a close). */
+  sever(): void {
+    for (const p of this.pipes) {
+      p.client.resetAndDestroy();
+      p.server.resetAndDestroy();
+    }
+    this.pipes.clear();
+  }
+
+  /** Open connections. */
+  get connections(): number {
+    return this.pipes.size;
+  }
+
+  /** Severs everything and stops listening. */
+  async close(): Promise<void> {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.sever();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: Socket): void {
+    const server = connect(this.target.port, this.target.host);
+    const pipe: Pipe = { client, server, held: { up: [], down: [] }, lastDue: { up: 0, down: 0 } };
+    this.pipes.add(pipe);
+    const end = (): void => {
+      if (!this.pipes.delete(pipe)) return;
+      client.destroy();
+      server.destroy();
+    };
+    client.on('data', (c: Buffer) => this.route(pipe, 'up', c));
+    server.on('data', (c: Buffer) => this.route(pipe, 'down', c));
+    for (const s of [client, server]) {
+      s.on('error', end);
+      s.on('close', end);
+    }
+  }
+
+  private route(pipe: Pipe, dir: ProxyDirection, chunk: Buffer): void {
+    const mode = this.mode[dir];
+    if (mode === 'drop') {
+      this.dropped[dir] += chunk.length;
+      return;
+    }
+    if (mode === 'hold') {
+      pipe.held[dir].push(chunk);
+      return;
+    }
+    const to = dir === 'up' ? pipe.server : pipe.client;
+    const ms = this.delayMs[dir];
+    if (ms <= 0 && pipe.lastDue[dir] <= Date.now()) {
+      this.write(to, dir, chunk);
+      return;
+    }
+    const due = Math.max(Date.now() + ms, pipe.lastDue[dir]);
+    pipe.lastDue[dir] = due;
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      this.write(to, dir, chunk);
+    }, due - Date.now());
+    this.timers.add(timer);
+  }
+
+  private write(to: Socket, dir: ProxyDirection, chunk: Buffer): void {
+    if (to.destroyed) return;
+    this.forwarded[dir] += chunk.length;
+    to.write(chunk);
+  }
+}
