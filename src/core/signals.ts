@@ -1,20 +1,44 @@
+/** One abort listener per source signal, fanning out to every live link made from it. */
+const fanOut = new WeakMap<AbortSignal, Set<(reason: unknown) => void>>();
+
+function subscribe(source: AbortSignal, onAbort: (reason: unknown) => void): () => void {
+  let subscribers = fanOut.get(source);
+  if (subscribers === undefined) {
+    const set = new Set<(reason: unknown) => void>();
+    subscribers = set;
+    fanOut.set(source, set);
+    source.addEventListener(
+      'abort',
+      () => {
+        fanOut.delete(source);
+        for (const fn of [...set]) fn(source.reason);
+      },
+      { once: true },
+    );
+  }
+  const set = subscribers;
+  set.add(onAbort);
+  return () => set.delete(onAbort);
+}
+
 /**
  * A signal that aborts when any of `signals` does, and a `dispose` that detaches it.
  *
  * `AbortSignal.any` is not used for this on purpose: in Node 20 the source signals keep every
  * dependent signal they ever made, so linking a per-call signal to a long-lived one (the
  * client's close signal, an application's shutdown signal) grows memory and slows each later
- * call. Here the listeners are removed when the call ends.
+ * call. Here each source carries a single listener however many calls share it (no
+ * MaxListeners warnings), and a call's link is dropped when the call ends.
  */
 export function linkSignals(signals: readonly AbortSignal[]): {
   signal: AbortSignal;
   dispose: () => void;
 } {
   const controller = new AbortController();
-  const listeners: Array<[AbortSignal, () => void]> = [];
+  const unsubscribes: Array<() => void> = [];
   const dispose = (): void => {
-    for (const [s, l] of listeners) s.removeEventListener('abort', l);
-    listeners.length = 0;
+    for (const u of unsubscribes) u();
+    unsubscribes.length = 0;
   };
   for (const s of signals) {
     if (s.aborted) {
@@ -22,12 +46,12 @@ export function linkSignals(signals: readonly AbortSignal[]): {
       dispose();
       break;
     }
-    const onAbort = (): void => {
-      controller.abort(s.reason);
-      dispose();
-    };
-    s.addEventListener('abort', onAbort, { once: true });
-    listeners.push([s, onAbort]);
+    unsubscribes.push(
+      subscribe(s, (reason) => {
+        controller.abort(reason);
+        dispose();
+      }),
+    );
   }
   return { signal: controller.signal, dispose };
 }

@@ -14,11 +14,14 @@ import { Election } from '../../src/core/election.js';
 import type { LeaseStore } from '../../src/core/store.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { openStore } from '../../src/stores/open-store.js';
 
 interface Config {
-  readonly store: 'sqlite' | 'etcd';
+  readonly store: 'sqlite' | 'etcd' | 'url';
   readonly path?: string;
   readonly endpoints?: string[];
+  /** A store URL (`postgres://…`, `redis://…`) opened with openStore. */
+  readonly url?: string;
   readonly name: string;
   readonly id: string;
   readonly fencePath: string;
@@ -35,9 +38,11 @@ const emit = (ev: Record<string, unknown>): void => {
 };
 
 const store: LeaseStore =
-  cfg.store === 'sqlite'
-    ? new SqliteLeaseStore({ path: cfg.path! })
-    : new EtcdLeaseStore({ hosts: cfg.endpoints!, minTtlMs: 1000 });
+  cfg.store === 'url'
+    ? await openStore(cfg.url!)
+    : cfg.store === 'sqlite'
+      ? new SqliteLeaseStore({ path: cfg.path! })
+      : new EtcdLeaseStore({ hosts: cfg.endpoints!, minTtlMs: 1000 });
 const client = new LeaseClient({ store, ownerId: cfg.id });
 const election = new Election({ client, name: cfg.name, ttl: cfg.ttlMs });
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -10,6 +11,8 @@ import { Election, type LeaderView } from '../../src/core/election.js';
 import type { LeaseStore } from '../../src/core/store.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { openStore } from '../../src/stores/open-store.js';
+import { dropSchema } from '../support/postgres.js';
 import { EtcdCluster } from '../support/etcd-cluster.js';
 import { uniqueKey } from '../support/keys.js';
 import { eventually } from '../support/time.js';
@@ -40,8 +43,11 @@ interface Candidate {
  * epochs only in non-decreasing order, and a resumed old leader's late write is rejected.
  */
 async function runElection(
-  storeConfig: { store: 'sqlite'; path: string } | { store: 'etcd'; endpoints: string[] },
-  openStore: () => LeaseStore,
+  storeConfig:
+    | { store: 'sqlite'; path: string }
+    | { store: 'etcd'; endpoints: string[] }
+    | { store: 'url'; url: string },
+  makeStore: () => LeaseStore | Promise<LeaseStore>,
   ttlMs: number,
 ): Promise<void> {
   const tmp = tempDir('election-mp');
@@ -75,7 +81,7 @@ async function runElection(
     candidates.set(id, c);
     return c;
   };
-  const store = openStore();
+  const store = await makeStore();
   const client = new LeaseClient({ store, ownerId: 'observer' });
   const election = new Election({ client, name, ttl: ttlMs });
   const views: LeaderView[] = [];
@@ -212,6 +218,23 @@ describe('leader election across processes', { timeout: 240_000 }, () => {
     } finally {
       tmp.remove();
     }
+  });
+
+  it('on PostgreSQL: the same, with the election in a fresh schema', async () => {
+    const schema = `lh_election_${process.pid}_${randomBytes(4).toString('hex')}`;
+    const url = `postgres://postgres@127.0.0.1:5432/test?schema=${schema}`;
+    try {
+      // Migrate once before the candidates start, so they race for leadership, not for DDL.
+      await (await openStore(url)).close();
+      await runElection({ store: 'url', url }, () => openStore(url), 1500);
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  it('on Redis: the same, under a fresh key prefix', async () => {
+    const url = `redis://127.0.0.1:6379?prefix=${encodeURIComponent(uniqueKey('election-redis'))}:`;
+    await runElection({ store: 'url', url }, () => openStore(url), 1500);
   });
 
   it('on etcd: the same, with the election on etcd', async () => {

@@ -96,7 +96,18 @@ describe('long-lived caller signals', () => {
       const r = await client.acquire(`x${i}`, { ttl: 1000, signal: appShutdown.signal });
       if (r.status === 'acquired') await r.lease.release();
     }
-    assert.equal(EventEmitter.getEventListeners(appShutdown.signal, 'abort').length, 0);
+    assert.ok(EventEmitter.getEventListeners(appShutdown.signal, 'abort').length <= 1);
+    // 50 concurrent waiters sharing the signal still add one listener, and aborting it reaches all.
+    const held = await client.acquire('shared', { ttl: 5000 });
+    const waiting = Array.from({ length: 50 }, () =>
+      client.acquire('shared', { ttl: 1000, wait: 60_000, signal: appShutdown.signal }),
+    );
+    await new Promise((r) => setImmediate(r));
+    assert.ok(EventEmitter.getEventListeners(appShutdown.signal, 'abort').length <= 1);
+    appShutdown.abort();
+    const outcomes = await Promise.allSettled(waiting);
+    assert.ok(outcomes.every((o) => o.status === 'rejected'));
+    if (held.status === 'acquired') await held.lease.release();
     assert.equal(isFree(state, 'w99'), true);
   });
 });
