@@ -239,12 +239,12 @@ export class SqliteLeaseStore implements LeaseStore {
 
   release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
     return this.run(() => {
-      const info = this.stmt.release.run({
+      const changes = this.releaseTx({
         key: lease.key,
         leaseId: lease.leaseId,
         token: lease.token,
       });
-      if (info.changes !== 1) return { status: 'not_owner' };
+      if (changes !== 1) return { status: 'not_owner' };
       this.feed.announce(lease.key);
       return { status: 'released' };
     });
