@@ -5,6 +5,7 @@ import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
+import { httpBenchmarks } from './http.js';
 import { redisBenchmarks } from './redis.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
@@ -13,6 +14,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   postgres: postgresBenchmarks,
   redis: redisBenchmarks,
   etcd: etcdBenchmarks,
+  http: httpBenchmarks,
 };
 
 const args = process.argv.slice(2);
