@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
 import { LeaseClient } from '../src/core/client.js';
 import type { Lease } from '../src/core/lease.js';
-import type { LeaseStore, StoreAcquireRequest, StoreRequestOptions } from '../src/core/store.js';
 import { EtcdLeaseStore } from '../src/stores/etcd/store.js';
 import { EtcdCluster } from '../test/support/etcd-cluster.js';
-import { measureCycles, percentile, type BenchOptions, type BenchResult } from './lib.js';
+import { inProcessHandoff } from './handoff.js';
+import { measureCycles, type BenchOptions, type BenchResult } from './lib.js';
 
 const SUITE = 'etcd';
 
@@ -24,55 +24,6 @@ async function cycles(
     console.error(`bench: etcd ${subject} ${workers}w: ${m.cyclesPerSec.toFixed(0)}/s`);
   }
   return out;
-}
-
-/** Parks a waiter (watching, told busy twice), releases, and times until the waiter holds. */
-async function handoff(endpoints: string[], rounds: number): Promise<BenchResult> {
-  const holderStore = new EtcdLeaseStore({ hosts: endpoints, minTtlMs: 1000 });
-  const waiterInner = new EtcdLeaseStore({ hosts: endpoints, minTtlMs: 1000 });
-  let busy = 0;
-  let parked: (() => void) | undefined;
-  const waiterStore: LeaseStore = Object.assign(Object.create(waiterInner) as LeaseStore, {
-    tryAcquire: async (r: StoreAcquireRequest, o: StoreRequestOptions) => {
-      const a = await waiterInner.tryAcquire(r, o);
-      if (a.status === 'busy' && ++busy === 2) parked?.();
-      return a;
-    },
-    watch: (k: string, fn: () => void) => waiterInner.watch(k, fn),
-  });
-  const holder = new LeaseClient({ store: holderStore, ownerId: 'holder' });
-  const waiter = new LeaseClient({ store: waiterStore, ownerId: 'waiter', pollInterval: 60_000 });
-  const key = `bench/handoff/${randomUUID()}`;
-  const samples: number[] = [];
-  for (let i = 0; i < rounds; i++) {
-    const h = await holder.acquire(key, { ttl: 30_000, wait: 20_000 });
-    if (h.status !== 'acquired') throw new Error('holder could not acquire');
-    busy = 0;
-    const isParked = new Promise<void>((r) => (parked = r));
-    const waiting = waiter.acquire(key, { ttl: 30_000, wait: 20_000 });
-    const early = await Promise.race([isParked.then(() => undefined), waiting]);
-    if (early !== undefined) throw new Error(`handoff: waiter finished early: ${early.status}`);
-    const t0 = performance.now();
-    await h.lease.release();
-    const w = await waiting;
-    samples.push(performance.now() - t0);
-    if (w.status !== 'acquired') throw new Error('waiter did not acquire');
-    await w.lease.release();
-  }
-  await holder.close();
-  await waiter.close();
-  await holderStore.close();
-  await waiterInner.close();
-  return {
-    suite: SUITE,
-    subject: 'leasehold',
-    scenario: 'handoff',
-    workers: 2,
-    keys: 'hot',
-    p50Ms: percentile(samples, 50),
-    p99Ms: percentile(samples, 99),
-    notes: `${rounds} handoffs, release sent → waiter holds (woken by etcd watch)`,
-  };
 }
 
 /**
@@ -196,7 +147,16 @@ export async function etcdBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
     );
     await client.close();
     await store.close();
-    results.push(await handoff(cluster.endpoints, opts.quick ? 30 : 150));
+    const endpoints = cluster.endpoints;
+    results.push(
+      await inProcessHandoff(
+        SUITE,
+        'leasehold',
+        () => new EtcdLeaseStore({ hosts: endpoints, minTtlMs: 1000 }),
+        opts.quick ? 30 : 150,
+        { scenario: 'handoff', notes: 'release sent → waiter holds (woken by etcd watch)' },
+      ),
+    );
     for (const n of opts.quick ? [100, 1000] : [100, 1000, 10_000]) {
       results.push(await renewTraffic(cluster.endpoints, n, opts.quick ? 2000 : 4000));
     }

@@ -6,11 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LeaseClient } from '../src/core/client.js';
-import type { LeaseStore, StoreAcquireRequest, StoreRequestOptions } from '../src/core/store.js';
+import type { LeaseStore } from '../src/core/store.js';
 import { MemoryLeaseStore } from '../src/stores/memory/store.js';
 import { machineBootId, machineMonotonicUs } from '../src/stores/sqlite/machine-time.js';
 import * as Q from '../src/stores/sqlite/queries.js';
 import { SqliteLeaseStore } from '../src/stores/sqlite/store.js';
+import { inProcessHandoff } from './handoff.js';
 import { measureCycles, percentile, type BenchOptions, type BenchResult } from './lib.js';
 
 const PEER = fileURLToPath(new URL('./sqlite-handoff-peer.js', import.meta.url));
@@ -77,63 +78,6 @@ async function cyclesOf(
   }
   await client.close();
   return out;
-}
-
-/** Parks a waiter (subscribed and told busy), releases, and times until the waiter holds. */
-async function inProcessHandoff(
-  suite: string,
-  subject: string,
-  open: () => LeaseStore,
-  rounds: number,
-): Promise<BenchResult> {
-  const holderStore = open();
-  const waiterInner = open();
-  let busy = 0;
-  let parked: (() => void) | undefined;
-  const waiterStore: LeaseStore = Object.assign(Object.create(waiterInner) as LeaseStore, {
-    tryAcquire: async (r: StoreAcquireRequest, o: StoreRequestOptions) => {
-      const a = await waiterInner.tryAcquire(r, o);
-      if (a.status === 'busy' && ++busy === 2) parked?.();
-      return a;
-    },
-    watch: (k: string, fn: () => void) => waiterInner.watch(k, fn),
-  });
-  const holder = new LeaseClient({ store: holderStore, ownerId: 'holder' });
-  const waiter = new LeaseClient({ store: waiterStore, ownerId: 'waiter', pollInterval: 60_000 });
-  const key = `bench/handoff/${randomUUID()}`;
-  const samples: number[] = [];
-  for (let i = 0; i < rounds; i++) {
-    const h = await holder.acquire(key, { ttl: 30_000 });
-    if (h.status !== 'acquired') throw new Error('holder could not acquire');
-    busy = 0;
-    const isParked = new Promise<void>((r) => (parked = r));
-    const waiting = waiter.acquire(key, { ttl: 30_000, wait: 20_000 });
-    const early = await Promise.race([isParked.then(() => undefined), waiting]);
-    if (early !== undefined)
-      throw new Error(
-        `handoff round ${i}: waiter finished before parking: ${early.status} ${early.status === 'unavailable' ? String(early.cause) : ''}`,
-      );
-    const t0 = performance.now();
-    await h.lease.release();
-    const w = await waiting;
-    samples.push(performance.now() - t0);
-    if (w.status !== 'acquired') throw new Error('waiter did not acquire');
-    await w.lease.release();
-  }
-  await holder.close();
-  await waiter.close();
-  await holderStore.close();
-  await waiterInner.close();
-  return {
-    suite,
-    subject,
-    scenario: 'handoff in one process',
-    workers: 2,
-    keys: 'hot',
-    p50Ms: percentile(samples, 50),
-    p99Ms: percentile(samples, 99),
-    notes: `${rounds} handoffs, release sent → waiter holds`,
-  };
 }
 
 /** The same, with the waiter in another process woken through the file system. */
