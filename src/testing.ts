@@ -3,6 +3,7 @@
  * and the memory store in virtual time.
  */
 export { ManualClock } from './core/manual-clock.js';
+export { ForwardingLeaseStore } from './core/forwarding-store.js';
 
 /**
  * The history checker: feed it a JSON-lines history of your own system (docs/history-format.md)

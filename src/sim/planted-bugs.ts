@@ -1,15 +1,13 @@
+import { ForwardingLeaseStore } from '../core/forwarding-store.js';
 import type { Clock } from '../core/clock.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
   StoreLeaseRef,
-  StoreReleaseResult,
   StoreRenewResult,
   StoreRequestOptions,
-  Unwatch,
 } from '../core/store.js';
-import type { LeaseState } from '../core/types.js';
 import type { MemoryLeaseState } from '../stores/memory/store.js';
 
 /**
@@ -28,21 +26,24 @@ export const PLANTED_BUGS: readonly PlantedBug[] = ['revive_lost', 'reuse_token'
  * A memory store with one planted bug, for proving the simulation and checker catch it.
  * Works on the {@link MemoryLeaseState} the real memory store uses.
  */
-export class PlantedBugStore implements LeaseStore {
-  readonly kind: string;
-  readonly capabilities: LeaseStore['capabilities'];
-
+export class PlantedBugStore extends ForwardingLeaseStore {
   constructor(
-    private readonly inner: LeaseStore,
+    inner: LeaseStore,
     private readonly state: MemoryLeaseState,
     private readonly clock: Clock,
     readonly bug: PlantedBug,
   ) {
-    this.kind = `${inner.kind}+${bug}`;
-    this.capabilities = inner.capabilities;
+    super(inner);
   }
 
-  tryAcquire(request: StoreAcquireRequest, o: StoreRequestOptions): Promise<StoreAcquireResult> {
+  override get kind(): string {
+    return `${this.inner.kind}+${this.bug}`;
+  }
+
+  override tryAcquire(
+    request: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
     if (this.bug === 'reuse_token') {
       const row = this.state.rows.get(request.key);
       const live =
@@ -52,7 +53,7 @@ export class PlantedBugStore implements LeaseStore {
     return this.inner.tryAcquire(request, o);
   }
 
-  async renew(
+  override async renew(
     lease: StoreLeaseRef & { ttlMs: number },
     o: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
@@ -64,25 +65,5 @@ export class PlantedBugStore implements LeaseStore {
       return { status: 'renewed' };
     }
     return answer;
-  }
-
-  release(lease: StoreLeaseRef, o: StoreRequestOptions): Promise<StoreReleaseResult> {
-    return this.inner.release(lease, o);
-  }
-
-  inspect(key: string, o: StoreRequestOptions): Promise<LeaseState> {
-    return this.inner.inspect(key, o);
-  }
-
-  list(prefix: string, limit: number, o: StoreRequestOptions): Promise<LeaseState[]> {
-    return this.inner.list(prefix, limit, o);
-  }
-
-  watch(key: string, onChange: () => void): Promise<Unwatch> {
-    return this.inner.watch(key, onChange);
-  }
-
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }

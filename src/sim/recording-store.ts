@@ -1,3 +1,4 @@
+import { ForwardingLeaseStore } from '../core/forwarding-store.js';
 import type { Clock } from '../core/clock.js';
 import type {
   LeaseStore,
@@ -7,9 +8,7 @@ import type {
   StoreReleaseResult,
   StoreRenewResult,
   StoreRequestOptions,
-  Unwatch,
 } from '../core/store.js';
-import type { LeaseState } from '../core/types.js';
 import type { HistoryRecorder } from './history.js';
 
 /**
@@ -38,21 +37,17 @@ export class LeaseLabels {
  * leases (I3, expected under that fault), which is exactly the danger: measured on the
  * faulty clock itself, the intervals would look disjoint.
  */
-export class RecordingStore implements LeaseStore {
-  readonly kind: string;
-  readonly capabilities: LeaseStore['capabilities'];
-
+export class RecordingStore extends ForwardingLeaseStore {
   constructor(
-    private readonly inner: LeaseStore,
+    inner: LeaseStore,
     private readonly harnessClock: Clock,
     private readonly history: HistoryRecorder,
     private readonly labels: LeaseLabels,
   ) {
-    this.kind = inner.kind;
-    this.capabilities = inner.capabilities;
+    super(inner);
   }
 
-  async tryAcquire(
+  override async tryAcquire(
     request: StoreAcquireRequest,
     o: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
@@ -76,7 +71,7 @@ export class RecordingStore implements LeaseStore {
     return answer;
   }
 
-  async renew(
+  override async renew(
     lease: StoreLeaseRef & { ttlMs: number },
     o: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
@@ -96,7 +91,10 @@ export class RecordingStore implements LeaseStore {
     return answer;
   }
 
-  async release(lease: StoreLeaseRef, o: StoreRequestOptions): Promise<StoreReleaseResult> {
+  override async release(
+    lease: StoreLeaseRef,
+    o: StoreRequestOptions,
+  ): Promise<StoreReleaseResult> {
     const at = this.harnessClock.now();
     const answer = await this.inner.release(lease, o);
     this.history.record({
@@ -110,21 +108,5 @@ export class RecordingStore implements LeaseStore {
       token: lease.token.toString(),
     });
     return answer;
-  }
-
-  inspect(key: string, o: StoreRequestOptions): Promise<LeaseState> {
-    return this.inner.inspect(key, o);
-  }
-
-  list(prefix: string, limit: number, o: StoreRequestOptions): Promise<LeaseState[]> {
-    return this.inner.list(prefix, limit, o);
-  }
-
-  watch(key: string, onChange: () => void): Promise<Unwatch> {
-    return this.inner.watch(key, onChange);
-  }
-
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }

@@ -1,3 +1,4 @@
+import { ForwardingLeaseStore } from '../../src/core/forwarding-store.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,
@@ -6,9 +7,7 @@ import type {
   StoreReleaseResult,
   StoreRenewResult,
   StoreRequestOptions,
-  Unwatch,
 } from '../../src/core/store.js';
-import type { LeaseState } from '../../src/core/types.js';
 
 /** A promise with its resolve/reject exposed: a barrier a test opens when it chooses. */
 export interface Deferred<T> {
@@ -37,22 +36,17 @@ type Call<Req, Res> = (
  * Fault injection over a real store: each operation can be intercepted to delay, drop, fail
  * or hold the request or its reply. Without an interceptor it forwards unchanged.
  */
-export class FaultyStore implements LeaseStore {
+export class FaultyStore extends ForwardingLeaseStore {
   onAcquire: Call<StoreAcquireRequest, StoreAcquireResult> | undefined;
   onRenew: Call<StoreLeaseRef & { ttlMs: number }, StoreRenewResult> | undefined;
   onRelease: Call<StoreLeaseRef, StoreReleaseResult> | undefined;
   readonly calls = { acquire: 0, renew: 0, release: 0 };
 
-  constructor(readonly inner: LeaseStore) {}
-
-  get kind(): string {
-    return this.inner.kind;
-  }
-  get capabilities(): LeaseStore['capabilities'] {
-    return this.inner.capabilities;
+  constructor(inner: LeaseStore) {
+    super(inner);
   }
 
-  tryAcquire(
+  override tryAcquire(
     request: StoreAcquireRequest,
     options: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
@@ -60,7 +54,7 @@ export class FaultyStore implements LeaseStore {
     const forward = (): Promise<StoreAcquireResult> => this.inner.tryAcquire(request, options);
     return this.onAcquire ? this.onAcquire(request, options, forward) : forward();
   }
-  renew(
+  override renew(
     lease: StoreLeaseRef & { ttlMs: number },
     options: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
@@ -68,21 +62,12 @@ export class FaultyStore implements LeaseStore {
     const forward = (): Promise<StoreRenewResult> => this.inner.renew(lease, options);
     return this.onRenew ? this.onRenew(lease, options, forward) : forward();
   }
-  release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
+  override release(
+    lease: StoreLeaseRef,
+    options: StoreRequestOptions,
+  ): Promise<StoreReleaseResult> {
     this.calls.release++;
     const forward = (): Promise<StoreReleaseResult> => this.inner.release(lease, options);
     return this.onRelease ? this.onRelease(lease, options, forward) : forward();
-  }
-  inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
-    return this.inner.inspect(key, options);
-  }
-  list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
-    return this.inner.list(prefix, limit, options);
-  }
-  watch(key: string, onChange: () => void): Promise<Unwatch> {
-    return this.inner.watch(key, onChange);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }
