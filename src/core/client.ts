@@ -3,6 +3,7 @@ import { abortReason, MonotonicGuard, systemClock, type Clock } from './clock.js
 import type { Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
 import {
+  debugEnabled,
   LeaseEvents,
   silentLogger,
   type LeaseEventOf,
@@ -134,6 +135,7 @@ export class LeaseClient {
   private readonly requestTimeoutMs: number;
   private readonly pollIntervalMs: number;
   private readonly logger: Logger;
+  private readonly debugLogs: boolean;
   private readonly random: () => number;
   private readonly events: LeaseEvents;
   private readonly held = new Set<Lease>();
@@ -168,6 +170,7 @@ export class LeaseClient {
           : CLIENT_DEFAULTS.pollIntervalNoneMs
         : validateTimeout(options.pollInterval, 'pollInterval');
     this.logger = options.logger ?? silentLogger;
+    this.debugLogs = debugEnabled(this.logger);
     this.random = options.random ?? Math.random;
     this.events = new LeaseEvents(this.logger);
     // Every pending acquire listens on the close signal; many at once is normal, not a leak.
@@ -205,7 +208,7 @@ export class LeaseClient {
     const signal = linked?.signal ?? this.closing.signal;
     const startedAt = this.guard.now();
     const waitUntil = startedAt + req.waitMs;
-    const wakeup = new Wakeup(this.clock);
+    let wakeup: Wakeup | undefined;
     let queue: KeyWaiters | undefined;
     let acquired = false;
     try {
@@ -232,7 +235,8 @@ export class LeaseClient {
           });
           return { status: 'busy', holder: busy.holder, retryAfterMs: busy.retryAfterMs };
         }
-        if (queue === undefined) {
+        if (queue === undefined || wakeup === undefined) {
+          wakeup = new Wakeup(this.clock);
           queue = this.waitersFor(req.key);
           queue.join(wakeup);
           const q = queue;
@@ -260,7 +264,7 @@ export class LeaseClient {
         if (why === 'aborted') throw this.abortError(signal);
       }
     } finally {
-      queue?.leave(wakeup, acquired);
+      if (wakeup !== undefined) queue?.leave(wakeup, acquired);
       linked?.dispose();
     }
   }
@@ -408,18 +412,22 @@ export class LeaseClient {
       onSettled: (l) => this.held.delete(l),
     });
     this.held.add(lease);
-    this.events.emit({
-      type: 'acquired',
-      key: req.key,
-      ownerId: this.ownerId,
-      token: answer.token,
-      leaseIdPrefix: leaseIdPrefix(leaseId),
-      waitedMs: now - startedAt,
-    });
-    this.logger.debug(
-      { key: req.key, token: answer.token.toString(), lease: leaseIdPrefix(leaseId) },
-      'lease acquired',
-    );
+    if (this.events.active) {
+      this.events.emit({
+        type: 'acquired',
+        key: req.key,
+        ownerId: this.ownerId,
+        token: answer.token,
+        leaseIdPrefix: leaseIdPrefix(leaseId),
+        waitedMs: now - startedAt,
+      });
+    }
+    if (this.debugLogs) {
+      this.logger.debug(
+        { key: req.key, token: answer.token.toString(), lease: leaseIdPrefix(leaseId) },
+        'lease acquired',
+      );
+    }
     return { kind: 'done', result: { status: 'acquired', lease, waitedMs: 0 } };
   }
 

@@ -9,6 +9,16 @@ export interface Logger {
   error(fields: Record<string, unknown>, message: string): void;
 }
 
+/**
+ * False when a debug line would be dropped anyway (the silent default, or a pino logger above
+ * debug level): hot paths skip building its fields.
+ */
+export function debugEnabled(logger: Logger): boolean {
+  if (logger === silentLogger) return false;
+  const check = (logger as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled;
+  return typeof check === 'function' ? check.call(logger, 'debug') : true;
+}
+
 /** A logger that drops everything: the default. */
 export const silentLogger: Logger = Object.freeze({
   debug: () => {},
@@ -66,6 +76,7 @@ export type LeaseEventOf<T extends LeaseEventType> = Extract<LeaseEvent, { type:
 /** A small typed event hub. A throwing listener is logged and never breaks lease handling. */
 export class LeaseEvents {
   private readonly listeners = new Map<LeaseEventType | '*', Set<(e: LeaseEvent) => void>>();
+  private count = 0;
 
   constructor(private readonly logger: Logger) {}
 
@@ -77,7 +88,15 @@ export class LeaseEvents {
     if (set === undefined) this.listeners.set(type, (set = new Set()));
     const l = listener as (e: LeaseEvent) => void;
     set.add(l);
-    return () => set.delete(l);
+    this.count++;
+    return () => {
+      if (set.delete(l)) this.count--;
+    };
+  }
+
+  /** True when anyone listens: callers skip building events nobody reads (hot paths). */
+  get active(): boolean {
+    return this.count > 0;
   }
 
   emit(event: LeaseEvent): void {

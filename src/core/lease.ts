@@ -66,8 +66,14 @@ export class Lease implements AsyncDisposable {
   private readonly grantedAt: number;
   private statusValue: LeaseStatus = 'held';
   private reason: LossReason | undefined;
-  private deadlineTimer: TimerHandle | undefined;
-  private renewTimer: TimerHandle | undefined;
+  /**
+   * One timer per lease, at the earlier of the next renewal and the deadline: a lease that is
+   * acquired and released at once costs one timer, not two.
+   */
+  private timer: TimerHandle | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
+  /** When the next background renewal is due; undefined while none is scheduled. */
+  private renewAt: number | undefined;
   private inflight: Promise<RenewResult> | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
 
@@ -82,8 +88,8 @@ export class Lease implements AsyncDisposable {
     this.grantedAt = init.sentAt;
     this.lastRenewSentAt = init.sentAt;
     this.currentDeadline = init.sentAt + init.ttlMs - init.driftMs;
-    this.armDeadline();
-    this.scheduleRenewal(init.sentAt + (init.renewEveryMs ?? 0));
+    if (init.renewEveryMs !== undefined) this.renewAt = init.sentAt + init.renewEveryMs;
+    this.arm();
   }
 
   /** Local monotonic time (same clock as the client's `now()`) at which this lease stops being valid. */
@@ -200,15 +206,17 @@ export class Lease implements AsyncDisposable {
       if (isProgrammerError(settled.error)) throw settled.error;
       result = { status: 'unavailable', cause: settled.error };
     }
-    this.init.events.emit({
-      type: 'released',
-      key,
-      ownerId: this.ownerId,
-      token,
-      leaseIdPrefix: leaseIdPrefix(leaseId),
-      result: result.status,
-      heldMs,
-    });
+    if (this.init.events.active) {
+      this.init.events.emit({
+        type: 'released',
+        key,
+        ownerId: this.ownerId,
+        token,
+        leaseIdPrefix: leaseIdPrefix(leaseId),
+        result: result.status,
+        heldMs,
+      });
+    }
     return result;
   }
 
@@ -293,17 +301,19 @@ export class Lease implements AsyncDisposable {
     }
     this.lastRenewSentAt = sentAt;
     this.currentDeadline = Math.max(this.currentDeadline, sentAt + this.ttlMs - this.init.driftMs);
-    this.armDeadline();
     this.scheduleRenewal(sentAt + (this.init.renewEveryMs ?? 0));
-    this.init.events.emit({
-      type: 'renewed',
-      key: this.key,
-      ownerId: this.ownerId,
-      token: this.token,
-      leaseIdPrefix: leaseIdPrefix(this.leaseId),
-      latencyMs: now - sentAt,
-      lateMs: Math.max(0, sentAt - scheduledFor),
-    });
+    this.arm(); // the deadline moved even when renewals are by hand
+    if (this.init.events.active) {
+      this.init.events.emit({
+        type: 'renewed',
+        key: this.key,
+        ownerId: this.ownerId,
+        token: this.token,
+        leaseIdPrefix: leaseIdPrefix(this.leaseId),
+        latencyMs: now - sentAt,
+        lateMs: Math.max(0, sentAt - scheduledFor),
+      });
+    }
     return { status: 'renewed', deadline: this.currentDeadline };
   }
 
@@ -315,9 +325,15 @@ export class Lease implements AsyncDisposable {
     }
   }
 
-  private armDeadline(): void {
-    const { clock } = this.init;
-    if (this.deadlineTimer !== undefined) clock.clearTimeout(this.deadlineTimer);
+  /** (Re)arms the lease's one timer for the earlier of the next renewal and the deadline. */
+  private arm(): void {
+    if (this.statusValue !== 'held') return;
+    const at = Math.min(this.renewAt ?? Number.POSITIVE_INFINITY, this.currentDeadline);
+    if (this.timer !== undefined) {
+      if (at === this.timerAt) return;
+      this.init.clock.clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     let now: number;
     try {
       now = this.init.guard.now();
@@ -325,43 +341,43 @@ export class Lease implements AsyncDisposable {
       this.end('clock');
       return;
     }
-    this.deadlineTimer = clock.setTimeout(
-      () => {
-        this.deadlineTimer = undefined;
-        // Re-read the clock: a timer may fire early or late, the deadline is what counts.
-        if (this.statusValue === 'held' && this.remainingMs() > 0) this.armDeadline();
+    this.timerAt = at;
+    // Whole milliseconds: Node keeps one timer list per distinct delay, and a fractional
+    // delay per lease would make a new list (and a priority-queue insert) for every lease.
+    this.timer = this.init.clock.setTimeout(
+      () => this.onTimer(),
+      Math.max(0, Math.ceil(at - now)),
+      {
+        background: true,
       },
-      Math.max(0, Math.ceil(this.currentDeadline - now)),
-      { background: true },
     );
+  }
+
+  private onTimer(): void {
+    this.timer = undefined;
+    // Re-read the clock: a timer may fire early or late, the deadline is what counts.
+    if (this.statusValue !== 'held') return;
+    const left = this.remainingMs();
+    if (left <= 0) return;
+    if (this.renewAt !== undefined && this.currentDeadline - left >= this.renewAt) {
+      this.renewAt = undefined;
+      // A background renewal must never leak a rejection: anything unexpected ends the lease
+      // (fail closed) and is logged.
+      this.renewOnce().catch((err: unknown) => {
+        this.init.logger.error(
+          { key: this.key, token: this.token.toString(), err: String(err) },
+          'lease renewal failed unexpectedly; treating the lease as lost',
+        );
+        this.end('lost');
+      });
+    }
+    this.arm();
   }
 
   private scheduleRenewal(at: number): void {
     if (this.init.renewEveryMs === undefined || this.statusValue !== 'held') return;
-    this.clearRenewTimer();
-    let now: number;
-    try {
-      now = this.init.guard.now();
-    } catch {
-      this.end('clock');
-      return;
-    }
-    this.renewTimer = this.init.clock.setTimeout(
-      () => {
-        this.renewTimer = undefined;
-        // A background renewal must never leak a rejection: anything unexpected ends the
-        // lease (fail closed) and is logged.
-        this.renewOnce().catch((err: unknown) => {
-          this.init.logger.error(
-            { key: this.key, token: this.token.toString(), err: String(err) },
-            'lease renewal failed unexpectedly; treating the lease as lost',
-          );
-          this.end('lost');
-        });
-      },
-      Math.max(0, at - now),
-      { background: true },
-    );
+    this.renewAt = at;
+    this.arm();
   }
 
   private scheduleRetry(): void {
@@ -378,10 +394,7 @@ export class Lease implements AsyncDisposable {
   }
 
   private clearRenewTimer(): void {
-    if (this.renewTimer !== undefined) {
-      this.init.clock.clearTimeout(this.renewTimer);
-      this.renewTimer = undefined;
-    }
+    this.renewAt = undefined;
   }
 
   private lossError(): LeaseholdError {
@@ -397,10 +410,10 @@ export class Lease implements AsyncDisposable {
     const heldMs = this.heldMs();
     this.statusValue = reason === 'released' ? 'released' : 'lost';
     this.reason = reason;
-    this.clearRenewTimer();
-    if (this.deadlineTimer !== undefined) {
-      this.init.clock.clearTimeout(this.deadlineTimer);
-      this.deadlineTimer = undefined;
+    this.renewAt = undefined;
+    if (this.timer !== undefined) {
+      this.init.clock.clearTimeout(this.timer);
+      this.timer = undefined;
     }
     this.controller?.abort(this.lossError());
     if (reason !== 'released') {

@@ -39,6 +39,17 @@ export function boundedRequest<T>(
       return controller.signal;
     },
   };
+  if (outer?.aborted === true) {
+    // Never start a request for a caller that has already given up: stores need not check.
+    return Promise.resolve({
+      ok: false,
+      error: new LeaseholdError('ERR_ABORTED', 'the operation was aborted', {
+        cause: outer.reason,
+      }),
+      timedOut: false,
+      aborted: true,
+    });
+  }
   const abortStore = (reason: unknown): void => {
     abortedWith = reason;
     controller?.abort(reason);

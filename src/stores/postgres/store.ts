@@ -281,11 +281,8 @@ export class PostgresLeaseStore implements LeaseStore {
     write: boolean,
   ): Promise<PgResult> {
     this.assertOpen();
-    if (options.signal.aborted) {
-      throw new LeaseholdError('ERR_ABORTED', 'the request was aborted before it was sent', {
-        cause: options.signal.reason,
-      });
-    }
+    // No `options.signal.aborted` check here: the client never sends an aborted request, and
+    // reading `signal` makes the client create an AbortController for every request.
     await this.ensureReady();
     const text =
       timeoutPrefix(options.timeoutMs) +

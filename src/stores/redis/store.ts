@@ -189,9 +189,10 @@ export class RedisLeaseStore implements LeaseStore {
 
   async tryAcquire(
     request: StoreAcquireRequest,
-    options?: StoreRequestOptions,
+    _options?: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    await this.gate(options);
+    if (!this.checked) await this.check;
+    this.gate();
     const keys = this.keysOf(request.key);
     let reply;
     try {
@@ -226,9 +227,10 @@ export class RedisLeaseStore implements LeaseStore {
 
   async renew(
     lease: StoreLeaseRef & { readonly ttlMs: number },
-    options?: StoreRequestOptions,
+    _options?: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
-    await this.gate(options);
+    if (!this.checked) await this.check;
+    this.gate();
     let serverMs;
     try {
       serverMs = await runRenew(
@@ -246,8 +248,9 @@ export class RedisLeaseStore implements LeaseStore {
       : { status: 'renewed', expiresAtWallMs: serverMs + lease.ttlMs };
   }
 
-  async release(lease: StoreLeaseRef, options?: StoreRequestOptions): Promise<StoreReleaseResult> {
-    await this.gate(options);
+  async release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
+    if (!this.checked) await this.check;
+    this.gate();
     let released;
     try {
       released = await runRelease(this.redis, this.keysOf(lease.key), lease.leaseId, lease.token);
@@ -257,8 +260,9 @@ export class RedisLeaseStore implements LeaseStore {
     return released ? { status: 'released' } : { status: 'not_owner' };
   }
 
-  async inspect(key: string, options?: StoreRequestOptions): Promise<LeaseState> {
-    await this.gate(options);
+  async inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
+    if (!this.checked) await this.check;
+    this.gate();
     try {
       const state = await runInspect(this.redis, this.keysOf(key));
       return { key, lastToken: state.lastToken, holder: state.holder };
@@ -271,8 +275,9 @@ export class RedisLeaseStore implements LeaseStore {
    * Live leases under `prefix`, in key order. Uses `SCAN` over the keyspace (every master of
    * a Cluster): an observer's tool, O(keys in Redis), not for hot paths.
    */
-  async list(prefix: string, limit: number, options?: StoreRequestOptions): Promise<LeaseState[]> {
-    await this.gate(options);
+  async list(prefix: string, limit: number, _options?: StoreRequestOptions): Promise<LeaseState[]> {
+    if (!this.checked) await this.check;
+    this.gate();
     try {
       const pattern = `${globEscape(`${this.prefix}{${prefix}`)}*${globEscape('}:lease')}`;
       const names = new Set<string>();
@@ -303,7 +308,8 @@ export class RedisLeaseStore implements LeaseStore {
   }
 
   async watch(key: string, onChange: () => void): Promise<Unwatch> {
-    await this.gate(undefined);
+    if (!this.checked) await this.check;
+    this.gate();
     this.subscriber ??= new ReleaseSubscriber(this.redis, this.wake, this.logger);
     try {
       return await this.subscriber.watch(this.keysOf(key).channel, onChange);
@@ -329,14 +335,14 @@ export class RedisLeaseStore implements LeaseStore {
     return { record: `${base}:lease`, channel: `${base}:released` };
   }
 
-  private async gate(options: StoreRequestOptions | undefined): Promise<void> {
+  /**
+   * Throws once the store is closed or its start-up check refused it. Callers first await
+   * the start-up check only while it is pending: an `await` per request is a microtask and a
+   * promise on the hot path. `options.signal` is not read: the client never sends an aborted
+   * request, and reading it makes the client create an AbortController per request.
+   */
+  private gate(): void {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the Redis lease store was closed');
-    if (options?.signal.aborted === true) {
-      throw new LeaseholdError('ERR_ABORTED', 'the operation was aborted', {
-        cause: options.signal.reason,
-      });
-    }
-    if (!this.checked) await this.check;
     if (this.refused) throw this.refused;
   }
 
