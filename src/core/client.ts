@@ -13,8 +13,13 @@ import {
 import { defaultOwnerId, leaseIdPrefix, newLeaseId } from './ids.js';
 import { Lease } from './lease.js';
 import { boundedRequest, isProgrammerError } from './request.js';
-import type { AcquireResult, LossReason } from './results.js';
-import type { LeaseStore, StoreAcquireResult } from './store.js';
+import type { AcquireResult, LossReason, ReleaseResult } from './results.js';
+import {
+  canHandOff,
+  type HandOffLeaseStore,
+  type LeaseStore,
+  type StoreAcquireResult,
+} from './store.js';
 import type { LeaseState, Token } from './types.js';
 import {
   checkSignal,
@@ -30,7 +35,7 @@ import {
 } from './validate.js';
 import { Wakeup } from './wakeup.js';
 import { linkSignals } from './signals.js';
-import { KeyWaiters } from './key-waiters.js';
+import { KeyWaiters, Waiter, type HandOffRequest } from './key-waiters.js';
 
 /** Options for {@link LeaseClient}. */
 export interface LeaseClientOptions {
@@ -56,6 +61,14 @@ export interface LeaseClientOptions {
   readonly logger?: Logger;
   /** Random numbers in [0, 1) for jitter. Defaults to `Math.random`. */
   readonly random?: () => number;
+  /**
+   * On stores that can release and acquire in one step (memory, SQLite, Redis), a lease of
+   * this client that is released while another acquisition of this client waits for the key
+   * passes it straight to that waiter: one round trip, no notification. This many times in a
+   * row at most; then one ordinary release lets waiters in other processes compete. 0 turns
+   * hand-off off (strict release-then-compete). Defaults to 16.
+   */
+  readonly maxHandOffRun?: number;
 }
 
 /** Options for one {@link LeaseClient.acquire}. */
@@ -94,6 +107,7 @@ export const CLIENT_DEFAULTS = Object.freeze({
   requestTimeoutMs: 5000,
   pollIntervalPushMs: 2000,
   pollIntervalNoneMs: 250,
+  maxHandOffRun: 16,
 });
 
 interface ResolvedAcquire {
@@ -139,6 +153,19 @@ export class LeaseClient {
   private readonly random: () => number;
   private readonly events: LeaseEvents;
   private readonly held = new Set<Lease>();
+  /** The live lease of this client on each key (a store has one holder per key). */
+  private readonly heldByKey = new Map<string, Lease>();
+  private readonly maxHandOffRun: number;
+  private readonly handOffHook = (lease: Lease): Promise<ReleaseResult> | undefined =>
+    this.handOff(lease);
+  /** Released leases whose hand-off is in flight; they stay in `heldByKey` until it answers. */
+  private readonly handingOff = new Set<Lease>();
+  private readonly onLeaseSettled = (lease: Lease): void => {
+    this.held.delete(lease);
+    if (this.heldByKey.get(lease.key) === lease && !this.handingOff.has(lease)) {
+      this.heldByKey.delete(lease.key);
+    }
+  };
   private readonly waiting = new Map<string, KeyWaiters>();
   private readonly closing = new AbortController();
 
@@ -172,6 +199,11 @@ export class LeaseClient {
     this.logger = options.logger ?? silentLogger;
     this.debugLogs = debugEnabled(this.logger);
     this.random = options.random ?? Math.random;
+    const run = options.maxHandOffRun ?? CLIENT_DEFAULTS.maxHandOffRun;
+    if (!Number.isInteger(run) || run < 0 || run > 1_000_000) {
+      throw invalidArgument('maxHandOffRun', 'must be an integer from 0 to 1000000', run);
+    }
+    this.maxHandOffRun = run;
     this.events = new LeaseEvents(this.logger);
     // Every pending acquire listens on the close signal; many at once is normal, not a leak.
     setMaxListeners(0, this.closing.signal);
@@ -208,24 +240,34 @@ export class LeaseClient {
     const signal = linked?.signal ?? this.closing.signal;
     const startedAt = this.guard.now();
     const waitUntil = startedAt + req.waitMs;
-    let wakeup: Wakeup | undefined;
+    let waiter: Waiter | undefined;
     let queue: KeyWaiters | undefined;
-    let acquired = false;
+    let returned: Lease | undefined;
     try {
       for (;;) {
         if (signal.aborted) throw this.abortError(signal);
-        const attempt = await this.attempt(req, signal, startedAt);
-        if (attempt.kind === 'done') {
-          const waitedMs = this.guard.now() - startedAt;
-          acquired = attempt.result.status === 'acquired';
-          return attempt.result.status === 'acquired'
-            ? { ...attempt.result, waitedMs }
-            : attempt.result;
+        if (waiter?.lease !== undefined) {
+          returned = waiter.lease;
+          return { status: 'acquired', lease: returned, waitedMs: this.guard.now() - startedAt };
         }
-        const busy = attempt.busy;
+        let busy: Extract<StoreAcquireResult, { status: 'busy' }> | undefined;
+        if (waiter?.claimed !== true) {
+          // While a lease of this client holds the key, the store can only answer busy: a
+          // waiting acquire joins the queue without asking (its turn comes by hand-off).
+          busy = req.waitMs > 0 ? this.localHolder(req.key) : undefined;
+          if (busy === undefined) {
+            const attempt = await this.attempt(req, signal, startedAt);
+            if (attempt.kind === 'done') {
+              if (attempt.result.status !== 'acquired') return attempt.result;
+              returned = attempt.result.lease;
+              return { ...attempt.result, waitedMs: this.guard.now() - startedAt };
+            }
+            busy = attempt.busy;
+          }
+        }
         const now = this.guard.now();
         const left = waitUntil - now;
-        if (left <= 0) {
+        if (busy !== undefined && left <= 0) {
           this.events.emit({
             type: 'busy',
             key: req.key,
@@ -235,10 +277,10 @@ export class LeaseClient {
           });
           return { status: 'busy', holder: busy.holder, retryAfterMs: busy.retryAfterMs };
         }
-        if (queue === undefined || wakeup === undefined) {
-          wakeup = new Wakeup(this.clock);
+        if (queue === undefined || waiter === undefined) {
+          waiter = new Waiter(new Wakeup(this.clock), req, startedAt);
           queue = this.waitersFor(req.key);
-          queue.join(wakeup);
+          queue.join(waiter);
           const q = queue;
           const w = await q.subscribe(() =>
             boundedRequest(this.clock, this.requestTimeoutMs, this.closing.signal, () =>
@@ -254,19 +296,115 @@ export class LeaseClient {
           // Re-check once the subscription is live: a release in between is not missed.
           continue;
         }
-        const poll = Math.floor(this.pollIntervalMs * (0.8 + 0.4 * this.random()));
-        let sleep = Math.min(left, poll);
-        if (queue.isHead(wakeup)) {
-          const jitter = Math.floor(this.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
-          sleep = Math.min(sleep, busy.retryAfterMs + 1 + jitter);
+        let sleep: number;
+        if (busy === undefined) {
+          // A hand-off to this waiter is in flight; its outcome wakes us (bounded anyway).
+          sleep = this.requestTimeoutMs;
+        } else {
+          const poll = Math.floor(this.pollIntervalMs * (0.8 + 0.4 * this.random()));
+          sleep = Math.min(left, poll);
+          if (queue.isHead(waiter)) {
+            const jitter = Math.floor(this.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
+            sleep = Math.min(sleep, busy.retryAfterMs + 1 + jitter);
+          }
         }
-        const why = await wakeup.wait(Math.max(1, sleep), signal);
+        const why = await waiter.wakeup.wait(Math.max(1, sleep), signal);
         if (why === 'aborted') throw this.abortError(signal);
       }
     } finally {
-      if (wakeup !== undefined) queue?.leave(wakeup, acquired);
+      if (waiter !== undefined) {
+        // A hand-off still in flight, or delivered just as we gave up, is released.
+        waiter.gone = true;
+        if (waiter.lease !== undefined && waiter.lease !== returned) void waiter.lease.release();
+        queue?.leave(waiter, returned !== undefined);
+      }
       linked?.dispose();
     }
+  }
+
+  /** A busy answer made from this client's own live lease on `key`, if it holds one. */
+  private localHolder(key: string): Extract<StoreAcquireResult, { status: 'busy' }> | undefined {
+    const lease = this.heldByKey.get(key);
+    if (lease === undefined) return undefined;
+    // A lease being handed off is released locally but holds at the store until the hand-off
+    // answers, and then its waiter holds: busy either way.
+    const remainingMs = this.handingOff.has(lease) ? lease.ttlMs : lease.remainingMs();
+    if (remainingMs <= 0) return undefined;
+    return {
+      status: 'busy',
+      holder: {
+        ownerId: lease.ownerId,
+        token: lease.token,
+        remainingMs,
+        leaseIdPrefix: leaseIdPrefix(lease.leaseId),
+        value: lease.value,
+      },
+      retryAfterMs: remainingMs,
+    };
+  }
+
+  /**
+   * Called by a lease of this client as it is released: when another acquisition of this
+   * client waits for the same key and the store can do it, the key goes straight to that
+   * waiter in one atomic release-and-acquire. Undefined means "release as usual".
+   */
+  private handOff(lease: Lease): Promise<ReleaseResult> | undefined {
+    if (this.maxHandOffRun === 0 || !canHandOff(this.store)) return undefined;
+    const waiter = this.waiting.get(lease.key)?.claimHead(this.maxHandOffRun);
+    if (waiter === undefined) return undefined;
+    this.handingOff.add(lease);
+    this.heldByKey.set(lease.key, lease);
+    return this.transfer(this.store, lease, waiter).finally(() => {
+      this.handingOff.delete(lease);
+      if (this.heldByKey.get(lease.key) === lease) this.heldByKey.delete(lease.key);
+    });
+  }
+
+  private async transfer(
+    store: HandOffLeaseStore,
+    from: Lease,
+    waiter: Waiter,
+  ): Promise<ReleaseResult> {
+    const req = waiter.request;
+    const leaseId = newLeaseId();
+    const sentAt = this.guard.now();
+    const windowMs = req.ttlMs - req.driftMs;
+    const settled = await boundedRequest(
+      this.clock,
+      Math.max(1, Math.min(this.requestTimeoutMs, windowMs)),
+      undefined,
+      (o) =>
+        store.releaseAndAcquire(
+          { key: from.key, leaseId: from.leaseId, token: from.token },
+          { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value },
+          o,
+        ),
+      (late) =>
+        this.releaseLateGrant(
+          req.key,
+          leaseId,
+          late.then((r) => r.acquired),
+        ),
+    );
+    waiter.claimed = false;
+    if (!settled.ok) {
+      waiter.wakeup.notify();
+      if (isProgrammerError(settled.error)) throw settled.error;
+      return { status: 'unavailable', cause: settled.error };
+    }
+    const { released, acquired } = settled.value;
+    if (acquired.status === 'acquired') {
+      const lease = this.grant(req, leaseId, acquired.token, sentAt, waiter.startedAt);
+      if (lease === undefined) {
+        this.releaseLateGrant(req.key, leaseId, Promise.resolve(acquired));
+      } else if (waiter.gone) {
+        void lease.release();
+      } else {
+        waiter.lease = lease;
+      }
+    }
+    waiter.wakeup.notify();
+    return { status: released };
   }
 
   private waitersFor(key: string): KeyWaiters {
@@ -373,14 +511,8 @@ export class LeaseClient {
     }
     const answer = settled.value;
     if (answer.status === 'busy') return { kind: 'busy', busy: answer };
-    if (typeof answer.token !== 'bigint' || answer.token < 1n || answer.token > LIMITS.maxToken) {
-      throw new LeaseholdError(
-        'ERR_PROTOCOL',
-        `store ${this.store.kind} granted an invalid token ${String(answer.token)}`,
-      );
-    }
-    const now = this.guard.now();
-    if (now >= sentAt + windowMs) {
+    const lease = this.grant(req, leaseId, answer.token, sentAt, startedAt);
+    if (lease === undefined) {
       this.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
       return {
         kind: 'done',
@@ -388,11 +520,33 @@ export class LeaseClient {
           req.key,
           new LeaseholdError(
             'ERR_UNAVAILABLE',
-            `the grant arrived after the lease's local deadline (${Math.round(now - sentAt)}ms)`,
+            `the grant arrived after the lease's local deadline (${Math.round(this.guard.now() - sentAt)}ms)`,
           ),
         ),
       };
     }
+    return { kind: 'done', result: { status: 'acquired', lease, waitedMs: 0 } };
+  }
+
+  /**
+   * Makes the Lease for a grant whose request was sent at `sentAt`, or undefined when the
+   * answer came too late to leave any validity (the caller releases it).
+   */
+  private grant(
+    req: HandOffRequest,
+    leaseId: string,
+    token: Token,
+    sentAt: number,
+    startedAt: number,
+  ): Lease | undefined {
+    if (typeof token !== 'bigint' || token < 1n || token > LIMITS.maxToken) {
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `store ${this.store.kind} granted an invalid token ${String(token)}`,
+      );
+    }
+    const now = this.guard.now();
+    if (now >= sentAt + req.ttlMs - req.driftMs) return undefined;
     const lease = new Lease({
       store: this.store,
       clock: this.clock,
@@ -402,33 +556,35 @@ export class LeaseClient {
       key: req.key,
       leaseId,
       ownerId: this.ownerId,
-      token: answer.token,
+      token,
       value: req.value,
       ttlMs: req.ttlMs,
       driftMs: req.driftMs,
       sentAt,
       renewEveryMs: req.renewEveryMs,
       requestTimeoutMs: this.requestTimeoutMs,
-      onSettled: (l) => this.held.delete(l),
+      handOff: this.handOffHook,
+      onSettled: this.onLeaseSettled,
     });
     this.held.add(lease);
+    this.heldByKey.set(req.key, lease);
     if (this.events.active) {
       this.events.emit({
         type: 'acquired',
         key: req.key,
         ownerId: this.ownerId,
-        token: answer.token,
+        token,
         leaseIdPrefix: leaseIdPrefix(leaseId),
         waitedMs: now - startedAt,
       });
     }
     if (this.debugLogs) {
       this.logger.debug(
-        { key: req.key, token: answer.token.toString(), lease: leaseIdPrefix(leaseId) },
+        { key: req.key, token: token.toString(), lease: leaseIdPrefix(leaseId) },
         'lease acquired',
       );
     }
-    return { kind: 'done', result: { status: 'acquired', lease, waitedMs: 0 } };
+    return lease;
   }
 
   /** A grant the caller will never see (timed out, aborted, too late) is released, not leaked. */

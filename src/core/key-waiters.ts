@@ -1,6 +1,32 @@
+import type { Lease } from './lease.js';
 import type { Settled } from './request.js';
 import type { Unwatch } from './store.js';
 import type { Wakeup } from './wakeup.js';
+
+/** What a releasing lease needs to know to hand its key straight to a waiter. */
+export interface HandOffRequest {
+  readonly key: string;
+  readonly ttlMs: number;
+  readonly driftMs: number;
+  readonly renewEveryMs: number | undefined;
+  readonly value: string | undefined;
+}
+
+/** One parked acquisition. */
+export class Waiter {
+  /** A releasing lease of this client is handing the key to this waiter right now. */
+  claimed = false;
+  /** The waiter gave up (aborted, timed out, client closed): a hand-off arriving later is released. */
+  gone = false;
+  /** The lease a hand-off delivered; the waiter returns it. */
+  lease: Lease | undefined;
+
+  constructor(
+    readonly wakeup: Wakeup,
+    readonly request: HandOffRequest,
+    readonly startedAt: number,
+  ) {}
+}
 
 /**
  * The parked acquisitions of one client on one key, in arrival order. They share one store
@@ -8,25 +34,47 @@ import type { Wakeup } from './wakeup.js';
  * wait for a hot key, a release costs one re-check at the store, not 32 (no thundering herd).
  * The others move up as the head leaves — acquired, timed out or aborted — and the new head
  * is woken then, so no notification is lost.
+ *
+ * A lease of the same client that is released while waiters are parked may hand the key to
+ * the head directly ({@link claimHead}); at most `maxRun` times in a row, then one ordinary
+ * release lets waiters in other processes compete.
  */
 export class KeyWaiters {
-  private readonly parked: Wakeup[] = [];
+  private readonly parked: Waiter[] = [];
   private subscription: Promise<Settled<Unwatch>> | undefined;
   private unwatch: Unwatch | undefined;
+  private handOffRun = 0;
 
   constructor(private readonly onEmpty: () => void) {}
 
   /** Wakes the first parked waiter; given to the store as the watch callback. */
   readonly notifyHead = (): void => {
-    this.parked[0]?.notify();
+    this.parked[0]?.wakeup.notify();
   };
 
-  join(wakeup: Wakeup): void {
-    this.parked.push(wakeup);
+  join(waiter: Waiter): void {
+    this.parked.push(waiter);
   }
 
-  isHead(wakeup: Wakeup): boolean {
-    return this.parked[0] === wakeup;
+  isHead(waiter: Waiter): boolean {
+    return this.parked[0] === waiter;
+  }
+
+  /**
+   * The head waiter, claimed for a direct hand-off, or undefined: nobody waits, the head is
+   * already being served, or `maxRun` hand-offs happened in a row (the count restarts, and
+   * this release goes to everyone).
+   */
+  claimHead(maxRun: number): Waiter | undefined {
+    const head = this.parked[0];
+    if (head === undefined || head.claimed || head.gone) return undefined;
+    if (this.handOffRun >= maxRun) {
+      this.handOffRun = 0;
+      return undefined;
+    }
+    this.handOffRun++;
+    head.claimed = true;
+    return head;
   }
 
   /**
@@ -50,8 +98,8 @@ export class KeyWaiters {
   }
 
   /** Leaves the queue; `acquired` says the key is now ours, so nobody else needs a re-check. */
-  leave(wakeup: Wakeup, acquired = false): void {
-    const at = this.parked.indexOf(wakeup);
+  leave(waiter: Waiter, acquired = false): void {
+    const at = this.parked.indexOf(waiter);
     if (at < 0) return;
     this.parked.splice(at, 1);
     if (this.parked.length === 0) {
@@ -61,7 +109,7 @@ export class KeyWaiters {
       this.onEmpty();
     } else if (at === 0 && !acquired) {
       // The head may have consumed a notification meant for whoever comes next.
-      this.parked[0]!.notify();
+      this.parked[0]!.wakeup.notify();
     }
   }
 }

@@ -31,6 +31,11 @@ export interface LeaseInit {
   readonly renewEveryMs: number | undefined;
   /** Timeout for a release request, and the cap on a renewal's. */
   readonly requestTimeoutMs: number;
+  /**
+   * Offered the release first: returns the outcome when it passed the key straight to a
+   * waiter (one atomic release-and-acquire), undefined to release as usual.
+   */
+  readonly handOff?: (lease: Lease) => Promise<ReleaseResult> | undefined;
   readonly onSettled: (lease: Lease) => void;
 }
 
@@ -193,18 +198,24 @@ export class Lease implements AsyncDisposable {
     this.clearRenewTimer();
     if (this.inflight) await this.inflight.catch(() => undefined);
     const heldMs = this.heldMs();
+    const wasHeld = this.statusValue === 'held';
     this.end('released');
-    const { store, clock } = this.init;
     const { key, leaseId, token } = this;
-    const settled = await boundedRequest(clock, this.init.requestTimeoutMs, undefined, (o) =>
-      store.release({ key, leaseId, token }, o),
-    );
+    const handedOff = wasHeld ? this.init.handOff?.(this) : undefined;
     let result: ReleaseResult;
-    if (settled.ok) {
-      result = settled.value;
+    if (handedOff !== undefined) {
+      result = await handedOff;
     } else {
-      if (isProgrammerError(settled.error)) throw settled.error;
-      result = { status: 'unavailable', cause: settled.error };
+      const { store, clock } = this.init;
+      const settled = await boundedRequest(clock, this.init.requestTimeoutMs, undefined, (o) =>
+        store.release({ key, leaseId, token }, o),
+      );
+      if (settled.ok) {
+        result = settled.value;
+      } else {
+        if (isProgrammerError(settled.error)) throw settled.error;
+        result = { status: 'unavailable', cause: settled.error };
+      }
     }
     if (this.init.events.active) {
       this.init.events.emit({

@@ -93,3 +93,33 @@ export interface LeaseStore {
   /** Releases connections and timers. Later calls throw `ERR_CLOSED`. */
   close(): Promise<void>;
 }
+
+/** What {@link HandOffLeaseStore.releaseAndAcquire} did: the release, then the acquire attempt. */
+export interface StoreHandOffResult {
+  readonly released: StoreReleaseResult['status'];
+  readonly acquired: StoreAcquireResult;
+}
+
+/**
+ * Optional: a store that can release one lease and attempt another acquisition of the same
+ * key in one atomic step. The client uses it to pass a key straight from a releasing lease to
+ * a waiter in the same client — one round trip instead of a release, a notification and a
+ * re-check. The result is exactly what `release(release)` followed at once by
+ * `tryAcquire(acquire)` would give, with nothing else in between: the grant obeys every
+ * `tryAcquire` rule (a token above every earlier one, expiry from the store's clock), and a
+ * failed release (`not_owner`) still leads to an ordinary attempt, which is `busy` when
+ * another lease holds the key. Watchers are told as after a grant. `acquire.key` always equals
+ * `release.key`.
+ */
+export interface HandOffLeaseStore extends LeaseStore {
+  releaseAndAcquire(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreHandOffResult>;
+}
+
+/** True when `store` implements {@link HandOffLeaseStore}. */
+export function canHandOff(store: LeaseStore): store is HandOffLeaseStore {
+  return typeof (store as Partial<HandOffLeaseStore>).releaseAndAcquire === 'function';
+}

@@ -2,7 +2,8 @@ import { systemClock, type Clock } from '../../core/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
 import type {
-  LeaseStore,
+  HandOffLeaseStore,
+  StoreHandOffResult,
   StoreAcquireRequest,
   StoreAcquireResult,
   StoreLeaseRef,
@@ -58,7 +59,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
  * const store = new MemoryLeaseStore({ clock });
  * const client = new LeaseClient({ store, clock });
  */
-export class MemoryLeaseStore implements LeaseStore {
+export class MemoryLeaseStore implements HandOffLeaseStore {
   readonly kind = 'memory';
   readonly capabilities = CAPABILITIES;
   private readonly clock: Clock;
@@ -121,6 +122,18 @@ export class MemoryLeaseStore implements LeaseStore {
     row.expiresAt = Number.NEGATIVE_INFINITY;
     this.notify(lease.key);
     return Promise.resolve({ status: 'released' });
+  }
+
+  /** {@link HandOffLeaseStore}: release, then an acquire attempt, with nothing in between. */
+  async releaseAndAcquire(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    // Both calls run synchronously up to their returned promise: nothing can come between.
+    const released = this.release(release, options);
+    const acquired = this.tryAcquire(acquire, options);
+    return { released: (await released).status, acquired: await acquired };
   }
 
   inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {

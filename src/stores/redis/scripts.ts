@@ -45,10 +45,14 @@ function isNoScript(err: unknown): boolean {
 export const DECIMAL_LUA = new URL('./scripts/decimal.lua', import.meta.url);
 const lua = (file: string): URL => new URL(`./scripts/${file}`, import.meta.url);
 
+/** The lease operations (acquire, release) that acquire, release and handoff call into. */
+const LEASE_LUA = lua('lease.lua');
+
 const SCRIPTS = {
-  acquire: LuaScript.fromFiles('acquire', DECIMAL_LUA, lua('acquire.lua')),
+  acquire: LuaScript.fromFiles('acquire', DECIMAL_LUA, LEASE_LUA, lua('acquire.lua')),
   renew: LuaScript.fromFiles('renew', lua('renew.lua')),
-  release: LuaScript.fromFiles('release', lua('release.lua')),
+  release: LuaScript.fromFiles('release', DECIMAL_LUA, LEASE_LUA, lua('release.lua')),
+  handoff: LuaScript.fromFiles('handoff', DECIMAL_LUA, LEASE_LUA, lua('handoff.lua')),
   inspect: LuaScript.fromFiles('inspect', lua('inspect.lua')),
 } as const;
 
@@ -88,16 +92,42 @@ export async function runAcquire(
   value: string | undefined,
 ): Promise<AcquireReply> {
   const args: ScriptArg[] = [leaseId, ownerId, ttlMs, value === undefined ? '' : `=${value}`];
-  const reply = asArray(await SCRIPTS.acquire.run(redis, [keys.record], args));
-  if (reply[0] === 1) {
-    const ms = reply[2];
+  return acquireReplyOf(asArray(await SCRIPTS.acquire.run(redis, [keys.record], args)), 0);
+}
+
+function acquireReplyOf(reply: unknown[], at: number): AcquireReply {
+  if (reply[at] === 1) {
+    const ms = reply[at + 2];
     return {
       granted: true,
-      token: asToken(reply[1]),
+      token: asToken(reply[at + 1]),
       serverMs: typeof ms === 'string' ? Number(ms) : undefined,
     };
   }
-  return { granted: false, holder: holderOf(reply, 1) };
+  return { granted: false, holder: holderOf(reply, at + 1) };
+}
+
+/** Runs handoff.lua: release `from`, then an acquire attempt for `leaseId`, in one step. */
+export async function runHandOff(
+  redis: RedisClient,
+  keys: LeaseKeys,
+  from: { readonly leaseId: string; readonly token: bigint },
+  leaseId: string,
+  ownerId: string,
+  ttlMs: number,
+  value: string | undefined,
+): Promise<{ released: boolean; acquire: AcquireReply }> {
+  const args: ScriptArg[] = [
+    from.leaseId,
+    from.token.toString(),
+    keys.channel,
+    leaseId,
+    ownerId,
+    ttlMs,
+    value === undefined ? '' : `=${value}`,
+  ];
+  const reply = asArray(await SCRIPTS.handoff.run(redis, [keys.record], args));
+  return { released: reply[0] === 1, acquire: acquireReplyOf(reply, 1) };
 }
 
 /** Runs renew.lua: the server's time in ms when renewed, undefined when lost. */

@@ -2,9 +2,10 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/events.js';
 import type {
-  LeaseStore,
+  HandOffLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -14,9 +15,11 @@ import type {
 import type { LeaseState, StoreCapabilities } from '../../core/types.js';
 import {
   runAcquire,
+  runHandOff,
   runInspect,
   runRelease,
   runRenew,
+  type AcquireReply,
   type LeaseKeys,
   type RedisClient,
 } from './scripts.js';
@@ -110,7 +113,7 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
  * await store.ready(); // optional: runs the maxmemory-policy check now
  * const client = new LeaseClient({ store });
  */
-export class RedisLeaseStore implements LeaseStore {
+export class RedisLeaseStore implements HandOffLeaseStore {
   readonly kind = 'redis';
   readonly capabilities = CAPABILITIES;
   readonly prefix: string;
@@ -207,6 +210,43 @@ export class RedisLeaseStore implements LeaseStore {
     } catch (err) {
       throw this.wrap(err, 'acquire');
     }
+    return this.acquireResult(request, keys, reply);
+  }
+
+  /** {@link HandOffLeaseStore}: release `release`, then an acquire attempt, in one script. */
+  async releaseAndAcquire(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    _options?: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    if (!this.checked) await this.check;
+    this.gate();
+    const keys = this.keysOf(acquire.key);
+    let reply;
+    try {
+      reply = await runHandOff(
+        this.redis,
+        keys,
+        release,
+        acquire.leaseId,
+        acquire.ownerId,
+        acquire.ttlMs,
+        acquire.value,
+      );
+    } catch (err) {
+      throw this.wrap(err, 'hand-off');
+    }
+    return {
+      released: reply.released ? 'released' : 'not_owner',
+      acquired: await this.acquireResult(acquire, keys, reply.acquire),
+    };
+  }
+
+  private async acquireResult(
+    request: StoreAcquireRequest,
+    keys: LeaseKeys,
+    reply: AcquireReply,
+  ): Promise<StoreAcquireResult> {
     if (!reply.granted) {
       return {
         status: 'busy',

@@ -4,9 +4,10 @@ import { dirname, resolve, basename, join } from 'node:path';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
 import type {
-  LeaseStore,
+  HandOffLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -71,7 +72,7 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  * const store = new SqliteLeaseStore({ path: './leasehold.db' });
  * const client = new LeaseClient({ store });
  */
-export class SqliteLeaseStore implements LeaseStore {
+export class SqliteLeaseStore implements HandOffLeaseStore {
   readonly kind = 'sqlite';
   readonly capabilities = CAPABILITIES;
   readonly path: string;
@@ -93,6 +94,15 @@ export class SqliteLeaseStore implements LeaseStore {
   private readonly acquireTx: (params: Record<string, unknown>) => { token: bigint } | undefined;
   private readonly renewTx: (params: Record<string, unknown>) => number;
   private readonly releaseTx: (params: Record<string, unknown>) => number;
+  private readonly handOffTx: (params: {
+    key: string;
+    release: Record<string, unknown>;
+    acquire: Record<string, unknown>;
+  }) => {
+    released: boolean;
+    granted: { token: bigint } | undefined;
+    holder: LeaseRow | undefined;
+  };
   private closed = false;
 
   constructor(options: SqliteLeaseStoreOptions) {
@@ -172,6 +182,15 @@ export class SqliteLeaseStore implements LeaseStore {
       };
     };
     this.acquireTx = immediate((p: Record<string, unknown>) => acquire.get(p));
+    // A hand-off grants, so it commits with the grants' FULL sync.
+    this.handOffTx = immediate(
+      (p: { key: string; release: Record<string, unknown>; acquire: Record<string, unknown> }) => {
+        const released = release.run(p.release).changes === 1;
+        const granted = acquire.get(p.acquire);
+        const holder = granted === undefined ? this.stmt.select.get({ key: p.key }) : undefined;
+        return { released, granted, holder };
+      },
+    );
     this.renewTx = relaxed((p: Record<string, unknown>) => renew.run(p).changes);
     this.releaseTx = relaxed((p: Record<string, unknown>) => release.run(p).changes);
     this.feed = retainChangeFeed(this.path);
@@ -248,6 +267,58 @@ export class SqliteLeaseStore implements LeaseStore {
       this.feed.announce(lease.key);
       return { status: 'released' };
     });
+  }
+
+  /**
+   * {@link HandOffLeaseStore}: the release and the acquire attempt in one IMMEDIATE
+   * transaction, committed with the grants' FULL sync.
+   */
+  async releaseAndAcquire(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    _options?: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    const handed = await this.run(() => {
+      const nowUs = machineMonotonicUs();
+      const expiresWallMs = Date.now() + acquire.ttlMs;
+      const r = this.handOffTx({
+        key: acquire.key,
+        release: { key: release.key, leaseId: release.leaseId, token: release.token },
+        acquire: {
+          key: acquire.key,
+          leaseId: acquire.leaseId,
+          ownerId: acquire.ownerId,
+          expiresUs: nowUs + BigInt(acquire.ttlMs) * 1000n,
+          bootId: this.bootId,
+          expiresWallMs,
+          value: acquire.value ?? null,
+          nowUs,
+        },
+      });
+      if (r.released || r.granted !== undefined) this.feed.announce(acquire.key);
+      return { ...r, expiresWallMs, nowUs };
+    });
+    const released = handed.released ? 'released' : 'not_owner';
+    if (handed.granted !== undefined) {
+      return {
+        released,
+        acquired: {
+          status: 'acquired',
+          token: handed.granted.token,
+          expiresAtWallMs: handed.expiresWallMs,
+        },
+      };
+    }
+    // Not granted: the key's row holds a live lease (read in the same transaction).
+    const row = handed.holder!;
+    return {
+      released,
+      acquired: {
+        status: 'busy',
+        holder: holderOf(row, handed.nowUs),
+        retryAfterMs: remainingMs(row, handed.nowUs),
+      },
+    };
   }
 
   inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
