@@ -21,7 +21,7 @@ function leaseOf(r: AcquireResult, what = 'acquire'): Lease {
     'acquired',
     `${what} should be acquired, got ${r.status}${r.status === 'unavailable' ? `: ${String(r.cause)}` : ''}`,
   );
-  return (r as Extract<AcquireResult, { status: 'acquired' }>).lease;
+  return (r).lease;
 }
 
 /** A running etcdctl with its output so far. */
@@ -151,7 +151,7 @@ describe('etcd queued waiting: FIFO in etcd, one wake-up per release, grants re-
       exited: new Promise((resolve) => proc.on('exit', (code) => resolve(code))),
     };
     let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
+    proc.stdout.on('data', (d: Buffer) => {
       buf += d.toString();
       let nl: number;
       while ((nl = buf.indexOf('\n')) >= 0) {
