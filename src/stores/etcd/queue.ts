@@ -1,6 +1,6 @@
 import type { Etcd3, Watcher } from 'etcd3';
 import { abortReason } from '../../core/clock.js';
-import { LeaseholdError } from '../../core/errors.js';
+import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
 import type {
   StoreAcquireRequest,
   StoreQueuedOptions,
@@ -8,7 +8,7 @@ import type {
   StoreRequestOptions,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import { prefixEnd, type KeyLayout } from './keys.js';
+import { holderFromEntry, prefixEnd, type KeyLayout } from './keys.js';
 import {
   aheadRange,
   callOptions,
@@ -271,45 +271,67 @@ export class EtcdQueue {
     };
     let outcome: 'granted' | 'gone' | 'left' = 'left';
     try {
-      for (let round = 0; ; round++) {
+      let failures = 0;
+      let recheck = false;
+      for (;;) {
         this.throwIfEnded(options.signal);
         if (e.gone || session.dead) {
           outcome = 'gone';
           return 'gone';
         }
-        const aheadKey = place.ahead.key.toString('utf8');
-        if (watch === undefined || watch.key !== aheadKey) {
+        let why: Wake | 'gap' | 'retry' = 'retry';
+        try {
+          if (!recheck) {
+            const aheadKey = place.ahead.key.toString('utf8');
+            if (watch === undefined || watch.key !== aheadKey) {
+              stopWatch();
+              watch = await this.watchDeletion(aheadKey, rt, notify);
+            }
+            if (watch.createdRev > place.readRev) {
+              // Something was written between our read and the watch: the entry ahead may
+              // have been deleted in that gap. Read again rather than watch from the past,
+              // which etcd serves only in its 100 ms catch-up batches.
+              why = 'gap';
+            } else {
+              options.onParked?.();
+              why = await this.sleep(pending, (w) => (wake = w), waitUntil, options.pollIntervalMs);
+              wake = undefined;
+            }
+            if (why === 'aborted' || why === 'closed') this.throwIfEnded(options.signal);
+            if (why === 'gone') {
+              outcome = 'gone';
+              return 'gone';
+            }
+            if (why === 'watch') stopWatch();
+          }
+          const check = await this.check(place, request.key, options, rt);
+          failures = 0;
+          recheck = false;
+          if (check.kind === 'gone') {
+            outcome = 'gone';
+            return 'gone';
+          }
+          if (check.kind === 'head') {
+            outcome = 'granted';
+            return this.grant(e, check.validFrom, check.storeAt, false);
+          }
+          place.ahead = check.ahead;
+          place.readRev = check.readRev;
+        } catch (err) {
+          // A transient failure (a member restarting, a leader election) need not cost the
+          // waiter its place: keep the entry, back off, and re-check while the wait lasts.
+          const backoffMs = Math.min(1000, 50 * 2 ** failures) * (0.5 + Math.random() / 2);
+          if (
+            !isLeaseholdError(err, 'ERR_UNAVAILABLE') ||
+            performance.now() + backoffMs >= waitUntil
+          )
+            throw err;
+          failures++;
+          recheck = true;
           stopWatch();
-          watch = await this.watchDeletion(aheadKey, rt, notify);
+          await new Promise((r) => setTimeout(r, backoffMs));
+          continue;
         }
-        let why: Wake | 'gap';
-        if (watch.createdRev > place.readRev) {
-          // Something was written between our read and the watch: the entry ahead may have
-          // been deleted in that gap. Read again rather than watch from the past, which etcd
-          // serves only in its 100 ms catch-up batches.
-          why = 'gap';
-        } else {
-          options.onParked?.();
-          why = await this.sleep(pending, (w) => (wake = w), waitUntil, options.pollIntervalMs);
-          wake = undefined;
-        }
-        if (why === 'aborted' || why === 'closed') this.throwIfEnded(options.signal);
-        if (why === 'gone') {
-          outcome = 'gone';
-          return 'gone';
-        }
-        if (why === 'watch') stopWatch();
-        const check = await this.check(place, request.key, options, rt);
-        if (check.kind === 'gone') {
-          outcome = 'gone';
-          return 'gone';
-        }
-        if (check.kind === 'head') {
-          outcome = 'granted';
-          return this.grant(e, check.validFrom, check.storeAt, false);
-        }
-        place.ahead = check.ahead;
-        place.readRev = check.readRev;
         if (why === 'deadline' || performance.now() >= waitUntil) {
           return await this.giveUp(place, request.key, rt);
         }
@@ -473,7 +495,18 @@ export class EtcdQueue {
     } catch {
       // the entry ahead of us at the last check stands in for the holder
     }
-    const holder = await h.holderInfo(holderKv, rt);
+    let holder: HolderInfo;
+    try {
+      holder = await h.holderInfo(holderKv, rt);
+    } catch {
+      // Without its etcd lease's TTL, report the holder with the least remaining time.
+      holder = holderFromEntry(
+        holderKv.value.toString('utf8'),
+        h.layout.parseEntry(holderKv.key)?.hex ?? '',
+        1,
+        BigInt(holderKv.create_revision),
+      );
+    }
     return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
   }
 
