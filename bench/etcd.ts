@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
 import { LeaseClient } from '../src/core/client.js';
+import { ForwardingLeaseStore } from '../src/core/forwarding-store.js';
 import type { Lease } from '../src/core/lease.js';
 import { EtcdLeaseStore } from '../src/stores/etcd/store.js';
 import { EtcdCluster } from '../test/support/etcd-cluster.js';
@@ -163,11 +164,18 @@ async function chainHandoff(
   };
 }
 
-/** leasehold waiters, each with its own store (etcd client and sessions). */
-function leaseholdChain(endpoints: string[], key: string) {
+/**
+ * leasehold waiters, each with its own store (etcd client and sessions): in etcd's queue, or
+ * (`queued: false`) through the client's generic try / watch / re-check loop, which a store
+ * without the queueing capability gets.
+ */
+function leaseholdChain(endpoints: string[], key: string, queued: boolean) {
   return (i: number): Promise<ChainWorker> => {
     const store = new EtcdLeaseStore({ hosts: endpoints, minTtlMs: 1000 });
-    const client = new LeaseClient({ store, ownerId: `chain-${i}` });
+    const client = new LeaseClient({
+      store: queued ? store : new ForwardingLeaseStore(store),
+      ownerId: `chain-${i}`,
+    });
     return Promise.resolve({
       async acquire() {
         const r = await client.acquire(key, { ttl: 10_000, wait: 60_000 });
@@ -271,8 +279,18 @@ export async function etcdBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
           4,
           holdMs,
           chainRounds,
-          leaseholdChain(endpoints, `bench/${run}/chain`),
+          leaseholdChain(endpoints, `bench/${run}/chain`, true),
           "etcd's lock queue: watch of the predecessor's deletion, re-check (keepalive ‖ txn)",
+        ),
+      );
+      results.push(
+        await chainHandoff(
+          'leasehold (client loop)',
+          4,
+          holdMs,
+          chainRounds,
+          leaseholdChain(endpoints, `bench/${run}/loop`, false),
+          'no queue at etcd: every waiter watches KEY/ and re-tries on each change',
         ),
       );
       results.push(
