@@ -21,7 +21,7 @@ function leaseOf(r: AcquireResult, what = 'acquire'): Lease {
     'acquired',
     `${what} should be acquired, got ${r.status}${r.status === 'unavailable' ? `: ${String(r.cause)}` : ''}`,
   );
-  return (r).lease;
+  return r.lease;
 }
 
 /** A running etcdctl with its output so far. */
