@@ -1,9 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { LeaseClient } from '../src/core/client.js';
-import type { LeaseStore, StoreAcquireRequest, StoreRequestOptions } from '../src/core/store.js';
+import {
+  isQueueingLeaseStore,
+  type LeaseStore,
+  type StoreAcquireRequest,
+  type StoreQueuedOptions,
+  type StoreRequestOptions,
+} from '../src/core/store.js';
 import { percentile, type BenchResult } from './lib.js';
 
-/** Parks a waiter (subscribed and told busy), releases, and times until the waiter holds. */
+/**
+ * Parks a waiter (subscribed and told busy, or queued at a store that keeps the queue),
+ * releases, and times until the waiter holds.
+ */
 export async function inProcessHandoff(
   suite: string,
   subject: string,
@@ -23,6 +32,12 @@ export async function inProcessHandoff(
     },
     watch: (k: string, fn: () => void) => waiterInner.watch(k, fn),
   });
+  if (isQueueingLeaseStore(waiterInner)) {
+    Object.assign(waiterStore, {
+      acquireQueued: (r: StoreAcquireRequest, o: StoreQueuedOptions) =>
+        waiterInner.acquireQueued(r, { ...o, onParked: () => parked?.() }),
+    });
+  }
   const holder = new LeaseClient({ store: holderStore, ownerId: 'holder' });
   const waiter = new LeaseClient({ store: waiterStore, ownerId: 'waiter', pollInterval: 60_000 });
   const key = `bench/handoff/${randomUUID()}`;

@@ -16,8 +16,10 @@ import { boundedRequest, isProgrammerError } from './request.js';
 import type { AcquireResult, LossReason, ReleaseResult } from './results.js';
 import {
   canHandOff,
+  isQueueingLeaseStore,
   type HandOffLeaseStore,
   type LeaseStore,
+  type QueueingLeaseStore,
   type StoreAcquireResult,
 } from './store.js';
 import type { LeaseState, Token } from './types.js';
@@ -239,6 +241,13 @@ export class LeaseClient {
     const linked = req.signal ? linkSignals([req.signal, this.closing.signal]) : undefined;
     const signal = linked?.signal ?? this.closing.signal;
     const startedAt = this.guard.now();
+    if (req.waitMs > 0 && isQueueingLeaseStore(this.store)) {
+      try {
+        return await this.acquireQueued(this.store, req, signal, startedAt);
+      } finally {
+        linked?.dispose();
+      }
+    }
     const waitUntil = startedAt + req.waitMs;
     let waiter: Waiter | undefined;
     let queue: KeyWaiters | undefined;
@@ -585,6 +594,90 @@ export class LeaseClient {
       );
     }
     return lease;
+  }
+
+  /**
+   * Waiting on a store that keeps the queue itself ({@link QueueingLeaseStore}): one call
+   * that the store answers when the key is ours or the wait is over. The lease's deadline
+   * is measured from the store's `validFrom`, a reading of our clock taken before the
+   * request that proved the lease valid.
+   */
+  private async acquireQueued(
+    store: LeaseStore & QueueingLeaseStore,
+    req: ResolvedAcquire,
+    signal: AbortSignal,
+    startedAt: number,
+  ): Promise<AcquireResult> {
+    if (signal.aborted) throw this.abortError(signal);
+    const leaseId = newLeaseId();
+    const windowMs = req.ttlMs - req.driftMs;
+    const calledAt = this.guard.now();
+    const waitMs = Math.max(0, startedAt + req.waitMs - calledAt);
+    // A round trip answered later than the lease's usable window is worthless.
+    const requestTimeoutMs = Math.max(1, Math.min(this.requestTimeoutMs, windowMs));
+    // The store ends the wait itself; the slack covers its final check and clean-up.
+    const settled = await boundedRequest(
+      this.clock,
+      waitMs + 3 * requestTimeoutMs,
+      signal,
+      (o) =>
+        store.acquireQueued(
+          { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value },
+          {
+            timeoutMs: waitMs,
+            signal: o.signal,
+            requestTimeoutMs,
+            now: () => this.guard.now(),
+            pollIntervalMs: this.pollIntervalMs,
+          },
+        ),
+      (late) => this.releaseLateGrant(req.key, leaseId, late),
+    );
+    if (!settled.ok) {
+      if (settled.aborted || signal.aborted) throw this.abortError(signal);
+      if (isProgrammerError(settled.error)) throw settled.error;
+      return this.unavailable(req.key, settled.error);
+    }
+    const answer = settled.value;
+    const now = this.guard.now();
+    if (answer.status === 'busy') {
+      this.events.emit({
+        type: 'busy',
+        key: req.key,
+        ownerId: this.ownerId,
+        holder: answer.holder,
+        waitedMs: now - startedAt,
+      });
+      return { status: 'busy', holder: answer.holder, retryAfterMs: answer.retryAfterMs };
+    }
+    if (typeof answer.token !== 'bigint' || answer.token < 1n || answer.token > LIMITS.maxToken) {
+      this.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `store ${this.store.kind} granted an invalid token ${String(answer.token)}`,
+      );
+    }
+    const validFrom = answer.validFrom;
+    if (typeof validFrom !== 'number' || !(validFrom >= calledAt && validFrom <= now)) {
+      this.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `store ${this.store.kind} answered validFrom ${String(validFrom)} outside its call [${calledAt}, ${now}]`,
+      );
+    }
+    const lease = this.grant(req, leaseId, answer.token, validFrom, startedAt);
+    if (lease === undefined) {
+      this.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
+      return this.unavailable(
+        req.key,
+        new LeaseholdError(
+          'ERR_UNAVAILABLE',
+          `the grant arrived after the lease's local deadline (${Math.round(now - validFrom)}ms)`,
+        ),
+      );
+    }
+    const waitedMs = now - startedAt;
+    return { status: 'acquired', lease, waitedMs };
   }
 
   /** A grant the caller will never see (timed out, aborted, too late) is released, not leaked. */

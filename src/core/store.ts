@@ -94,6 +94,83 @@ export interface LeaseStore {
   close(): Promise<void>;
 }
 
+/**
+ * Options of one queued acquisition ({@link QueueingLeaseStore.acquireQueued}).
+ *
+ * `timeoutMs` is how long the caller is willing to wait in the queue (its remaining `wait`),
+ * not a bound on one round trip: that is `requestTimeoutMs`. `signal` aborts the wait.
+ */
+export interface StoreQueuedOptions extends StoreRequestOptions {
+  /** The bound on each store round trip the request makes (enqueue, re-check, clean-up). */
+  readonly requestTimeoutMs: number;
+  /**
+   * The caller's monotonic clock. `validFrom` of a grant is one reading of it, so the caller
+   * can place the lease's deadline on its own time scale.
+   */
+  now(): number;
+  /**
+   * While parked, re-check at least this often even without a notification: a backstop
+   * against a lost notification, not the wake-up mechanism.
+   */
+  readonly pollIntervalMs: number;
+  /**
+   * Called each time the request is parked: its place in the queue is written at the store
+   * and the notification that will wake it is live. For tests, benchmarks and metrics.
+   */
+  readonly onParked?: () => void;
+}
+
+/** The answer to a queued acquisition. */
+export type StoreQueuedResult =
+  | {
+      readonly status: 'acquired';
+      readonly token: Token;
+      /**
+       * A reading of `options.now()` taken **before** the store sent the request that
+       * established the lease's validity (the one proving the holder's store-side lease
+       * lives at least `ttl` from then). The caller's deadline is `validFrom + ttl − drift`,
+       * exactly as for `tryAcquire` with the instant before sending.
+       */
+      readonly validFrom: number;
+      /** The store's expiry as wall-clock ms, for display and history only. */
+      readonly expiresAtWallMs?: number;
+    }
+  | { readonly status: 'busy'; readonly holder: HolderInfo; readonly retryAfterMs: number };
+
+/**
+ * An optional store capability: waiting in a queue kept **at the store**, so that waiters
+ * of every process are served in arrival order, and a release wakes only the next waiter
+ * (no thundering herd, no polling). The client uses it for `acquire` with `wait > 0`
+ * instead of its own try / watch / re-check loop.
+ *
+ * The contract, beyond {@link LeaseStore.tryAcquire}'s:
+ * - Waiters are granted in the order their places were written at the store. A waiter
+ *   is granted only after a check, made after it reached the head of the queue, that its
+ *   place still exists **and** that the store-side lease keeping it alive will last at
+ *   least `ttl` from `validFrom` (the bug Jepsen found in etcd 3.4.3's lock: a waiter whose
+ *   lease expired while it waited was granted anyway). A waiter whose place vanished while
+ *   it waited is never granted on it: it queues again (a new, larger token) or answers.
+ * - The granted lease is a normal lease: `renew` and `release` work on
+ *   `{key, leaseId, token}`, also for a grant that arrives after the caller gave up.
+ * - When `timeoutMs` runs out, the store removes the waiter's place (owner-checked, best
+ *   effort: what it cannot remove must not outlive the waiter's own store-side lease) and
+ *   answers `busy` with the holder; it may instead answer `acquired` when its final check
+ *   finds the waiter at the head.
+ * - When `signal` aborts, it removes the place the same way and rejects with
+ *   `LeaseholdError('ERR_ABORTED')`. A store that cannot answer throws, as for `tryAcquire`.
+ */
+export interface QueueingLeaseStore {
+  acquireQueued(
+    request: StoreAcquireRequest,
+    options: StoreQueuedOptions,
+  ): Promise<StoreQueuedResult>;
+}
+
+/** True when `store` implements {@link QueueingLeaseStore}. */
+export function isQueueingLeaseStore(store: LeaseStore): store is LeaseStore & QueueingLeaseStore {
+  return typeof (store as Partial<QueueingLeaseStore>).acquireQueued === 'function';
+}
+
 /** What {@link HandOffLeaseStore.releaseAndAcquire} did: the release, then the acquire attempt. */
 export interface StoreHandOffResult {
   readonly released: StoreReleaseResult['status'];

@@ -9,6 +9,8 @@ import {
   canHandOff,
   type LeaseStore,
   type StoreAcquireRequest,
+  isQueueingLeaseStore,
+  type StoreQueuedOptions,
   type StoreRequestOptions,
 } from '../../src/core/store.js';
 import { uniqueKey } from '../support/keys.js';
@@ -97,14 +99,20 @@ function countCalls(store: LeaseStore): {
   return { store: wrapped, calls };
 }
 
-/** A transparent wrapper over a real store that lets a case see when a waiter is parked. */
+/**
+ * A transparent wrapper over a real store that lets a case see when a waiter is parked:
+ * by the client's loop (subscribed, then told busy again), or in the store's own queue.
+ */
 function observed(store: LeaseStore): {
   store: LeaseStore;
   busyAnswers: () => number;
   watches: () => number;
+  /** Times a waiter was parked in the store's own queue (`acquireQueued`'s `onParked`). */
+  queuedParks: () => number;
 } {
   let busy = 0;
   let watches = 0;
+  let queued = 0;
   const wrapped: LeaseStore = Object.create(store) as LeaseStore;
   Object.assign(wrapped, {
     tryAcquire: async (req: StoreAcquireRequest, o: StoreRequestOptions) => {
@@ -118,7 +126,24 @@ function observed(store: LeaseStore): {
       return u;
     },
   });
-  return { store: wrapped, busyAnswers: () => busy, watches: () => watches };
+  if (isQueueingLeaseStore(store)) {
+    Object.assign(wrapped, {
+      acquireQueued: (req: StoreAcquireRequest, o: StoreQueuedOptions) =>
+        store.acquireQueued(req, {
+          ...o,
+          onParked: () => {
+            queued++;
+            o.onParked?.();
+          },
+        }),
+    });
+  }
+  return {
+    store: wrapped,
+    busyAnswers: () => busy,
+    watches: () => watches,
+    queuedParks: () => queued,
+  };
 }
 
 export const contractCases: ContractCase[] = [
@@ -498,9 +523,11 @@ export const contractCases: ContractCase[] = [
         const key = uniqueKey('wake');
         const lease = leaseOf(await a.acquire(key, { ttl: 30_000 }));
         const waiting = b.acquire(key, { ttl: 5000, wait: 5000 });
-        // Parked: subscribed, then re-checked once more and found busy.
+        // Parked: subscribed, then re-checked once more and found busy (or queued at the store).
         await eventually('B to park', () =>
-          spy.watches() === 1 && spy.busyAnswers() >= 2 ? true : undefined,
+          spy.queuedParks() >= 1 || (spy.watches() === 1 && spy.busyAnswers() >= 2)
+            ? true
+            : undefined,
         );
         const releasedAt = performance.now();
         await lease.release();
@@ -548,8 +575,11 @@ export const contractCases: ContractCase[] = [
         assert.equal(timedOut.holder.token, lease.token);
         const controller = new AbortController();
         const before = spy.busyAnswers();
+        const queuedBefore = spy.queuedParks();
         const waiting = b.acquire(key, { ttl: 5000, wait: 20_000, signal: controller.signal });
-        await eventually('B to park', () => (spy.busyAnswers() >= before + 2 ? true : undefined));
+        await eventually('B to park', () =>
+          spy.queuedParks() > queuedBefore || spy.busyAnswers() >= before + 2 ? true : undefined,
+        );
         controller.abort(new Error('operator cancelled'));
         await assert.rejects(waiting, (err: unknown) => isLeaseholdError(err, 'ERR_ABORTED'));
         assert.equal((await s1!.inspect(key, OPTS())).holder?.token, lease.token);

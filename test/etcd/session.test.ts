@@ -102,6 +102,31 @@ describe('etcd store sessions: one etcd lease for many leases', () => {
     }
   });
 
+  it("an entry deleted behind its holder's back (`etcdctl del`) is lost at its next renewals; the session and its other leases live on", async () => {
+    const store = new EtcdLeaseStore({ hosts: cluster.endpoints, minTtlMs: 1000 });
+    const client = new LeaseClient({ store, ownerId: 'deleted' });
+    const prefix = uniqueKey('session-del');
+    try {
+      const [victim, other] = await acquireAll(client, prefix, 2, 5000);
+      assert.equal(await etcdLeaseOf(victim!), await etcdLeaseOf(other!));
+      await raw.delete().key(`${victim!.key}/${BigInt(await etcdLeaseOf(victim!)).toString(16)}`);
+      // The store learns of the deletion from its namespace-wide deletion watch (no read per
+      // renewal): a renewal racing with the event may still pass once, then it is lost.
+      const statuses: string[] = [];
+      for (let i = 0; i < 20 && !statuses.includes('lost'); i++) {
+        statuses.push((await victim!.renew()).status);
+      }
+      assert.ok(statuses.includes('lost'), `renewals after the delete: ${statuses.join(', ')}`);
+      assert.ok(statuses.length <= 2, `lost only after ${statuses.length} renewals`);
+      assert.ok(victim!.signal.aborted, 'its signal fired');
+      assert.equal((await other!.renew()).status, 'renewed', 'the other lease is untouched');
+      await other!.release();
+    } finally {
+      await client.close();
+      await store.close();
+    }
+  });
+
   it('renewal traffic does not grow with the number of leases held', async () => {
     const store = new EtcdLeaseStore({ hosts: cluster.endpoints, minTtlMs: 1000 });
     const client = new LeaseClient({ store, ownerId: 'many' });

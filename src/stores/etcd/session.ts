@@ -8,8 +8,11 @@ export interface HeldEntry {
   readonly etcdKey: string;
   readonly key: string;
   readonly leaseId: string;
-  /** The grant's create revision; 0n for a ghost (an acquire whose outcome is unknown). */
-  readonly token: bigint;
+  /**
+   * The entry's create revision (a grant's token); 0n for a ghost (an acquire whose outcome is
+   * unknown) and for a queued waiter's entry until its put is answered.
+   */
+  token: bigint;
   /** The entry's exact value (it contains the lease id): deletes of ghosts compare it. */
   readonly value: string;
   readonly session: Session;
@@ -24,6 +27,18 @@ export interface HeldEntry {
   /** Set when the entry's deletion was observed (release, sweep, operator `etcdctl del`). */
   gone: boolean;
   /**
+   * Set while a queued waiter owns the entry and has not been granted yet: the waiter keeps
+   * it alive and removes it itself, so the sweep leaves it alone.
+   */
+  waiting: boolean;
+  /**
+   * Granted without the last-grant marker in the same transaction (after queueing): its
+   * release records the marker too, in the delete's transaction.
+   */
+  markOnRelease: boolean;
+  /** Called once when the entry is found gone (deleted, or its session died). */
+  onGone?: (() => void) | undefined;
+  /**
    * Set once the owner released it, it was found expired, or it is a ghost: it only waits
    * for its deletion to succeed. It stays tracked until then, because a shared session would
    * otherwise keep an untracked entry alive for as long as any other lease is renewed.
@@ -34,6 +49,8 @@ export interface HeldEntry {
 interface Round {
   readonly session: Session;
   readonly sentAt: number;
+  /** How long the round may wait for its answer before the stream is declared stuck. */
+  readonly timeoutMs: number;
   readonly done: Promise<boolean>;
   resolve(ok: boolean): void;
   reject(err: unknown): void;
@@ -49,6 +66,8 @@ interface Round {
  */
 export class Session {
   readonly hex: string;
+  /** The slot of the session among those of the same TTL (see {@link SessionPool.fresh}). */
+  readonly lane: number;
   dead = false;
   /** Local monotonic time at which the last successful keepalive (or the grant) was sent. */
   lastOkSentAt: number;
@@ -56,6 +75,8 @@ export class Session {
   lastRoundSentAt = Number.NEGATIVE_INFINITY;
   readonly entries = new Map<string, HeldEntry>();
   next: Round | undefined;
+  /** The timer that sends `next` once the round gap has passed. */
+  nextTimer: ReturnType<typeof setTimeout> | undefined;
   inflight: Round | undefined;
 
   constructor(
@@ -63,9 +84,11 @@ export class Session {
     readonly ttlS: number,
     readonly etcdTtlS: number,
     grantSentAt: number,
+    lane = 0,
   ) {
     this.hex = leaseHex(id);
     this.lastOkSentAt = grantSentAt;
+    this.lane = lane;
   }
 }
 
@@ -92,8 +115,9 @@ type KeepAliveStream = Awaited<ReturnType<Etcd3['leaseClient']['leaseKeepAlive']
  * one keepalive stream, and declares them dead when etcd no longer knows their lease.
  */
 export class SessionPool {
-  private readonly byTtl = new Map<number, Session>();
-  private readonly granting = new Map<number, Promise<Session>>();
+  /** Live sessions by slot (`ttlS/lane`). */
+  private readonly bySlot = new Map<string, Session>();
+  private readonly granting = new Map<string, Promise<Session>>();
   private stream: KeepAliveStream | undefined;
   private streamOpening: Promise<KeepAliveStream> | undefined;
   /** Rounds awaiting their answer, in the order they were written (etcd answers in order). */
@@ -105,19 +129,31 @@ export class SessionPool {
   constructor(private readonly o: SessionPoolOptions) {}
 
   sessions(): Session[] {
-    return [...this.byTtl.values()];
+    return [...this.bySlot.values()];
+  }
+
+  /** The live session in a slot, if any, without confirming it. */
+  peek(ttlS: number, lane: number): Session | undefined {
+    const s = this.bySlot.get(slotOf(ttlS, lane));
+    return s === undefined || s.dead ? undefined : s;
   }
 
   /**
    * A live session for entries of `ttlS` seconds whose lease is confirmed to last at least
    * until `startedAt + ttlS` at the store: reuses a recent keepalive, joins or starts a round,
    * or grants a new lease.
+   *
+   * Lane 0 is the session every acquire and renewal of that TTL shares. An entry's key is
+   * `KEY/<session hex>`, so a session holds at most one entry per key: queued waiters of one
+   * store on a key that already has this store's entry in lane 0 take lane 1, 2, … (one more
+   * etcd lease each, as etcd's `concurrency` needs one session per concurrent `Mutex.Lock`).
+   * A lane nobody uses is no longer kept alive and lapses at etcd on its own.
    */
-  async fresh(ttlS: number, startedAt: number, timeoutMs: number): Promise<Session> {
-    const s = this.byTtl.get(ttlS);
+  async fresh(ttlS: number, startedAt: number, timeoutMs: number, lane = 0): Promise<Session> {
+    const s = this.bySlot.get(slotOf(ttlS, lane));
     if (s !== undefined && !s.dead && (await this.confirm(s, startedAt, timeoutMs, 'reuse')))
       return s;
-    return this.grant(ttlS, timeoutMs);
+    return this.grant(ttlS, timeoutMs, lane);
   }
 
   /**
@@ -125,17 +161,27 @@ export class SessionPool {
    * renewals, so that a session revoked or expired before the renewal began is never reported
    * alive) or `startedAt - reuseWindowMs` (`reuse`: acquires, whose put fails atomically on a
    * dead lease anyway); sends one if needed. False when etcd says the lease is gone.
+   *
+   * `urgent` sends the round now instead of after the round gap: a queued waiter reaching
+   * the head of its queue must not wait up to `renewBatchMs` for its handoff (grants are
+   * bounded by releases, so this cannot multiply renewal traffic).
    */
   confirm(
     s: Session,
     startedAt: number,
     timeoutMs: number,
     mode: 'strict' | 'reuse',
+    urgent = false,
   ): Promise<boolean> {
     if (s.dead) return Promise.resolve(false);
     const floor = mode === 'strict' ? startedAt : startedAt - this.o.reuseWindowMs;
     if (s.lastOkSentAt >= floor) return Promise.resolve(true);
     if (s.inflight !== undefined && s.inflight.sentAt >= floor) return s.inflight.done;
+    if (s.next !== undefined && urgent && s.nextTimer !== undefined) {
+      clearTimeout(s.nextTimer);
+      s.nextTimer = undefined;
+      void this.send(s);
+    }
     if (s.next === undefined) {
       let resolve!: (ok: boolean) => void;
       let reject!: (err: unknown) => void;
@@ -143,24 +189,40 @@ export class SessionPool {
         resolve = res;
         reject = rej;
       });
-      // sentAt is taken when the round is written, which is after every joined request began.
-      const round = { session: s, sentAt: Number.NaN, done, resolve, reject } as Round;
-      s.next = round;
       // A keepalive stuck on a paused or partitioned member must not eat the whole lease:
       // give up after a third of the TTL, drop the stream and let the caller retry (the
       // next stream picks a member at random).
       const roundTimeoutMs = Math.min(timeoutMs, Math.max(300, Math.floor((s.ttlS * 1000) / 3)));
+      // sentAt is taken when the round is written, which is after every joined request began.
+      const round = {
+        session: s,
+        sentAt: Number.NaN,
+        timeoutMs: roundTimeoutMs,
+        done,
+        resolve,
+        reject,
+      } as Round;
+      s.next = round;
       // Renewals arriving until the round goes out share it; rounds are spaced by roundGapMs.
-      const waitMs = Math.max(0, s.lastRoundSentAt + this.o.roundGapMs - this.o.now());
-      setTimeout(() => void this.send(s, roundTimeoutMs), waitMs);
+      const waitMs = urgent ? 0 : Math.max(0, s.lastRoundSentAt + this.o.roundGapMs - this.o.now());
+      if (waitMs === 0) {
+        void this.send(s);
+      } else {
+        s.nextTimer = setTimeout(() => {
+          s.nextTimer = undefined;
+          void this.send(s);
+        }, waitMs);
+      }
+      return round.done;
     }
     return s.next.done;
   }
 
-  private async send(s: Session, timeoutMs: number): Promise<void> {
+  private async send(s: Session): Promise<void> {
     const pending = s.next;
     if (pending === undefined) return;
     s.next = undefined;
+    const timeoutMs = pending.timeoutMs;
     try {
       this.o.onRound(s);
       const stream = await this.openStream(timeoutMs);
@@ -256,12 +318,14 @@ export class SessionPool {
   kill(s: Session): void {
     if (s.dead) return;
     s.dead = true;
-    if (this.byTtl.get(s.ttlS) === s) this.byTtl.delete(s.ttlS);
+    const slot = slotOf(s.ttlS, s.lane);
+    if (this.bySlot.get(slot) === s) this.bySlot.delete(slot);
     this.o.onDead(s);
   }
 
-  private grant(ttlS: number, timeoutMs: number): Promise<Session> {
-    let p = this.granting.get(ttlS);
+  private grant(ttlS: number, timeoutMs: number, lane: number): Promise<Session> {
+    const slot = slotOf(ttlS, lane);
+    let p = this.granting.get(slot);
     if (p === undefined) {
       p = (async () => {
         try {
@@ -275,18 +339,16 @@ export class SessionPool {
             await this.o.client.leaseClient.leaseRevoke({ ID: res.ID }).catch(() => undefined);
             throw closedError();
           }
-          const s = new Session(String(res.ID), ttlS, etcdTtlS, sentAt);
-          const old = this.byTtl.get(ttlS);
-          if (old !== undefined && old.dead === false && old.entries.size === 0) {
-            // Replaced while idle: let it lapse on its own (nobody keeps it alive).
-          }
-          this.byTtl.set(ttlS, s);
+          const s = new Session(String(res.ID), ttlS, etcdTtlS, sentAt, lane);
+          // A session replaced here was not confirmed alive: nobody keeps it alive any more,
+          // so it lapses at etcd on its own (with any entry it still had).
+          this.bySlot.set(slot, s);
           return s;
         } finally {
-          this.granting.delete(ttlS);
+          this.granting.delete(slot);
         }
       })();
-      this.granting.set(ttlS, p);
+      this.granting.set(slot, p);
     }
     return p;
   }
@@ -295,8 +357,9 @@ export class SessionPool {
   async close(timeoutMs: number): Promise<void> {
     this.closed = true;
     this.resetStream(closedError());
-    const sessions = [...this.byTtl.values()];
-    this.byTtl.clear();
+    const sessions = [...this.bySlot.values()];
+    this.bySlot.clear();
+    for (const s of sessions) if (s.nextTimer !== undefined) clearTimeout(s.nextTimer);
     await Promise.all(
       sessions.map((s) =>
         this.o.client.leaseClient
@@ -305,6 +368,10 @@ export class SessionPool {
       ),
     );
   }
+}
+
+function slotOf(ttlS: number, lane: number): string {
+  return `${ttlS}/${lane}`;
 }
 
 export function closedError(): LeaseholdError {

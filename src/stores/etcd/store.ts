@@ -1,10 +1,14 @@
+import { setMaxListeners } from 'node:events';
 import { Etcd3, type IOptions, type Watcher } from 'etcd3';
-import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
+  QueueingLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
   StoreLeaseRef,
+  StoreQueuedOptions,
+  StoreQueuedResult,
   StoreReleaseResult,
   StoreRenewResult,
   StoreRequestOptions,
@@ -12,6 +16,14 @@ import type {
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { decodeEntry, encodeEntry, holderFromEntry, KeyLayout, prefixEnd } from './keys.js';
+import {
+  callOptions,
+  contendersRange,
+  isLeaseNotFound,
+  toUnavailable,
+  type Kv,
+} from './queries.js';
+import { EtcdQueue } from './queue.js';
 import { closedError, SessionPool, withTimeout, type HeldEntry, type Session } from './session.js';
 
 /** Options for {@link EtcdLeaseStore}. */
@@ -54,15 +66,6 @@ export interface EtcdLeaseStoreOptions {
   readonly renewBatchMs?: number;
 }
 
-/** What etcd's key-value answers look like here (revisions are int64 decimal strings). */
-interface Kv {
-  key: Buffer;
-  value: Buffer;
-  create_revision: string;
-  mod_revision: string;
-  lease: string;
-}
-
 const DEFAULT_HOSTS = ['http://127.0.0.1:2379'];
 const HEADROOM_SAFETY_MS = 200;
 
@@ -94,7 +97,7 @@ const HEADROOM_SAFETY_MS = 200;
  * const client = new LeaseClient({ store });
  * const r = await client.acquire('jobs/nightly', { ttl: '10s', wait: '30s' });
  */
-export class EtcdLeaseStore implements LeaseStore {
+export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   readonly kind = 'etcd';
   readonly capabilities: StoreCapabilities;
   /** The etcd client (yours if you passed one). */
@@ -105,6 +108,8 @@ export class EtcdLeaseStore implements LeaseStore {
   private readonly headroomMs: number;
   /** Entries this instance holds, by etcd key. */
   private readonly held = new Map<string, HeldEntry>();
+  private readonly queue: EtcdQueue;
+  private readonly closing = new AbortController();
   private deleteWatch: Promise<Watcher> | undefined;
   private closed = false;
 
@@ -160,18 +165,52 @@ export class EtcdLeaseStore implements LeaseStore {
       roundGapMs: renewBatchMs,
       onRound: (s) => this.sweep(s),
       onDead: (s) => {
-        for (const e of s.entries.values()) {
+        const entries = [...s.entries.values()];
+        s.entries.clear();
+        for (const e of entries) {
           e.gone = true;
           this.held.delete(e.etcdKey);
+          e.onGone?.();
         }
-        s.entries.clear();
       },
+    });
+    // Every queued waiter listens for close; many at once is normal, not a leak.
+    setMaxListeners(0, this.closing.signal);
+    this.queue = new EtcdQueue({
+      client: this.client,
+      layout: this.layout,
+      pool: this.pool,
+      held: this.held,
+      closing: this.closing.signal,
+      entryValue: (r) => this.valueOf(r),
+      forget: (e) => this.forget(e),
+      holderInfo: (kv, o) => this.holderInfo(kv, o),
+      run: (fn) => this.run(fn),
     });
   }
 
   /** Keepalive requests sent so far (all sessions): renewal traffic, for benchmarks. */
   get keepAlivesSent(): number {
     return this.pool.keepAlivesSent;
+  }
+
+  /** Key reads made by queued waiters so far (enqueues and re-checks), for tests. */
+  get queuedReads(): number {
+    return this.queue.reads;
+  }
+
+  /**
+   * Waits in etcd's own lock queue (see {@link EtcdQueue}): puts this waiter's entry, watches
+   * only the deletion of the entry just ahead, and grants after re-checking that the entry
+   * and its session lease are still alive.
+   */
+  async acquireQueued(
+    request: StoreAcquireRequest,
+    options: StoreQueuedOptions,
+  ): Promise<StoreQueuedResult> {
+    this.assertOpen();
+    await this.ensureDeleteWatch(options.requestTimeoutMs);
+    return this.queue.acquire(request, options);
   }
 
   async tryAcquire(
@@ -462,6 +501,7 @@ export class EtcdLeaseStore implements LeaseStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.closing.abort(closedError());
     const w = this.deleteWatch;
     this.deleteWatch = undefined;
     if (w !== undefined) await w.then((x) => x.cancel()).catch(() => undefined);
@@ -493,6 +533,8 @@ export class EtcdLeaseStore implements LeaseStore {
       expiresLocal: startedAt + request.ttlMs,
       gone: false,
       ending: false,
+      waiting: false,
+      markOnRelease: false,
     };
     this.held.set(etcdKey, e);
     session.entries.set(etcdKey, e);
@@ -513,6 +555,8 @@ export class EtcdLeaseStore implements LeaseStore {
       expiresLocal: startedAt,
       gone: false,
       ending: true,
+      waiting: false,
+      markOnRelease: false,
     };
     this.held.set(etcdKey, e);
     session.entries.set(etcdKey, e);
@@ -560,6 +604,7 @@ export class EtcdLeaseStore implements LeaseStore {
   private sweep(s: Session): void {
     const now = performance.now();
     for (const e of [...s.entries.values()]) {
+      if (e.waiting) continue;
       if (e.ending || now > e.expiresLocal) {
         void this.drop(e, { timeoutMs: 5000, signal: new AbortController().signal });
       }
@@ -568,7 +613,10 @@ export class EtcdLeaseStore implements LeaseStore {
 
   /** Deletes a tracked entry: by create revision, or by its exact value for a ghost. */
   private async deleteEntry(e: HeldEntry, options: StoreRequestOptions): Promise<boolean> {
-    if (e.token !== 0n) return this.deleteByRevision(Buffer.from(e.etcdKey), e.token, options);
+    if (e.token !== 0n) {
+      const mark = e.markOnRelease ? this.layout.last(e.key) : undefined;
+      return this.deleteByRevision(Buffer.from(e.etcdKey), e.token, options, mark);
+    }
     const key = Buffer.from(e.etcdKey);
     const res = await this.run(() =>
       this.client.kv.txn(
@@ -583,17 +631,27 @@ export class EtcdLeaseStore implements LeaseStore {
     return res.succeeded;
   }
 
-  /** Deletes `key` only while its create revision is still `token`. */
+  /**
+   * Deletes `key` only while its create revision is still `token`; with `markLast`, records
+   * `token` as the key's last grant in the same transaction.
+   */
   private async deleteByRevision(
     key: Buffer,
     token: bigint,
     options: StoreRequestOptions,
+    markLast?: Buffer,
   ): Promise<boolean> {
     const res = await this.run(() =>
       this.client.kv.txn(
         {
           compare: [{ key, target: 'Create', result: 'Equal', create_revision: token.toString() }],
-          success: [{ request_delete_range: { key } }],
+          success:
+            markLast === undefined
+              ? [{ request_delete_range: { key } }]
+              : [
+                  { request_delete_range: { key } },
+                  { request_put: { key: markLast, value: Buffer.from(token.toString()) } },
+                ],
           failure: [],
         },
         callOptions(options),
@@ -636,7 +694,9 @@ export class EtcdLeaseStore implements LeaseStore {
         this.client
           .watch()
           .inRange({ start: start.length === 0 ? Buffer.from([0]) : start, end: prefixEnd(start) })
-          .ignore('put')
+          // etcd3's `ignore(op)` is an alias of `only(op)`: `only('delete')` is what asks
+          // etcd to filter out puts (FilterType NOPUT).
+          .only('delete')
           .create(),
         timeoutMs,
         'creating the etcd deletion watch',
@@ -646,6 +706,7 @@ export class EtcdLeaseStore implements LeaseStore {
         if (e !== undefined && e.token !== 0n && BigInt(kv.mod_revision) > e.token) {
           e.gone = true;
           this.forget(e);
+          e.onGone?.();
         }
       });
       return w;
@@ -670,28 +731,7 @@ export class EtcdLeaseStore implements LeaseStore {
   }
 }
 
-function contendersRange(dir: Buffer, dirEnd: Buffer): Record<string, unknown> & { key: Buffer } {
-  return { key: dir, range_end: dirEnd, sort_order: 'Ascend', sort_target: 'Create' };
-}
-
 function lastTokenOf(kv: Kv): bigint {
   const v = kv.value.toString('utf8');
   return v === '' ? BigInt(kv.mod_revision) : BigInt(v);
-}
-
-function callOptions(options: StoreRequestOptions): { deadline: Date } {
-  return { deadline: new Date(Date.now() + Math.max(1, options.timeoutMs)) };
-}
-
-function isLeaseNotFound(err: unknown): boolean {
-  return err instanceof Error && /lease not found/i.test(err.message);
-}
-
-function toUnavailable(err: unknown): unknown {
-  if (isLeaseholdError(err)) return err;
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `etcd lease store: ${err instanceof Error ? err.message : String(err)}`,
-    { cause: err },
-  );
 }

@@ -1,0 +1,145 @@
+import type { IRequestOp, ITxnRequest } from 'etcd3';
+import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+
+/**
+ * The etcd requests of the lock recipe that more than one module sends, as named builders.
+ * Revisions are int64 decimal strings end to end (etcd3 passes them through unchanged).
+ */
+
+/** What etcd's key-value answers look like here. */
+export interface Kv {
+  key: Buffer;
+  value: Buffer;
+  create_revision: string;
+  mod_revision: string;
+  lease: string;
+}
+
+/** The contenders of a key: every entry under `KEY/`, oldest first. */
+export function contendersRange(
+  dir: Buffer,
+  dirEnd: Buffer,
+): Record<string, unknown> & { key: Buffer } {
+  return { key: dir, range_end: dirEnd, sort_order: 'Ascend', sort_target: 'Create' };
+}
+
+/**
+ * Entries under `KEY/` created before revision `below`, newest first, at most `limit`: the
+ * first one that belongs to KEY itself is the waiter's predecessor (etcd's `waitDeletes`
+ * reads the same with `WithLastCreate()` and `WithMaxCreateRev(myRev - 1)`).
+ */
+export function aheadRange(dir: Buffer, dirEnd: Buffer, below: bigint, limit: number): IRequestOp {
+  return {
+    request_range: {
+      key: dir,
+      range_end: dirEnd,
+      sort_order: 'Descend',
+      sort_target: 'Create',
+      max_create_revision: (below - 1n).toString(),
+      limit,
+    },
+  };
+}
+
+/**
+ * Enqueue, one transaction: if our entry is absent, put it on the session lease and read the
+ * newest contenders (ours first, then those ahead of us); the nested transaction records the
+ * last-grant marker when `KEY/` was empty before our put, i.e. when this put is a grant.
+ * Responses on success: [marker txn, put, range]. On failure (our session already has an
+ * entry on KEY): [range of that entry].
+ */
+export function enqueueTxn(o: {
+  entryKey: Buffer;
+  value: string;
+  sessionId: string;
+  dir: Buffer;
+  dirEnd: Buffer;
+  lastKey: Buffer;
+  limit: number;
+}): ITxnRequest {
+  return {
+    compare: [{ key: o.entryKey, target: 'Create', result: 'Equal', create_revision: 0 }],
+    success: [
+      {
+        request_txn: {
+          compare: [
+            {
+              key: o.dir,
+              range_end: o.dirEnd,
+              target: 'Create',
+              result: 'Equal',
+              create_revision: 0,
+            },
+          ],
+          success: [{ request_put: { key: o.lastKey, value: Buffer.alloc(0) } }],
+          failure: [],
+        },
+      },
+      { request_put: { key: o.entryKey, value: Buffer.from(o.value), lease: o.sessionId } },
+      {
+        request_range: {
+          key: o.dir,
+          range_end: o.dirEnd,
+          sort_order: 'Descend',
+          sort_target: 'Create',
+          limit: o.limit,
+        },
+      },
+    ],
+    failure: [{ request_range: { key: o.entryKey } }],
+  };
+}
+
+/**
+ * A waiter's re-check, read-only: if our entry still exists with our create revision and is
+ * still attached to our session lease, read the contenders ahead of it. A failed compare
+ * means the place is lost (deleted, or expired with its session): never grant on it.
+ */
+export function recheckTxn(o: {
+  entryKey: Buffer;
+  token: bigint;
+  sessionId: string;
+  dir: Buffer;
+  dirEnd: Buffer;
+  limit: number;
+}): ITxnRequest {
+  return {
+    compare: [
+      { key: o.entryKey, target: 'Create', result: 'Equal', create_revision: o.token.toString() },
+      { key: o.entryKey, target: 'Lease', result: 'Equal', lease: o.sessionId },
+    ],
+    success: [aheadRange(o.dir, o.dirEnd, o.token, o.limit)],
+    failure: [],
+  };
+}
+
+/**
+ * Records `token` as the key's last grant while its entry still holds (create revision
+ * unchanged), so a marker write that arrives late can never overwrite a newer grant's.
+ */
+export function markLastTxn(entryKey: Buffer, token: bigint, lastKey: Buffer): ITxnRequest {
+  return {
+    compare: [
+      { key: entryKey, target: 'Create', result: 'Equal', create_revision: token.toString() },
+    ],
+    success: [{ request_put: { key: lastKey, value: Buffer.from(token.toString()) } }],
+    failure: [],
+  };
+}
+
+export function callOptions(options: { readonly timeoutMs: number }): { deadline: Date } {
+  return { deadline: new Date(Date.now() + Math.max(1, options.timeoutMs)) };
+}
+
+export function isLeaseNotFound(err: unknown): boolean {
+  return err instanceof Error && /lease not found/i.test(err.message);
+}
+
+export function toUnavailable(err: unknown): unknown {
+  if (isLeaseholdError(err)) return err;
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `etcd lease store: ${err instanceof Error ? err.message : String(err)}`,
+    { cause: err },
+  );
+}
