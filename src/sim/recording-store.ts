@@ -126,7 +126,7 @@ export class RecordingStore extends ForwardingLeaseStore {
  */
 export class StoreOpRecorder extends ForwardingLeaseStore {
   /** The invocation being sent right now (network sends are synchronous within a call). */
-  private sending: Omit<StoreOpEvent, 'op'> | undefined;
+  private sending: StoreOpEvent | undefined;
 
   constructor(
     inner: LeaseStore,
@@ -198,16 +198,24 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
     send: () => Promise<A>,
     answer: (a: A) => Pick<StoreOpEvent, 'phase' | 'token'>,
   ): Promise<A> {
+    // Plain object literals (no spreads): this runs for every store request of every seed.
+    // Fields left undefined are dropped when the history is written as JSON.
     const op = this.history.newOp('o');
-    const base = { type: 'store_op', f, proc: this.proc, key } as const;
-    const invoke: Omit<StoreOpEvent, 'op'> = {
-      ...base,
+    const proc = this.proc;
+    const invoke: StoreOpEvent = {
+      type: 'store_op',
+      f,
+      proc,
+      key,
       phase: 'invoke',
       t: this.harnessClock.now(),
-      ...args,
+      op,
+      lease: args.lease,
+      token: args.token,
+      ttlMs: args.ttlMs,
       storeAt: this.storeClock.now(),
     };
-    this.history.record({ ...invoke, op });
+    this.history.record(invoke);
     this.sending = invoke;
     let reply: Promise<A>;
     try {
@@ -216,17 +224,26 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
       this.sending = undefined;
     }
     void reply.then(
-      (a) =>
+      (a) => {
+        const got = answer(a);
         this.history.record({
-          ...base,
+          type: 'store_op',
+          f,
+          proc,
+          key,
           op,
           t: this.harnessClock.now(),
-          ...answer(a),
+          phase: got.phase,
+          token: got.token,
           storeAt: this.storeClock.now(),
-        }),
+        });
+      },
       (err: unknown) =>
         this.history.record({
-          ...base,
+          type: 'store_op',
+          f,
+          proc,
+          key,
           op,
           phase: 'info',
           t: this.harnessClock.now(),
