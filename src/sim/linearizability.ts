@@ -34,9 +34,12 @@
  * and return entries sorted by time with calls first on ties, `lift`/`unlift`, the cache of
  * bitset + state, the stack of calls to backtrack) and Knossos (jepsen-io/knossos, wgl.clj:
  * `:info` operations have no return, so they may stay unlinearized, and the search succeeds
- * once every completed operation is linearized). Differences: candidates at a node are tried
- * completed-first, `:info` last, and the model is nondeterministic (a step may yield several
- * states). Each key's search is bounded by a step budget; past it the answer is `unknown`.
+ * once every completed operation is linearized). Differences: the model is nondeterministic
+ * (a step may yield several states); candidates at a node are tried completed-first, `:info`
+ * last, and only one `:info` operation per effect (interchangeable ones are tried once); a
+ * branch is cut as soon as its store time has passed the end of a pending completed
+ * operation's window. Each key's search is bounded by a step budget; past it the answer is
+ * `unknown`.
  */
 import type { HistoryEvent, MetaEvent, StoreOpEvent, StoreOpFunction } from './history.js';
 import { StoreTimeZone, type ExpiryGuard } from './time-zone.js';
@@ -402,7 +405,8 @@ function search(
 ): SearchOutcome {
   const n = ops.length;
   const reasons = new Map<number, string[]>();
-  // Entries: 2i = call of op i, 2i+1 = its return (absent for :info). Node 0 is the head.
+  // Entries: the call of each operation and its return (none for :info), sorted by time, as a
+  // doubly linked list over indices; node 0 is the head, node k + 1 is entries[k].
   const entries: { id: number; ret: boolean; t: number }[] = [];
   let required = 0;
   for (let i = 0; i < n; i++) {
