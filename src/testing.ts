@@ -8,7 +8,8 @@ export { ForwardingLeaseStore } from './core/forwarding-store.js';
 /**
  * The history checker: feed it a JSON-lines history of your own system (docs/history-format.md)
  * and it reports fencing (I1), token order (I2), store-clock exclusivity (I3), client
- * conservatism (I4), lost acknowledged writes (I6), release/renew safety (I7) and liveness.
+ * conservatism (I4), linearizability of store operations (I5), lost acknowledged writes (I6),
+ * release/renew safety (I7) and liveness.
  */
 export { checkHistory, formatReport, formatFigures, percentile } from './sim/checker.js';
 export type {
@@ -20,6 +21,14 @@ export type {
   InvariantStatus,
   Violation,
 } from './sim/checker.js';
+export { checkLinearizability } from './sim/linearizability.js';
+export type {
+  LinearizabilityOptions,
+  LinearizabilityResult,
+  KeyLinearizability,
+  LinearizabilityCounterexample,
+  LeaseOp,
+} from './sim/linearizability.js';
 export { formatHistory, HistoryParseError, HistoryRecorder, parseHistory } from './sim/history.js';
 export type {
   ClientEvent,
@@ -30,5 +39,6 @@ export type {
   MetaEvent,
   ResourceEvent,
   StoreEvent,
+  StoreOpEvent,
   WriteEvent,
 } from './sim/history.js';

@@ -1,5 +1,6 @@
 import {
   I3_EXPECTED_FAULTS,
+  I5_EXPECTED_FAULTS,
   I4_EXPECTED_FAULTS,
   type ClientEvent,
   type FaultEvent,
@@ -9,16 +10,22 @@ import {
   type StoreEvent,
   type WriteEvent,
 } from './history.js';
+import {
+  checkLinearizability,
+  describeLeaseOp,
+  type LinearizabilityOptions,
+} from './linearizability.js';
 
-/** The invariants the checker knows (VERIFICATION.md); I5 and the full I8 are not checked here. */
-export type InvariantId = 'I1' | 'I2' | 'I3' | 'I4' | 'I6' | 'I7' | 'I8';
+/** The invariants the checker knows (VERIFICATION.md); the full I8 is not checked here. */
+export type InvariantId = 'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'I6' | 'I7' | 'I8';
 
 /**
  * `ok`: checked, no violation. `violated`: a safety failure. `expected`: violations under a
- * fault that makes them expected (I3/I4 only) — reported, not a failure. `not_checked`: the
- * history lacks the data (store-side times, a final read …).
+ * fault that makes them expected (I3/I4/I5 only) — reported, not a failure. `not_checked`: the
+ * history lacks the data (store-side times, a final read, store operations …). `unknown`: the
+ * check ran out of its budget (I5) — neither a pass nor a failure.
  */
-export type InvariantStatus = 'ok' | 'violated' | 'expected' | 'not_checked';
+export type InvariantStatus = 'ok' | 'violated' | 'expected' | 'not_checked' | 'unknown';
 
 /** One counterexample: which invariant, a sentence, and the events that show it. */
 export interface Violation {
@@ -69,6 +76,11 @@ export interface CheckOptions {
   readonly timeToleranceMs?: number;
   /** Counterexamples kept per invariant. Defaults to 5. */
   readonly maxExamples?: number;
+  /**
+   * The I5 search: step budget per key, the key's state before the history, store time from
+   * `t`. `timeToleranceMs` above also widens I5's store-time windows.
+   */
+  readonly linearizability?: Omit<LinearizabilityOptions, 'timeToleranceMs'>;
 }
 
 interface Grant {
@@ -83,8 +95,8 @@ interface Grant {
 }
 
 /**
- * Checks a history against I1, I2, I3, I4, I6, I7 and the liveness bound (I8), and returns a
- * verdict with counterexamples and figures. Pure: no I/O, deterministic.
+ * Checks a history against I1–I7 and the liveness bound (I8), and returns a verdict with
+ * counterexamples and figures. Pure: no I/O, deterministic.
  *
  * - I1: per resource, no write applied with a token below one applied before.
  * - I2: tokens granted per key are unique and follow real-time order of acquisitions.
@@ -92,6 +104,9 @@ interface Grant {
  *   clock jumps, failover, restore, eviction — then reported as `expected`).
  * - I4: the client's deadline is not later than the store's expiry (expected to fail under
  *   client clock faults).
+ * - I5: the `store_op` records are linearizable against the fenced mutex model, `:info`
+ *   handled (src/sim/linearizability.ts); `unknown` past the search budget, `not_checked`
+ *   without store operations.
  * - I6: every write acknowledged as applied is in the resource's final contents; no write the
  *   resource rejected was acknowledged as applied.
  * - I7: renew/release never succeed for a lease that is expired, released or superseded.
@@ -120,6 +135,7 @@ export function checkHistory(
   const tolerance = options.timeToleranceMs ?? meta?.timeToleranceMs ?? 0;
   const i3 = checkI3(grants, faults, tolerance);
   const i4 = checkI4(events, faults, tolerance);
+  const i5 = checkI5(events, faults, tolerance, options.linearizability);
   const i6 = checkI6(events, writes, resourceEvents);
   const i7 = checkI7(storeEvents, events);
   const bound = options.livenessBoundMs ?? meta?.livenessBoundMs;
@@ -135,6 +151,7 @@ export function checkHistory(
     I2: limit(i2),
     I3: limit(i3),
     I4: limit(i4.report),
+    I5: limit(i5),
     I6: limit(i6.report),
     I7: limit(i7),
     I8: limit(i8.report),
@@ -472,6 +489,62 @@ function checkI4(
   };
 }
 
+function checkI5(
+  events: readonly HistoryEvent[],
+  faults: FaultEvent[],
+  tolerance: number,
+  options: CheckOptions['linearizability'],
+): { status: InvariantStatus; violations: Violation[]; note?: string } {
+  const r = checkLinearizability(events, { ...options, timeToleranceMs: tolerance });
+  if (r.status === 'not_checked')
+    return { status: 'not_checked', violations: [], note: 'no store_op records' };
+  const untimed =
+    r.untimedOps > 0
+      ? `; ${r.untimedOps} without store-time bounds (expiry unconstrained there)`
+      : '';
+  const summary = `${r.ops} store ops on ${r.keys.length} key(s), ${r.steps} search steps${untimed}`;
+  const violations: Violation[] = [];
+  for (const k of r.keys) {
+    if (k.status !== 'violated') continue;
+    const c = k.counterexample;
+    violations.push(
+      violation(
+        'I5',
+        [
+          `on ${c.key}, no linearization once ${c.culprit.op} is answered (window t ${c.from}..${c.to}): ${describeLeaseOp(c.culprit)}`,
+          ...c.reasons.map((r) => `    why: ${r}`),
+          ...c.ops.slice(1).map((o) => `    with: ${describeLeaseOp(o)}`),
+          ...c.before.map((o) => `    after: ${describeLeaseOp(o)}`),
+          ...(c.olderInfo > 0
+            ? [`    and ${c.olderInfo} earlier :info operation(s) that may have taken effect`]
+            : []),
+        ].join('\n'),
+        ...c.ops.flatMap((o) => o.events),
+      ),
+    );
+  }
+  if (violations.length > 0) {
+    const expectedBy = faults.find((f) => I5_EXPECTED_FAULTS.has(f.fault));
+    return {
+      status: status(violations, expectedBy !== undefined),
+      violations,
+      note:
+        expectedBy === undefined
+          ? summary
+          : `expected under fault ${expectedBy.fault}: the store is not a linearizable lease there; I1 must catch the consequences`,
+    };
+  }
+  if (r.status === 'unknown') {
+    const over = r.keys.filter((k) => k.status === 'unknown').map((k) => k.key);
+    return {
+      status: 'unknown',
+      violations: [],
+      note: `budget exceeded on key(s) ${over.join(', ')}; ${summary}`,
+    };
+  }
+  return { status: 'ok', violations: [], note: summary };
+}
+
 function checkI6(
   events: readonly HistoryEvent[],
   writes: WriteEvent[],
@@ -721,10 +794,12 @@ export function formatReport(report: CheckReport): string {
     const count = r.violations.length;
     const head =
       r.status === 'ok'
-        ? 'ok'
+        ? `ok${id === 'I5' && r.note ? ` (${r.note})` : ''}`
         : r.status === 'not_checked'
           ? `not checked${r.note ? ` (${r.note})` : ''}`
-          : `${r.status === 'expected' ? 'EXPECTED' : 'VIOLATED'}: ${count}${count >= 5 ? '+' : ''} counterexample(s)${r.note ? ` (${r.note})` : ''}`;
+          : r.status === 'unknown'
+            ? `UNKNOWN${r.note ? ` (${r.note})` : ''}`
+            : `${r.status === 'expected' ? 'EXPECTED' : 'VIOLATED'}: ${count}${count >= 5 ? '+' : ''} counterexample(s)${r.note ? ` (${r.note})` : ''}`;
     lines.push(`${id} ${INVARIANT_NAMES[id]}: ${head}`);
     for (const v of r.violations) {
       lines.push(`  - ${v.message}`);
@@ -735,9 +810,12 @@ export function formatReport(report: CheckReport): string {
   lines.push(
     `figures: events=${report.events} ${formatFigures({ ...f, runs: 1 })} lost_acknowledged_writes=${f.lostAcknowledgedWrites} min_slack=${f.minSlackMs === undefined ? 'n/a' : `${Math.round(f.minSlackMs)}ms`}`,
   );
+  const unknown = Object.entries(report.invariants)
+    .filter(([, r]) => r.status === 'unknown')
+    .map(([id]) => id);
   lines.push(
     report.valid
-      ? 'verdict: VALID — no safety invariant violated'
+      ? `verdict: VALID — no safety invariant violated${unknown.length > 0 ? ` (${unknown.join(', ')} unknown: search budget exceeded)` : ''}`
       : `verdict: INVALID — ${Object.entries(report.invariants)
           .filter(([, r]) => r.status === 'violated')
           .map(([id]) => id)
@@ -751,6 +829,7 @@ const INVARIANT_NAMES: Record<InvariantId, string> = {
   I2: 'token order and uniqueness',
   I3: 'store-clock exclusivity',
   I4: 'conservative client deadline',
+  I5: 'linearizable acquire/renew/release',
   I6: 'no lost acknowledged writes',
   I7: 'release/renew safety',
   I8: 'liveness bound',

@@ -52,6 +52,48 @@ export interface StoreEvent {
   readonly expiresAt?: number;
 }
 
+/** The store operations a lease model knows (I5). */
+export type StoreOpFunction = 'acquire' | 'renew' | 'release';
+
+/**
+ * Phases of a store operation: `invoke`, then one answer — acquire `acquired` / `busy`,
+ * renew `renewed` / `lost`, release `released` / `not_owner` — or `info` (timeout, store
+ * unavailable: it may or may not have taken effect). No answer at all is also `info`.
+ */
+export type StoreOpPhase =
+  'invoke' | 'acquired' | 'busy' | 'renewed' | 'lost' | 'released' | 'not_owner' | 'info';
+
+/**
+ * One request to the lease store as its caller sent it and saw it answered (I5, the W-mutex
+ * shape): a single atomic step at the store, unlike the client's `acquire` events, which
+ * cover waiting and retries. The linearizability check reads these.
+ */
+export interface StoreOpEvent {
+  readonly type: 'store_op';
+  readonly phase: StoreOpPhase;
+  readonly f: StoreOpFunction;
+  /** Harness time of the event: the request sent (`invoke`), its answer read (others). */
+  readonly t: number;
+  readonly proc: string;
+  /** Pairs `invoke` with its answer; unique per operation in the history. */
+  readonly op: string;
+  readonly key: string;
+  /** The acquisition's label: the lease id the request carries (required on `invoke`). */
+  readonly lease?: string;
+  /** Renew/release `invoke`: the token the request carries. `acquired`: the token granted. */
+  readonly token?: string;
+  /** Acquire/renew `invoke`: the TTL asked for. */
+  readonly ttlMs?: number;
+  /**
+   * The store's own clock (the one it decides expiry by) at this event, on the history's
+   * scale: on `invoke` a lower bound, on the answer an upper bound, of the store time at which
+   * the operation took effect.
+   */
+  readonly storeAt?: number;
+  /** On `info`: what went wrong. */
+  readonly error?: string;
+}
+
 /** A client's lease ended on its side (signal fired). */
 export interface LostEvent {
   readonly type: 'lost';
@@ -126,12 +168,19 @@ export interface MetaEvent {
    */
   readonly timeToleranceMs?: number;
   readonly scenario?: string;
+  /**
+   * Store operations without `storeAt` take their store-time window from `t`: right when the
+   * store's clock runs at the rate of the history's clock (any fixed offset is fine: the lease
+   * model compares only differences of store times).
+   */
+  readonly storeTimeFromT?: boolean;
 }
 
 /** One line of a history. */
 export type HistoryEvent =
   | ClientEvent
   | StoreEvent
+  | StoreOpEvent
   | LostEvent
   | WriteEvent
   | ResourceEvent
@@ -145,6 +194,19 @@ export type HistoryEvent =
  */
 export const I3_EXPECTED_FAULTS: ReadonlySet<string> = new Set([
   'store_clock_jump',
+  'store_clock_back',
+  'failover',
+  'store_restart_unsynced',
+  'restore',
+  'eviction',
+]);
+
+/**
+ * Faults under which I5 (linearizability against the lease model, by the store's own clock)
+ * is expected to fail: the store loses state or its clock goes back. A store clock jumping
+ * forward is not here — by its own clock the store is still a linearizable lease.
+ */
+export const I5_EXPECTED_FAULTS: ReadonlySet<string> = new Set([
   'store_clock_back',
   'failover',
   'store_restart_unsynced',
@@ -181,6 +243,11 @@ const CLIENT_PHASES = new Set([
   'released',
 ]);
 const STORE_ACTIONS = new Set(['grant', 'busy', 'renewed', 'renew_lost', 'released', 'not_owner']);
+const STORE_OP_ANSWERS: Readonly<Record<StoreOpFunction, ReadonlySet<string>>> = {
+  acquire: new Set(['acquired', 'busy', 'info']),
+  renew: new Set(['renewed', 'lost', 'info']),
+  release: new Set(['released', 'not_owner', 'info']),
+};
 const WRITE_PHASES = new Set(['invoke', 'ok', 'stale', 'duplicate', 'unknown']);
 const RESOURCE_ACTIONS = new Set(['applied', 'rejected', 'duplicate']);
 const TOKEN_RE = /^[1-9][0-9]{0,18}$/;
@@ -256,6 +323,23 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     str('lease', true);
     token('token', e.action === 'busy');
     num('expiresAt', !(e.action === 'grant' || e.action === 'renewed'));
+  } else if (type === 'store_op') {
+    const f = e.f;
+    if (f !== 'acquire' && f !== 'renew' && f !== 'release')
+      return fail('"f" must be one of acquire, renew, release');
+    if (typeof e.phase !== 'string' || (e.phase !== 'invoke' && !STORE_OP_ANSWERS[f].has(e.phase)))
+      fail(`"phase" of a ${f} must be invoke or one of ${[...STORE_OP_ANSWERS[f]].join(', ')}`);
+    num('t');
+    str('proc');
+    str('op');
+    str('key');
+    const invoke = e.phase === 'invoke';
+    str('lease', !invoke);
+    token('token', !((invoke && f !== 'acquire') || e.phase === 'acquired'));
+    num('ttlMs', !(invoke && f !== 'release'));
+    if (e.ttlMs !== undefined && !((e.ttlMs as number) > 0)) fail('"ttlMs" must be positive');
+    num('storeAt', true);
+    str('error', true);
   } else if (type === 'lost') {
     num('t');
     str('proc');
@@ -301,6 +385,8 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     str('seed', true);
     str('source', true);
     str('scenario', true);
+    if (e.storeTimeFromT !== undefined && typeof e.storeTimeFromT !== 'boolean')
+      fail('"storeTimeFromT" must be a boolean');
   } else {
     fail(`unknown "type" ${JSON.stringify(type)}`);
   }

@@ -55,6 +55,7 @@ export class SimNetwork {
   /** Extra one-shot delays for the next request from a process with a label (F3). */
   private readonly nextDelays = new Map<string, number>();
   private readonly replyDrops = new Map<string, number>();
+  private readonly duplicateListeners: ((message: MessageInfo) => void)[] = [];
 
   constructor(
     private readonly clock: ManualClock,
@@ -85,6 +86,15 @@ export class SimNetwork {
   /** Drops the reply to the next `count` requests from `proc` labelled `label` (applied, unanswered). */
   dropNextReply(proc: string, label: string, count = 1): void {
     this.replyDrops.set(`${proc}:${label}`, count);
+  }
+
+  /**
+   * Calls `listener` synchronously, inside {@link call}, whenever a request is about to be
+   * delivered twice: the copy is a second operation at the server whose answer nobody reads,
+   * and a history that checks operations (I5) must know it exists.
+   */
+  onDuplicate(listener: (message: MessageInfo) => void): void {
+    this.duplicateListeners.push(listener);
   }
 
   /**
@@ -128,7 +138,10 @@ export class SimNetwork {
         );
       };
       this.send(proc.name, to, profile, extra, () => deliver(!dropReply));
-      if (duplicate) this.send(proc.name, to, profile, extra, () => deliver(false));
+      if (duplicate) {
+        for (const l of this.duplicateListeners) l({ from: proc.name, to, label });
+        this.send(proc.name, to, profile, extra, () => deliver(false));
+      }
     });
   }
 

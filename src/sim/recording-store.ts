@@ -9,7 +9,7 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
 } from '../core/store.js';
-import type { HistoryRecorder } from './history.js';
+import type { HistoryRecorder, StoreOpEvent, StoreOpFunction } from './history.js';
 
 /**
  * Short, deterministic labels for lease ids (`L1`, `L2` … in order of first sight): lease
@@ -108,5 +108,149 @@ export class RecordingStore extends ForwardingLeaseStore {
       token: lease.token.toString(),
     });
     return answer;
+  }
+}
+
+/**
+ * Wraps one process's view of the store (the client side of the simulated network) and
+ * records every request as a `store_op`: `invoke` when it is sent, its answer when the reply
+ * reaches the process, `info` when the store threw, nothing when the request or reply was
+ * lost. `storeAt` is the **store's own** clock (the one the memory store decides expiry by)
+ * at both moments, so the store acted at a store time in between — also under a store clock
+ * jump, which moves both. These records are what I5 checks.
+ *
+ * A late answer (after the client's own timeout) is still recorded: it is what the store
+ * did. A request the network delivers twice is two operations at the store; the copy's
+ * answer is never read, so it is recorded as an invocation without an answer
+ * ({@link StoreOpRecorder.duplicated}).
+ */
+export class StoreOpRecorder extends ForwardingLeaseStore {
+  /** The invocation being sent right now (network sends are synchronous within a call). */
+  private sending: StoreOpEvent | undefined;
+
+  constructor(
+    inner: LeaseStore,
+    private readonly proc: string,
+    private readonly harnessClock: Clock,
+    private readonly storeClock: Clock,
+    private readonly history: HistoryRecorder,
+    private readonly labels: LeaseLabels,
+  ) {
+    super(inner);
+  }
+
+  override tryAcquire(
+    request: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
+    return this.track(
+      'acquire',
+      request.key,
+      { lease: this.labels.of(request.leaseId), ttlMs: request.ttlMs },
+      () => this.inner.tryAcquire(request, o),
+      (a) =>
+        a.status === 'acquired'
+          ? { phase: 'acquired', token: a.token.toString() }
+          : { phase: 'busy' },
+    );
+  }
+
+  override renew(
+    lease: StoreLeaseRef & { ttlMs: number },
+    o: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    return this.track(
+      'renew',
+      lease.key,
+      {
+        lease: this.labels.of(lease.leaseId),
+        token: lease.token.toString(),
+        ttlMs: lease.ttlMs,
+      },
+      () => this.inner.renew(lease, o),
+      (a) => ({ phase: a.status }),
+    );
+  }
+
+  override release(lease: StoreLeaseRef, o: StoreRequestOptions): Promise<StoreReleaseResult> {
+    return this.track(
+      'release',
+      lease.key,
+      { lease: this.labels.of(lease.leaseId), token: lease.token.toString() },
+      () => this.inner.release(lease, o),
+      (a) => ({ phase: a.status }),
+    );
+  }
+
+  /**
+   * The network is delivering the request being sent a second time: record the copy as an
+   * operation of its own that is never answered (`:info`).
+   */
+  duplicated(): void {
+    if (this.sending !== undefined)
+      this.history.record({ ...this.sending, op: this.history.newOp('o') });
+  }
+
+  private track<A>(
+    f: StoreOpFunction,
+    key: string,
+    args: Pick<StoreOpEvent, 'lease' | 'token' | 'ttlMs'>,
+    send: () => Promise<A>,
+    answer: (a: A) => Pick<StoreOpEvent, 'phase' | 'token'>,
+  ): Promise<A> {
+    // Plain object literals (no spreads): this runs for every store request of every seed.
+    // Fields left undefined are dropped when the history is written as JSON.
+    const op = this.history.newOp('o');
+    const proc = this.proc;
+    const invoke: StoreOpEvent = {
+      type: 'store_op',
+      f,
+      proc,
+      key,
+      phase: 'invoke',
+      t: this.harnessClock.now(),
+      op,
+      lease: args.lease,
+      token: args.token,
+      ttlMs: args.ttlMs,
+      storeAt: this.storeClock.now(),
+    };
+    this.history.record(invoke);
+    this.sending = invoke;
+    let reply: Promise<A>;
+    try {
+      reply = send();
+    } finally {
+      this.sending = undefined;
+    }
+    void reply.then(
+      (a) => {
+        const got = answer(a);
+        this.history.record({
+          type: 'store_op',
+          f,
+          proc,
+          key,
+          op,
+          t: this.harnessClock.now(),
+          phase: got.phase,
+          token: got.token,
+          storeAt: this.storeClock.now(),
+        });
+      },
+      (err: unknown) =>
+        this.history.record({
+          type: 'store_op',
+          f,
+          proc,
+          key,
+          op,
+          phase: 'info',
+          t: this.harnessClock.now(),
+          storeAt: this.storeClock.now(),
+          error: err instanceof Error ? err.message : String(err),
+        }),
+    );
+    return reply;
   }
 }

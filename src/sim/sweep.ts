@@ -1,4 +1,4 @@
-import { formatFigures, type CheckReport } from './checker.js';
+import { formatFigures, type CheckReport, type InvariantStatus } from './checker.js';
 import type { PlantedBug } from './planted-bugs.js';
 import { runRandomSeed } from './random-workload.js';
 
@@ -36,6 +36,8 @@ export interface SweepResult {
   readonly lostAcknowledgedWrites: number;
   readonly i3Overlaps: number;
   readonly takeoverMs: readonly number[];
+  /** How many runs I5 (linearizability of store operations) judged ok, unknown (budget) … */
+  readonly i5: Readonly<Record<InvariantStatus, number>>;
   readonly wallMs: number;
 }
 
@@ -50,6 +52,13 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
   const takeover: number[] = [];
   let runs = 0;
   let anomalous = 0;
+  const i5: Record<InvariantStatus, number> = {
+    ok: 0,
+    violated: 0,
+    expected: 0,
+    not_checked: 0,
+    unknown: 0,
+  };
   const sum = {
     grants: 0,
     fencedWritesAttempted: 0,
@@ -71,6 +80,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
     const f = run.report.figures;
     for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += f[k];
     for (const x of f.takeoverMs) takeover.push(x);
+    i5[run.report.invariants.I5.status]++;
     if (f.staleWritesAccepted > 0 || f.lostAcknowledgedWrites > 0) anomalous++;
     if (!run.report.valid) {
       failures.push({ seed, report: run.report, faults: run.faults });
@@ -85,13 +95,14 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
     anomalousRuns: anomalous,
     ...sum,
     takeoverMs: takeover,
+    i5,
     wallMs: performance.now() - started,
   };
 }
 
 /** The figures line every run prints (VERIFICATION.md), plus the sweep's own counts. */
 export function formatSweep(label: string, r: SweepResult): string {
-  return `${label}: ${formatFigures({ ...r })} unfenced_writes_attempted=${r.unfencedWritesAttempted} lost_acknowledged_writes=${r.lostAcknowledgedWrites} anomalous_runs=${r.anomalousRuns} failing_seeds=${r.failures.length} wall=${Math.round(r.wallMs)}ms`;
+  return `${label}: ${formatFigures({ ...r })} unfenced_writes_attempted=${r.unfencedWritesAttempted} lost_acknowledged_writes=${r.lostAcknowledgedWrites} anomalous_runs=${r.anomalousRuns} i5_ok=${r.i5.ok} i5_unknown=${r.i5.unknown} failing_seeds=${r.failures.length} wall=${Math.round(r.wallMs)}ms`;
 }
 
 /** The command that replays one seed exactly. */

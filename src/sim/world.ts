@@ -9,7 +9,7 @@ import { CALM_LINK, NetworkedStore, SimNetwork, type LinkProfile } from './netwo
 import { PlantedBugStore, type PlantedBug } from './planted-bugs.js';
 import { SimProcess } from './process.js';
 import { SeededRandom } from './random.js';
-import { LeaseLabels, RecordingStore } from './recording-store.js';
+import { LeaseLabels, RecordingStore, StoreOpRecorder } from './recording-store.js';
 import { SimFencedResource } from './resource.js';
 
 /** Options for a {@link SimWorld}. */
@@ -125,8 +125,20 @@ export class SimWorld {
     options: { pollIntervalMs?: number; requestTimeoutMs?: number } = {},
   ): SimWorker {
     const proc = new SimProcess(name, this.clock);
+    // Store operations as this process sends and reads them (I5), outside the network.
+    const ops = new StoreOpRecorder(
+      new NetworkedStore(this.store, this.network, proc),
+      name,
+      this.clock,
+      this.storeProc,
+      this.history,
+      this.labels,
+    );
+    this.network.onDuplicate((m) => {
+      if (m.from === name && m.to === 'store') ops.duplicated();
+    });
     const client = new LeaseClient({
-      store: new NetworkedStore(this.store, this.network, proc),
+      store: ops,
       ownerId: name,
       clock: proc,
       random: this.random.fork(`client:${name}`).asFunction(),

@@ -68,4 +68,57 @@ describe('leasehold check', () => {
       process.exitCode = before;
     }
   });
+
+  it('prints I5 with its counterexample, and UNKNOWN when --lin-budget is too small', async () => {
+    const path = join(tmp.dir, 'i5.jsonl');
+    const op = (o: string, f: string, phase: string, t: number, extra: object) =>
+      JSON.stringify({
+        type: 'store_op',
+        f,
+        phase,
+        t,
+        proc: 'P',
+        op: o,
+        key: 'job',
+        storeAt: t,
+        ...extra,
+      });
+    writeFileSync(
+      path,
+      [
+        op('o1', 'acquire', 'invoke', 0, { lease: 'L1', ttlMs: 1000 }),
+        op('o1', 'acquire', 'acquired', 5, { token: '1' }),
+        op('o2', 'acquire', 'invoke', 100, { lease: 'L2', ttlMs: 1000 }),
+        op('o2', 'acquire', 'acquired', 105, { token: '2' }),
+      ].join('\n'),
+    );
+    const io = capture();
+    assert.equal(runCheck(path, {}, io), 1);
+    assert.match(io.text(), /I5 linearizable acquire\/renew\/release: VIOLATED/);
+    assert.match(io.text(), /on job, no linearization once o2 is answered \(window t 100\.\.105\)/);
+    assert.match(io.text(), /why: o2: the key was held live by L1/);
+    const program = new Command('leasehold').exitOverride();
+    const io2 = capture();
+    registerCheckCommand(program, io2);
+    const before = process.exitCode;
+    try {
+      await program.parseAsync(['node', 'leasehold', 'check', path, '--lin-budget', '1']);
+      assert.equal(process.exitCode, 0);
+      assert.match(io2.text(), /I5 .*: UNKNOWN \(budget exceeded on key\(s\) job/);
+      await program.parseAsync(['node', 'leasehold', 'check', path, '--lin-budget', 'x']);
+      assert.equal(process.exitCode, 2);
+      assert.match(io2.text(), /--lin-budget must be a positive integer, got x/);
+    } finally {
+      process.exitCode = before;
+    }
+    // Recorded simulation histories carry store_op records: I5 is checked on them.
+    const sim = join(tmp.dir, 'sim.jsonl');
+    writeFileSync(sim, formatHistory((await runLessonStory({ fencing: true })).history));
+    const io3 = capture();
+    assert.equal(runCheck(sim, {}, io3), 0);
+    assert.match(
+      io3.text(),
+      /I5 linearizable acquire\/renew\/release: ok \(\d+ store ops on 1 key\(s\)/,
+    );
+  });
 });

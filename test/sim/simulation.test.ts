@@ -26,6 +26,8 @@ describe('deterministic simulation (real client, memory store, seeded network an
       );
       assert.equal(r.staleWritesAccepted, 0);
       assert.equal(r.lostAcknowledgedWrites, 0);
+      // I5 decided on every seed: store operations recorded, linearizable, within the budget.
+      assert.equal(r.i5.ok, SEEDS, JSON.stringify(r.i5));
       // The seeds really exercise the fence: stale writes reached it and were rejected.
       assert.ok(
         r.staleWritesRejected > SEEDS / 10,
@@ -106,25 +108,32 @@ describe('deterministic simulation (real client, memory store, seeded network an
     assert.notEqual(x.text, y.text);
   });
 
-  for (const [bug, invariant] of [
-    ['revive_lost', 'I7'],
-    ['reuse_token', 'I2'],
+  // Which invariants catch each planted bug. reuse_token breaks token order at the store (I2)
+  // and the model (I5, token not above the last grant). revive_lost is a renewal after expiry:
+  // I7 sees it when the store-side record shows it (true time), I5 when the renewal was sent
+  // after the lease's expiry by the store's own clock (also under a store clock jump, which I7,
+  // measuring true time, cannot see) — each catches seeds the other misses.
+  for (const [bug, invariants] of [
+    ['reuse_token', ['I2', 'I5']],
+    ['revive_lost', ['I5', 'I7']],
   ] as const) {
     it(
-      `finds the planted bug ${bug} (breaks ${invariant}) and its failing seed replays exactly`,
+      `finds the planted bug ${bug} (breaks ${invariants.join(' or ')}) and its failing seed replays exactly`,
       { timeout: 600_000 },
       async () => {
         const r = await sweepSeeds({ count: 3000, fencing: true, bug, stopOnFailure: true });
         assert.equal(r.failures.length, 1, `no seed in ${r.runs} found ${bug}`);
         const { seed, report } = r.failures[0]!;
-        assert.equal(report.invariants[invariant].status, 'violated', formatReport(report));
+        const broken = invariants.filter((i) => report.invariants[i].status === 'violated');
+        assert.ok(broken.length > 0, formatReport(report));
+        const invariant = broken.join('+');
         console.log(
           `planted bug ${bug}: found by seed ${seed} after ${r.runs} seeds (${invariant}); replay: ${replayCommand(seed, { fencing: true, bug })}`,
         );
         const first = await runRandomSeed({ seed, fencing: true, bug });
         const again = await runRandomSeed({ seed, fencing: true, bug });
         assert.equal(again.text, first.text);
-        assert.equal(first.report.invariants[invariant].status, 'violated');
+        for (const i of broken) assert.equal(first.report.invariants[i].status, 'violated');
         // The same seed without the bug is clean: the checker blames the bug, not the workload.
         assert.equal((await runRandomSeed({ seed, fencing: true })).report.valid, true);
       },

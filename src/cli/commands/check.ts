@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { checkHistory, formatReport } from '../../sim/checker.js';
 import { HistoryParseError, parseHistory } from '../../sim/history.js';
+import { DEFAULT_MAX_STEPS_PER_KEY } from '../../sim/linearizability.js';
 import { processIo, type CommandIo } from './io.js';
 
 /** Options of `leasehold check`. */
@@ -10,6 +11,10 @@ export interface CheckCommandOptions {
   readonly livenessBoundMs?: number;
   /** Print the report as JSON instead of text. */
   readonly json?: boolean;
+  /** I5: model steps the linearizability search may take per key before answering unknown. */
+  readonly linBudget?: number;
+  /** I5: take store time from `t` where `storeAt` is missing (store clock at the harness's rate). */
+  readonly storeTimeFromT?: boolean;
 }
 
 /** Exit codes of `leasehold check`: 0 valid, 1 violations, 2 bad input. */
@@ -48,6 +53,10 @@ export function runCheck(
   }
   const report = checkHistory(events, {
     ...(options.livenessBoundMs === undefined ? {} : { livenessBoundMs: options.livenessBoundMs }),
+    linearizability: {
+      ...(options.linBudget === undefined ? {} : { maxStepsPerKey: options.linBudget }),
+      ...(options.storeTimeFromT === true ? { storeTimeFromT: true } : {}),
+    },
   });
   io.out(options.json === true ? JSON.stringify(report, null, 2) : formatReport(report));
   return report.valid ? CHECK_EXIT.valid : CHECK_EXIT.violations;
@@ -64,27 +73,50 @@ export function registerCheckCommand(program: Command, io: CommandIo = processIo
   program
     .command('check')
     .description(
-      'check a JSON-lines lease/fencing history for I1–I4, I6, I7 and liveness; exit 0 valid, 1 violations, 2 bad input',
+      'check a JSON-lines lease/fencing history for I1–I7 and liveness; exit 0 valid, 1 violations, 2 bad input',
     )
     .argument('<history>', 'history file (JSON lines, see docs/history-format.md), or - for stdin')
     .option('--liveness-bound <ms>', 'a waiting acquirer must get a freed key within this many ms')
+    .option(
+      '--lin-budget <steps>',
+      `I5: search steps per key before answering unknown (default ${DEFAULT_MAX_STEPS_PER_KEY})`,
+    )
+    .option(
+      '--store-time-from-t',
+      'I5: where store_op events lack storeAt, use t (store clock runs at the history clock rate)',
+    )
     .option('--json', 'print the report as JSON')
-    .action((path: string, opts: { livenessBound?: string; json?: boolean }) => {
-      let bound: number | undefined;
-      if (opts.livenessBound !== undefined) {
-        bound = Number(opts.livenessBound);
-        if (!Number.isInteger(bound) || bound <= 0) {
-          io.err(
-            `leasehold check: --liveness-bound must be a positive integer, got ${opts.livenessBound}`,
-          );
+    .action(
+      (
+        path: string,
+        opts: {
+          livenessBound?: string;
+          linBudget?: string;
+          storeTimeFromT?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        const positive = (flag: string, raw: string | undefined): number | null | undefined => {
+          if (raw === undefined) return undefined;
+          const n = Number(raw);
+          if (Number.isInteger(n) && n > 0) return n;
+          io.err(`leasehold check: ${flag} must be a positive integer, got ${raw}`);
           process.exitCode = CHECK_EXIT.badInput;
-          return;
-        }
-      }
-      process.exitCode = runCheck(
-        path,
-        { ...(bound === undefined ? {} : { livenessBoundMs: bound }), json: opts.json === true },
-        io,
-      );
-    });
+          return null;
+        };
+        const bound = positive('--liveness-bound', opts.livenessBound);
+        const budget = positive('--lin-budget', opts.linBudget);
+        if (bound === null || budget === null) return;
+        process.exitCode = runCheck(
+          path,
+          {
+            ...(bound === undefined ? {} : { livenessBoundMs: bound }),
+            ...(budget === undefined ? {} : { linBudget: budget }),
+            storeTimeFromT: opts.storeTimeFromT === true,
+            json: opts.json === true,
+          },
+          io,
+        );
+      },
+    );
 }
