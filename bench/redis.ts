@@ -18,6 +18,8 @@ interface Subject {
   /** Makes the cycle function; `wait` = whether acquire must wait for a busy key. */
   readonly make: (wait: boolean) => Cycle;
   readonly hot: boolean;
+  /** Measured on the hot key only. */
+  readonly onlyHot?: boolean;
   readonly notes?: string;
 }
 
@@ -104,9 +106,29 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
       {
         name: 'leasehold',
         hot: true,
-        notes: 'LeaseClient (autoRenew on) over RedisLeaseStore: EVALSHA acquire + release',
+        notes:
+          'LeaseClient (autoRenew on) over RedisLeaseStore: EVALSHA acquire + release; hot key: hand-off between the 32 tasks of the client (one handoff.lua per change of holder)',
         make: (wait) => {
           const client = new LeaseClient({ store: leaseholdStore(), ownerId: 'bench' });
+          clients.push(client);
+          return async (key) => {
+            const r = await client.acquire(key, { ttl: TTL_MS, wait: wait ? 30_000 : 0 });
+            if (r.status !== 'acquired') throw new Error(`leasehold: ${r.status}`);
+            await r.lease.release();
+          };
+        },
+      },
+      {
+        name: 'leasehold, hand-off off',
+        hot: true,
+        onlyHot: true,
+        notes: 'LeaseClient with maxHandOffRun 0: every release publishes and waiters re-check',
+        make: (wait) => {
+          const client = new LeaseClient({
+            store: leaseholdStore(),
+            ownerId: 'bench',
+            maxHandOffRun: 0,
+          });
           clients.push(client);
           return async (key) => {
             const r = await client.acquire(key, { ttl: TTL_MS, wait: wait ? 30_000 : 0 });
@@ -187,6 +209,7 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
       for (const workers of [1, 32]) {
         for (const subject of subjects) {
           if (keys === 'hot' && (!subject.hot || workers === 1)) continue;
+          if (keys === 'distinct' && subject.onlyHot === true) continue;
           cases.push({ subject, workers, keys });
         }
       }

@@ -80,22 +80,29 @@ async function closeAll(...clients: LeaseClient[]): Promise<void> {
   }
 }
 
-/** A transparent wrapper over a real store that counts the calls a client makes. */
+/**
+ * A transparent wrapper over a real store that counts the calls a client makes. Every call
+ * runs on the store itself (a store may keep state, like a subscriber, on `this`).
+ */
 function countCalls(store: LeaseStore): {
   store: LeaseStore;
   calls: { tryAcquire: number; release: number; releaseAndAcquire: number };
 } {
   const calls = { tryAcquire: 0, release: 0, releaseAndAcquire: 0 };
-  const wrapped: LeaseStore = Object.create(store) as LeaseStore;
-  const target = wrapped as unknown as Record<string, unknown>;
-  for (const name of Object.keys(calls) as Array<keyof typeof calls>) {
-    const fn = (store as unknown as Record<string, unknown>)[name];
-    if (typeof fn !== 'function') continue;
-    target[name] = (...args: unknown[]): unknown => {
-      calls[name]++;
-      return (fn as (...a: unknown[]) => unknown).apply(store, args);
-    };
-  }
+  const wrapped = new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      const fn = value as (...a: unknown[]) => unknown;
+      if (typeof prop === 'string' && prop in calls) {
+        return (...args: unknown[]): unknown => {
+          calls[prop as keyof typeof calls]++;
+          return fn.apply(target, args);
+        };
+      }
+      return fn.bind(target);
+    },
+  });
   return { store: wrapped, calls };
 }
 
