@@ -27,7 +27,7 @@ for (const store of faultStores()) {
       'fenced: the late write is rejected, the late release and renew fail and leave the new holder alone; unfenced: the late write lands',
       { timeout: FAULT_TIMEOUT_MS },
       async () => {
-        const runs = runsPerArm(3, 10);
+        const runs = runsPerArm(store.networked ? 2 : 3, 10);
         const fenced = new FigureTally();
         const control = new FigureTally();
         let anomalies = 0;

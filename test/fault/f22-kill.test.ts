@@ -40,7 +40,7 @@ for (const store of faultStores()) {
         });
         const tally = new FigureTally();
         try {
-          const kills = runsPerArm(4, 40);
+          const kills = runsPerArm(store.networked ? 3 : 4, 40);
           let holder = await h.spawn('w0');
           let held = await h.acquire(holder, 'job', {
             ttlMs: TTL,

@@ -46,7 +46,7 @@ for (const store of faultStores()) {
       "the cut-off holder's signal fires at its local deadline though no renewal returns; the next holder gets the key after the store expiry; fenced: the late write is rejected; unfenced: it lands",
       { timeout: FAULT_TIMEOUT_MS },
       async () => {
-        const runs = runsPerArm(3, 10);
+        const runs = runsPerArm(2, 10);
         const fenced = new FigureTally();
         const control = new FigureTally();
         let anomalies = 0;

@@ -108,7 +108,7 @@ for (const store of faultStores()) {
           }
         }
         // Takeover here runs from A's last *confirmed* renewal: it includes the extension by
-        // the renewal whose answer was lost (about TTL / 2 more).
+        // the renewal whose answer was lost (about TTL / 4 more).
         console.log(fenced.line(`real F5 ${store.name} fenced`));
         console.log(
           `${control.line(`real F5 ${store.name} unfenced control`)} anomaly_runs=${anomalies}/${runs}`,

@@ -210,8 +210,9 @@ export async function runRealPartitionStory(
 /** Options of {@link runRealLostReplyStory}. */
 export interface LostReplyStoryOptions extends NetworkStoryOptions {
   /**
-   * How long the lease ages before each ambiguous renewal, so that a renewal that reached
-   * the store shows as a later expiry there (B's grant). Defaults to TTL / 2.
+   * How long after the confirmed retry the second ambiguous renewal goes out, so that the
+   * store's expiry from that renewal is measurably later than the one A knows of (B's grant
+   * shows which one the store kept). Defaults to TTL / 4.
    */
   readonly ageMs?: number;
 }
@@ -244,10 +245,10 @@ export interface LostReplyStoryResult extends NetworkStoryOutcome {
 
 /**
  * F5 with real processes: A holds the key without background renewal (so that A sends only
- * what the story asks for). A renews; the request reaches the store and is applied, its
+ * what the story asks for). A renews at once; the request reaches the store and is applied, its
  * answer is held back: A must treat the renewal as unknown — `unavailable`, its deadline
  * unchanged. The link heals and A retries the same lease: the store accepts it again
- * (idempotent). Later a second renewal's answer is lost for good: A's lease ends at its own
+ * (idempotent). A while later a second renewal's answer is lost for good: A's lease ends at its own
  * deadline, although the store extended it; B gets the key only after the store's (later)
  * expiry, and A's late write with its old token is rejected by the fence — unfenced, it
  * overwrites B's result.
@@ -257,7 +258,7 @@ export async function runRealLostReplyStory(
 ): Promise<LostReplyStoryResult> {
   const h = new RealHarness(o);
   h.meta({ scenario: 'F5', ttlMs: o.ttlMs });
-  const ageMs = o.ageMs ?? Math.floor(o.ttlMs / 2);
+  const ageMs = o.ageMs ?? Math.floor(o.ttlMs / 4);
   const ambiguous = async (
     a: RealWorker,
     ga: { token: string; lease: string },
@@ -280,14 +281,13 @@ export async function runRealLostReplyStory(
     const got = await h.acquire(a, o.key, { ttlMs: o.ttlMs, waitMs: 0, autoRenew: false });
     if (got.status !== 'ok') throw new Error(`A could not acquire ${o.key}: ${got.status}`);
     const ga = { token: got.token!, lease: got.lease! };
-    // Real time passes so the lease ages at the store; no race is being waited out.
-    await sleep(ageMs);
     const first = await ambiguous(a, ga);
     const st = await a.request({ cmd: 'status' });
     const afterFirst = { deadline: Number(st.deadline), valid: st.valid === true };
     o.link.heal('A');
     h.fault('heal', 'A', 'the held answer arrives late; traffic passes again');
     const retried = await h.renewDetailed(a, o.key, ga.token, ga.lease, o.ttlMs);
+    // Real time passes so the lease ages at the store; no race is being waited out.
     await sleep(ageMs);
     const second = await ambiguous(a, ga);
     const bAcquire = h.acquire(b, o.key, {
