@@ -78,6 +78,20 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
 fi
 # --- end postgres ---
 
+# --- fault suite on networked stores (issue 7) ----------------------------------------------
+# test/fault starts throwaway PostgreSQL servers (initdb + pg_ctl on a free port), besides the
+# redis-server and etcd binaries checked above.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "setup: installing postgresql (server binaries for throwaway test servers)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
+  else
+    echo "setup: missing PostgreSQL server binaries (/usr/lib/postgresql/*/bin/initdb; Debian package postgresql)" >&2
+    exit 1
+  fi
+fi
+# --- end fault suite ---
+
 # --- dashboard browser test (issue 6) ------------------------------------------------------
 # test/server/dashboard-browser.test.ts drives the dashboard in headless Chromium through
 # playwright-core (no bundled browser download): it needs /usr/bin/chromium.

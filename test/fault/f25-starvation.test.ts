@@ -1,16 +1,26 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
+import {
+  FigureTally,
+  faultStores,
+  runsPerArm,
+  FAULT_TIMEOUT_MS,
+  STORE_START_TIMEOUT_MS,
+} from '../support/fault-env.js';
 import { tempDir } from '../support/tmp.js';
 
 // F25: the holder's event loop is starved by 1.5 × TTL of synchronous work between its lease
 // check and its write: no timer (renewal, deadline) runs meanwhile.
 const TTL = 2000;
 
-for (const store of faultStores()) {
+// A fault of the resource path, not of the store: SQLite unless LEASEHOLD_FAULT_STORES asks.
+for (const store of faultStores(['sqlite'])) {
   describe(`F25 event-loop starvation, real processes (${store.name})`, () => {
+    before(() => store.start(), { timeout: STORE_START_TIMEOUT_MS });
+    after(() => store.stop());
+
     it(
       'the library knows the lease is gone after the busy loop; the fence rejects the write, the control arm accepts it',
       { timeout: FAULT_TIMEOUT_MS },
@@ -22,8 +32,9 @@ for (const store of faultStores()) {
         for (let i = 0; i < runs; i++) {
           for (const fencing of [true, false]) {
             const tmp = tempDir('f25');
+            const run = await store.run(tmp.dir);
             const h = new RealHarness({
-              storeUrl: store.url(tmp.dir),
+              storeUrl: run.workerUrl,
               resourcePath: `${tmp.dir}/resource.db`,
             });
             h.meta({
@@ -70,6 +81,7 @@ for (const store of faultStores()) {
               }
             } finally {
               await Promise.all(h.workers.map((w) => w.kill()));
+              await run.close();
               tmp.remove();
             }
           }

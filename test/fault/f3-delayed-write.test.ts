@@ -1,9 +1,15 @@
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
-import { FigureTally, faultStores, runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
+import {
+  FigureTally,
+  faultStores,
+  runsPerArm,
+  FAULT_TIMEOUT_MS,
+  STORE_START_TIMEOUT_MS,
+} from '../support/fault-env.js';
 import { ResourceServer } from '../support/resource-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { eventually } from '../support/time.js';
@@ -12,7 +18,6 @@ import { tempDir } from '../support/tmp.js';
 // F3: A's write to the resource is held in the network (a TCP proxy) past its lease. A gives
 // up on it and releases; B takes the lease and writes; then the proxy delivers A's write —
 // twice, as a network that re-sends would.
-const TTL = 1000;
 
 function logCount(path: string): number {
   const db = new Database(path, { readonly: true });
@@ -23,8 +28,13 @@ function logCount(path: string): number {
   }
 }
 
-for (const store of faultStores()) {
+// A fault of the resource path, not of the store: SQLite unless LEASEHOLD_FAULT_STORES asks.
+for (const store of faultStores(['sqlite'])) {
+  const TTL = Math.max(1000, store.minTtlMs);
   describe(`F3 delayed write through a TCP proxy, real processes (${store.name})`, () => {
+    before(() => store.start(), { timeout: STORE_START_TIMEOUT_MS });
+    after(() => store.stop());
+
     it(
       'the held write that arrives after the next holder wrote is rejected twice (fenced) or lands (unfenced)',
       { timeout: FAULT_TIMEOUT_MS },
@@ -37,7 +47,8 @@ for (const store of faultStores()) {
           for (const fencing of [true, false]) {
             const tmp = tempDir('f3');
             const resourcePath = `${tmp.dir}/resource.db`;
-            const h = new RealHarness({ storeUrl: store.url(tmp.dir), resourcePath });
+            const run = await store.run(tmp.dir);
+            const h = new RealHarness({ storeUrl: run.workerUrl, resourcePath });
             h.meta({
               scenario: 'F3',
               ttlMs: TTL,
@@ -46,7 +57,11 @@ for (const store of faultStores()) {
             const proxy = await TcpProxy.start({ host: '127.0.0.1', port: server.port });
             try {
               const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
-              const ga = await h.acquire(a, 'job', { ttlMs: TTL, waitMs: 0, renewEveryMs: 250 });
+              const ga = await h.acquire(a, 'job', {
+                ttlMs: TTL,
+                waitMs: 0,
+                renewEveryMs: TTL / 4,
+              });
               assert.equal(ga.status, 'ok');
               proxy.hold('up');
               h.fault('hold_write', 'A', 'proxy holds client→resource bytes');
@@ -64,7 +79,7 @@ for (const store of faultStores()) {
               const gb = await h.acquire(b, 'job', {
                 ttlMs: TTL,
                 waitMs: 5 * TTL,
-                renewEveryMs: 250,
+                renewEveryMs: TTL / 4,
               });
               assert.equal(gb.status, 'ok');
               const bw = await h.netWrite(b, {
@@ -95,6 +110,7 @@ for (const store of faultStores()) {
               await proxy.close();
               await Promise.all(h.workers.map((w) => w.kill()));
               await server.close();
+              await run.close();
               tmp.remove();
             }
           }
@@ -114,7 +130,8 @@ for (const store of faultStores()) {
       async () => {
         const tmp = tempDir('f3dup');
         const resourcePath = `${tmp.dir}/resource.db`;
-        const h = new RealHarness({ storeUrl: store.url(tmp.dir), resourcePath });
+        const run = await store.run(tmp.dir);
+        const h = new RealHarness({ storeUrl: run.workerUrl, resourcePath });
         const server = await ResourceServer.start(resourcePath);
         const proxy = await TcpProxy.start({ host: '127.0.0.1', port: server.port });
         try {
@@ -144,6 +161,7 @@ for (const store of faultStores()) {
           await proxy.close();
           await Promise.all(h.workers.map((w) => w.kill()));
           await server.close();
+          await run.close();
           tmp.remove();
         }
       },

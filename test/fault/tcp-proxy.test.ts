@@ -83,6 +83,27 @@ describe('TCP proxy (self-test against an echo server)', () => {
     await p.close();
   });
 
+  it('armAfterNext: the next request passes, its answer and everything after it are held', async () => {
+    const p = await proxy();
+    const c = await client(p);
+    c.socket.write('a');
+    await eventually('first echo', () => (c.received() === 'a' ? true : undefined));
+    p.armAfterNext('up', 'down', 'hold');
+    assert.equal(p.heldBytes('down'), 0);
+    c.socket.write('req');
+    await eventually('answer held', () => (p.heldBytes('down') === 3 ? true : undefined));
+    assert.equal(p.forwarded.up, 4);
+    c.socket.write('more');
+    await eventually('later answer held too', () => (p.heldBytes('down') === 7 ? true : undefined));
+    assert.equal(c.received(), 'a');
+    p.release('down');
+    await eventually('released', () => (c.received() === 'areqmore' ? true : undefined));
+    c.socket.write('z');
+    await eventually('passes again', () => (c.received() === 'areqmorez' ? true : undefined));
+    c.socket.destroy();
+    await p.close();
+  });
+
   it('drops bytes in drop mode, and delays them in order in delay mode', async () => {
     const p = await proxy();
     const c = await client(p);

@@ -1,5 +1,10 @@
 import { join } from 'node:path';
 import { formatFigures, percentile, type HistoryFigures } from '../../src/sim/checker.js';
+import type { StoreLink } from '../../src/sim/real/network-stories.js';
+import { EtcdCluster } from './etcd-cluster.js';
+import { startRedis, type RedisProcess } from './redis-server.js';
+import { TcpProxy } from './tcp-proxy.js';
+import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js';
 
 /** True under `npm run chaos`: longer, more runs. */
 export const CHAOS = process.env.LEASEHOLD_CHAOS === '1';
@@ -9,22 +14,221 @@ export function runsPerArm(ci: number, chaos: number): number {
   return CHAOS ? chaos : ci;
 }
 
+/** The stores the real-process fault suite knows how to run on. */
+export type FaultStoreName = 'sqlite' | 'postgres' | 'redis' | 'etcd';
+
+/** Every store: the default of the lease faults (F1, F4, F5, F22), in `npm test` too. */
+export const ALL_FAULT_STORES: readonly FaultStoreName[] = ['sqlite', 'postgres', 'redis', 'etcd'];
+
 /**
- * The stores the real-process fault suite runs on, by URL. `LEASEHOLD_FAULT_STORES` selects
- * them (comma-separated; default `sqlite`). A networked store is added here with the URL of a
- * throwaway server (and `src/sim/real/store-url.ts` taught its scheme).
+ * One store of the fault suite: its throwaway server (started in a `before` hook, stopped in
+ * an `after` hook) and what fault tests need to know about its timing.
  */
-export function faultStores(): { name: string; url: (dir: string) => string }[] {
-  const names = (process.env.LEASEHOLD_FAULT_STORES ?? 'sqlite')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
+export interface FaultStore {
+  readonly name: FaultStoreName;
+  /** False for the embedded SQLite store: there is no network between a worker and it. */
+  readonly networked: boolean;
+  /** The shortest TTL the fault runs use here (etcd's store refuses TTLs under 2 s). */
+  readonly minTtlMs: number;
+  /**
+   * How much longer than its TTL a dead holder's key stays taken at this store: etcd's
+   * shared-session headroom (`sessionHeadroomS`, default 1 s); 0 elsewhere.
+   */
+  readonly expiryHeadroomMs: number;
+  /** Starts the throwaway server, if the store has one. */
+  start(): Promise<void>;
+  /** Stops the server and removes its files. Safe when `start` failed or never ran. */
+  stop(): Promise<void>;
+  /** A fresh run: its own namespace at the store, one proxy per worker. Close it in `finally`. */
+  run(dir: string): Promise<FaultRun>;
+}
+
+/** One run's view of a {@link FaultStore}. */
+export interface FaultRun {
+  /**
+   * For `RealHarnessOptions.storeUrl`: the URL a worker opens — through a TCP proxy of its
+   * own on a networked store, so that cutting one worker off leaves the others connected.
+   */
+  readonly workerUrl: (worker: string) => Promise<string>;
+  /** The proxy between `worker` and the store (after the worker was spawned; networked only). */
+  proxy(worker: string): TcpProxy;
+  /** Closes every proxy of the run (which severs its connections). */
+  close(): Promise<void>;
+}
+
+/**
+ * The network stories' view of a run's proxies: a cut holds a worker's bytes both ways (its
+ * connections stay open, so requests hang), a lost reply lets the next request through and
+ * holds every answer after it, a heal delivers what was held and passes traffic again.
+ */
+export function storeLink(run: FaultRun): StoreLink {
+  return {
+    cut: (w) => {
+      run.proxy(w).hold('up');
+      run.proxy(w).hold('down');
+    },
+    loseNextReply: (w) => run.proxy(w).armAfterNext('up', 'down', 'hold'),
+    heal: (w) => {
+      run.proxy(w).release('up');
+      run.proxy(w).release('down');
+    },
+    heldReplyBytes: (w) => run.proxy(w).heldBytes('down'),
+  };
+}
+
+let runCounter = 0;
+
+/** Per-worker proxies in front of one server port, for one run. */
+function proxiedRun(port: number, urlFor: (proxyPort: number) => string): FaultRun {
+  const proxies = new Map<string, TcpProxy>();
+  return {
+    workerUrl: async (worker) => {
+      if (proxies.has(worker)) throw new Error(`worker ${worker} already has a proxy in this run`);
+      const proxy = await TcpProxy.start({ host: '127.0.0.1', port });
+      proxies.set(worker, proxy);
+      return urlFor(proxy.port);
+    },
+    proxy: (worker) => {
+      const p = proxies.get(worker);
+      if (p === undefined) throw new Error(`worker ${worker} has no proxy in this run`);
+      return p;
+    },
+    close: async () => {
+      await Promise.all([...proxies.values()].map((p) => p.close()));
+      proxies.clear();
+    },
+  };
+}
+
+function sqliteStore(): FaultStore {
+  return {
+    name: 'sqlite',
+    networked: false,
+    minTtlMs: 1000,
+    expiryHeadroomMs: 0,
+    start: () => Promise.resolve(),
+    stop: () => Promise.resolve(),
+    run: (dir) => {
+      const url = `sqlite:${join(dir, 'leases.db')}`;
+      return Promise.resolve({
+        workerUrl: () => Promise.resolve(url),
+        proxy: () => {
+          throw new Error('sqlite is embedded: there is no network between a worker and it');
+        },
+        close: () => Promise.resolve(),
+      });
+    },
+  };
+}
+
+function postgresStore(): FaultStore {
+  let server: ThrowawayPostgres | undefined;
+  return {
+    name: 'postgres',
+    networked: true,
+    minTtlMs: 1000,
+    expiryHeadroomMs: 0,
+    async start() {
+      server ??= await startThrowawayPostgres();
+    },
+    stop() {
+      server?.destroy();
+      server = undefined;
+      return Promise.resolve();
+    },
+    run() {
+      if (server === undefined) throw new Error('postgres fault store not started');
+      // A schema per run: the store migrates it on first use (concurrent workers are safe).
+      const schema = `lh_fault_${process.pid}_${++runCounter}`;
+      return Promise.resolve(
+        proxiedRun(
+          server.port,
+          (p) => `postgres://postgres@127.0.0.1:${p}/postgres?schema=${schema}`,
+        ),
+      );
+    },
+  };
+}
+
+function redisStore(): FaultStore {
+  let server: RedisProcess | undefined;
+  return {
+    name: 'redis',
+    networked: true,
+    minTtlMs: 1000,
+    expiryHeadroomMs: 0,
+    async start() {
+      server ??= await startRedis();
+    },
+    async stop() {
+      await server?.stop();
+      server = undefined;
+    },
+    run() {
+      if (server === undefined) throw new Error('redis fault store not started');
+      const prefix = encodeURIComponent(`lh:fault:${process.pid}:${++runCounter}:`);
+      return Promise.resolve(
+        proxiedRun(server.port, (p) => `redis://127.0.0.1:${p}?prefix=${prefix}`),
+      );
+    },
+  };
+}
+
+function etcdStore(): FaultStore {
+  let cluster: EtcdCluster | undefined;
+  return {
+    name: 'etcd',
+    networked: true,
+    minTtlMs: 2000,
+    expiryHeadroomMs: 1000,
+    async start() {
+      cluster ??= await EtcdCluster.start({ size: 1, label: 'fault' });
+    },
+    async stop() {
+      await cluster?.stop();
+      cluster = undefined;
+    },
+    run() {
+      if (cluster === undefined) throw new Error('etcd fault store not started');
+      const port = Number(new URL(cluster.endpoints[0]!).port);
+      const namespace = encodeURIComponent(`lh/fault/${process.pid}/${++runCounter}/`);
+      return Promise.resolve(
+        proxiedRun(port, (p) => `etcd://127.0.0.1:${p}?namespace=${namespace}`),
+      );
+    },
+  };
+}
+
+/**
+ * The stores a fault test runs on. `LEASEHOLD_FAULT_STORES` (comma-separated) selects them;
+ * otherwise `defaults` — every store for the lease faults, which `npm test` runs short and
+ * `npm run chaos` long. Each networked store is a throwaway server on a free loopback port
+ * (started and stopped by the test's hooks), reached by each worker through its own
+ * {@link TcpProxy}. A selected store whose server cannot start fails the run: no silent skip.
+ */
+export function faultStores(defaults: readonly FaultStoreName[] = ALL_FAULT_STORES): FaultStore[] {
+  const env = process.env.LEASEHOLD_FAULT_STORES;
+  const names =
+    env === undefined || env.trim() === ''
+      ? [...defaults]
+      : env
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
   return names.map((name) => {
     switch (name) {
       case 'sqlite':
-        return { name, url: (dir: string) => `sqlite:${join(dir, 'leases.db')}` };
+        return sqliteStore();
+      case 'postgres':
+        return postgresStore();
+      case 'redis':
+        return redisStore();
+      case 'etcd':
+        return etcdStore();
       default:
-        throw new Error(`LEASEHOLD_FAULT_STORES: no fault harness for store "${name}" yet`);
+        throw new Error(
+          `LEASEHOLD_FAULT_STORES: no fault harness for store "${name}" (${ALL_FAULT_STORES.join(', ')})`,
+        );
     }
   });
 }
@@ -60,3 +264,6 @@ export class FigureTally {
 
 /** Upper bound for one fault test: generous on a loaded machine, longer under chaos. */
 export const FAULT_TIMEOUT_MS = CHAOS ? 3_600_000 : 600_000;
+
+/** Upper bound for starting a store's throwaway server (initdb on a loaded machine). */
+export const STORE_START_TIMEOUT_MS = 180_000;

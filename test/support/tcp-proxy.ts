@@ -29,6 +29,8 @@ export class TcpProxy {
   private readonly mode: Record<ProxyDirection, ProxyMode> = { up: 'pass', down: 'pass' };
   private readonly delayMs: Record<ProxyDirection, number> = { up: 0, down: 0 };
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  /** Switches armed by {@link armAfterNext}: applied once the trigger direction forwards bytes. */
+  private armed: { trigger: ProxyDirection; target: ProxyDirection; mode: ProxyMode }[] = [];
   /** Bytes forwarded per direction, for tests that wait until a request has gone through. */
   readonly forwarded: Record<ProxyDirection, number> = { up: 0, down: 0 };
   /** Bytes discarded per direction in drop mode. */
@@ -75,6 +77,17 @@ export class TcpProxy {
   }
 
   /**
+   * After the next chunk of `trigger` is forwarded (over any connection), switches `target`
+   * to `mode`. `armAfterNext('up', 'down', 'hold')` lets the next request reach the server
+   * and holds everything the server sends from then on — its answer included: a request
+   * applied whose reply is lost (F5). Unlike a switch made by the test after it sent the
+   * request, nothing can slip through in between.
+   */
+  armAfterNext(trigger: ProxyDirection, target: ProxyDirection, mode: ProxyMode): void {
+    this.armed.push({ trigger, target, mode });
+  }
+
+  /**
    * Delivers every held chunk of `dir` in order (twice each with `duplicate`, as a network
    * that re-sends a request would) and switches `dir` back to pass.
    */
@@ -99,8 +112,8 @@ export class TcpProxy {
   /** Resets every open connection (both sides see ECONNRESET or a close). */
   sever(): void {
     for (const p of this.pipes) {
-      p.client.resetAndDestroy();
-      p.server.resetAndDestroy();
+      resetOrDestroy(p.client);
+      resetOrDestroy(p.server);
     }
     this.pipes.clear();
   }
@@ -164,5 +177,25 @@ export class TcpProxy {
     if (to.destroyed) return;
     this.forwarded[dir] += chunk.length;
     to.write(chunk);
+    if (this.armed.length === 0) return;
+    // Switched after this chunk is handed to the socket and before any answer to it can be
+    // read (that needs another turn of the event loop), so the answer meets the new mode.
+    const fire = this.armed.filter((a) => a.trigger === dir);
+    if (fire.length === 0) return;
+    this.armed = this.armed.filter((a) => a.trigger !== dir);
+    for (const a of fire) this.mode[a.target] = a.mode;
   }
+}
+
+/**
+ * Resets `socket` (RST), or just destroys it once its own FIN is under way. On a socket whose
+ * peer closed first, Node has already ended our side; libuv refuses to reset a socket while
+ * its shutdown is in flight (EINVAL), and Node 20 then never closes the native handle — the
+ * process spins at exit (`Environment::CleanupHandles`). Seen in F4: a killed worker's
+ * connections, severed by the proxy's close. Such a socket is closing anyway.
+ */
+function resetOrDestroy(socket: Socket): void {
+  if (socket.destroyed) return;
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
 }

@@ -15,8 +15,12 @@ import {
 
 /** Where the harness's stores and resource live. */
 export interface RealHarnessOptions {
-  /** Lease store URL for every worker (`sqlite:/tmp/…/leases.db`; other schemes via store-url.ts). */
-  readonly storeUrl: string;
+  /**
+   * Lease store URL (`sqlite:/tmp/…/leases.db`, `postgres://…`; see store-url.ts): one for
+   * every worker, or one per worker by name — e.g. each through its own TCP proxy, so that a
+   * test can cut one worker off the store and not the others.
+   */
+  readonly storeUrl: string | ((worker: string) => string | Promise<string>);
   /** SQLite file of the protected resource. */
   readonly resourcePath: string;
   /** Longest wait for any one worker reply; a worker that does not answer fails the run. */
@@ -39,8 +43,11 @@ type Request = WorkerRequest extends infer R
 export class RealWorker {
   private nextId = 1;
   private readonly pending = new Map<number, (reply: Record<string, unknown>) => void>();
-  private readonly waiters: { event: WorkerNotice['event']; resolve: (n: WorkerNotice) => void }[] =
-    [];
+  private readonly waiters: {
+    event: WorkerNotice['event'];
+    resolve: (n: WorkerNotice) => void;
+    reject: (err: Error) => void;
+  }[] = [];
   private readonly exited: Promise<number | null>;
 
   constructor(
@@ -59,7 +66,14 @@ export class RealWorker {
       const i = this.waiters.findIndex((w) => w.event === msg.event);
       if (i >= 0) this.waiters.splice(i, 1)[0]!.resolve(msg);
     });
-    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+    this.exited = new Promise((resolve) =>
+      child.on('exit', (code, signal) => {
+        // A dead worker sends no more notices: fail its waiters now, not at their timeout.
+        for (const w of this.waiters.splice(0))
+          w.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before ${w.event}`));
+        resolve(code);
+      }),
+    );
   }
 
   get pid(): number {
@@ -86,21 +100,29 @@ export class RealWorker {
     });
   }
 
-  /** Resolves with the next notice of this kind (`checked`, `writing`, `lost`). */
+  /**
+   * Resolves with the next notice of this kind (`checked`, `writing`, `lost`, `renewed`);
+   * rejects after the reply timeout or when the worker exits first.
+   */
   next(event: WorkerNotice['event']): Promise<WorkerNotice> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(new Error(`worker ${this.name} sent no ${event} within ${this.replyTimeoutMs}ms`)),
-        this.replyTimeoutMs,
-      );
-      this.waiters.push({
+      const waiter = {
         event,
-        resolve: (n) => {
+        resolve: (n: WorkerNotice) => {
           clearTimeout(timer);
           resolve(n);
         },
-      });
+        reject: (err: Error) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      const timer = setTimeout(() => {
+        const i = this.waiters.indexOf(waiter);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(new Error(`worker ${this.name} sent no ${event} within ${this.replyTimeoutMs}ms`));
+      }, this.replyTimeoutMs);
+      this.waiters.push(waiter);
     });
   }
 
@@ -157,9 +179,10 @@ export class RealHarness {
 
   /** Starts a worker process and waits until it is ready. */
   async spawn(name: string): Promise<RealWorker> {
+    const url = this.options.storeUrl;
     const config: WorkerConfig = {
       name,
-      storeUrl: this.options.storeUrl,
+      storeUrl: typeof url === 'string' ? url : await url(name),
       resourcePath: this.options.resourcePath,
     };
     const child = fork(fileURLToPath(new URL('./worker.js', import.meta.url)), [], {
@@ -205,7 +228,15 @@ export class RealHarness {
     worker: RealWorker,
     key: string,
     opts: { ttlMs: number; waitMs: number; renewEveryMs?: number; autoRenew?: boolean },
-  ): Promise<{ status: string; token?: string; lease?: string }> {
+  ): Promise<{
+    status: string;
+    token?: string;
+    lease?: string;
+    /** The client's local deadline (harness scale). */
+    deadline?: number;
+    /** The store's expiry as it reported it (harness scale), when it does. */
+    storeExpiresAt?: number;
+  }> {
     const op = this.history.newOp(`${worker.name}-a`);
     this.history.record({
       type: 'acquire',
@@ -232,7 +263,13 @@ export class RealHarness {
         deadline: Number(r.deadline),
         ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
       });
-      return { status, token: String(r.token), lease: String(r.lease) };
+      return {
+        status,
+        token: String(r.token),
+        lease: String(r.lease),
+        deadline: Number(r.deadline),
+        ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
+      };
     }
     if (status === 'busy' || status === 'unavailable')
       this.history.record({
@@ -370,7 +407,12 @@ export class RealHarness {
     return s;
   }
 
-  /** Renews the worker's lease by hand, recording the outcome. */
+  /**
+   * Renews the worker's lease by hand, recording the outcome. A renewal whose store call got
+   * no answer before the client gave up is ambiguous — it may have been applied (F5) — so it
+   * gets no outcome event: `:info` in the history. Returns the worker's status
+   * (`renewed | lost | unavailable`) and whether the store answered.
+   */
   async renew(
     worker: RealWorker,
     key: string,
@@ -378,22 +420,41 @@ export class RealHarness {
     lease: string,
     ttlMs: number,
   ): Promise<string> {
+    return (await this.renewDetailed(worker, key, token, lease, ttlMs)).status;
+  }
+
+  /** {@link renew}, with the worker's whole answer (deadline, `answered`). */
+  async renewDetailed(
+    worker: RealWorker,
+    key: string,
+    token: string,
+    lease: string,
+    ttlMs: number,
+  ): Promise<{
+    status: string;
+    answered: boolean | undefined;
+    deadline: number;
+    t: number;
+    op: string;
+  }> {
     const op = this.history.newOp(`${worker.name}-r`);
     const base = { type: 'renew', proc: worker.name, op, key, token, lease } as const;
     this.history.record({ ...base, phase: 'invoke', t: sharedNow(), ttlMs });
     const r = await worker.request({ cmd: 'renew' });
     const s = String(r.status);
+    const answered = typeof r.answered === 'boolean' ? r.answered : undefined;
     if (s === 'renewed')
       this.history.record({
         ...base,
         phase: 'ok',
         t: Number(r.t),
         ttlMs,
+        deadline: Number(r.deadline),
         ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
       });
-    else if (s === 'lost' || s === 'unavailable')
+    else if (s === 'lost' || (s === 'unavailable' && answered !== false))
       this.history.record({ ...base, phase: s, t: Number(r.t) });
-    return s;
+    return { status: s, answered, deadline: Number(r.deadline), t: Number(r.t), op };
   }
 
   /**

@@ -3,7 +3,10 @@
 /** Configuration passed to a worker in `LEASEHOLD_WORKER` (JSON). */
 export interface WorkerConfig {
   readonly name: string;
-  /** Lease store URL, e.g. `sqlite:/tmp/x/leases.db`. */
+  /**
+   * Lease store URL, e.g. `sqlite:/tmp/x/leases.db` or `redis://127.0.0.1:PORT?prefix=P`
+   * (see store-url.ts). Per worker: each may reach the store through its own proxy.
+   */
   readonly storeUrl: string;
   /** SQLite file holding the protected resource (the job table, its fence and log). */
   readonly resourcePath: string;
@@ -66,6 +69,22 @@ export type WorkerRequest =
   | { readonly id: number; readonly cmd: 'release' }
   | { readonly id: number; readonly cmd: 'status' }
   | { readonly id: number; readonly cmd: 'exit' };
+
+/**
+ * One renewal the worker's client sent to its store, as the store saw the call: the timeout
+ * the client gave it against the lease's local validity left at that moment (a renewal may
+ * not wait longer than the lease has left, k8s#44887), and how the call ended.
+ */
+export interface RenewCallRecord {
+  /** Harness time of the store call. */
+  readonly t: number;
+  readonly timeoutMs: number;
+  readonly remainingMs: number;
+  /** `pending`: no answer (yet); `renewed`/`lost`: the store's answer; `error`: it threw. */
+  outcome: 'pending' | 'renewed' | 'lost' | 'error';
+  /** Harness time the call ended, once it has. */
+  endT?: number;
+}
 
 /** A worker's reply to one request. */
 export interface WorkerReply {

@@ -1,19 +1,26 @@
 import { invalidArgument } from '../../core/errors.js';
 import type { LeaseStore } from '../../core/store.js';
-import { SqliteLeaseStore } from '../../stores/sqlite/store.js';
+import { openStore } from '../../stores/open-store.js';
+
+/** The URL schemes the fault harness runs workers on: stores other processes can share. */
+const HARNESS_SCHEMES = ['sqlite', 'postgres', 'postgresql', 'redis', 'rediss', 'etcd'];
 
 /**
  * Opens a lease store from a URL, for the real-process harness and its worker processes:
- * `sqlite:/path/to/leases.db`. Other stores plug in here by scheme (postgres://, redis://,
- * etcd://) once their adapters exist; the harness itself never names a store.
+ * `sqlite:/path/to/leases.db`, `postgres://…[?schema=S]`, `redis://…[?prefix=P]`,
+ * `etcd://host:port[?namespace=P]` — parsed by {@link openStore}, the CLI's opener, so the
+ * harness and the CLI read one URL form. The harness itself never names a store. `memory:`
+ * and `http(s)://` are refused: a memory store is private to one process, and the HTTP store
+ * would test the server in between rather than a store.
  */
 export function openStoreFromUrl(url: string): Promise<LeaseStore> {
-  if (url.startsWith('sqlite:')) {
-    return Promise.resolve(new SqliteLeaseStore({ path: url.slice('sqlite:'.length) }));
+  const scheme = /^([a-z][a-z0-9+.-]*):/.exec(url)?.[1];
+  if (scheme === undefined || !HARNESS_SCHEMES.includes(scheme)) {
+    throw invalidArgument(
+      'storeUrl',
+      `must use one of the schemes ${HARNESS_SCHEMES.map((s) => `${s}:`).join(', ')}`,
+      url,
+    );
   }
-  throw invalidArgument(
-    'storeUrl',
-    'has a scheme the fault harness does not know yet (sqlite:PATH)',
-    url,
-  );
+  return openStore(url);
 }

@@ -21,6 +21,7 @@ import {
   INSERT_LOG,
   RESOURCE_SCHEMA,
   sharedNow,
+  type RenewCallRecord,
   UPSERT_JOB,
   type WorkerConfig,
   type WorkerNotice,
@@ -30,8 +31,20 @@ import { openStoreFromUrl } from './store-url.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
-/** Remembers the store's own expiry for each lease id (for I3/I4 in the history). */
-function expiryRecorder(inner: LeaseStore, expiries: Map<string, number>): LeaseStore {
+/** Calls kept in the renewal log; a run makes a few dozen, this only bounds a runaway one. */
+const RENEW_LOG_LIMIT = 1000;
+
+/**
+ * Wraps the store: remembers the store's own expiry for each lease id (for I3/I4 in the
+ * history), and logs every renewal call with its timeout against the validity the current
+ * lease has left (`remaining` reads it without side effects).
+ */
+function observedStore(
+  inner: LeaseStore,
+  expiries: Map<string, number>,
+  renewLog: RenewCallRecord[],
+  remaining: () => number,
+): LeaseStore {
   return {
     kind: inner.kind,
     capabilities: inner.capabilities,
@@ -48,10 +61,26 @@ function expiryRecorder(inner: LeaseStore, expiries: Map<string, number>): Lease
       lease: StoreLeaseRef & { ttlMs: number },
       o: StoreRequestOptions,
     ): Promise<StoreRenewResult> {
-      const a = await inner.renew(lease, o);
-      if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
-        expiries.set(lease.leaseId, a.expiresAtWallMs);
-      return a;
+      const call: RenewCallRecord = {
+        t: sharedNow(),
+        timeoutMs: o.timeoutMs,
+        remainingMs: remaining(),
+        outcome: 'pending',
+      };
+      if (renewLog.length < RENEW_LOG_LIMIT) renewLog.push(call);
+      lastRenewCall = call;
+      try {
+        const a = await inner.renew(lease, o);
+        if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
+          expiries.set(lease.leaseId, a.expiresAtWallMs);
+        call.outcome = a.status;
+        return a;
+      } catch (err) {
+        call.outcome = 'error';
+        throw err;
+      } finally {
+        call.endT = sharedNow();
+      }
     },
     release: (lease, o) => inner.release(lease, o),
     inspect: (key, o) => inner.inspect(key, o),
@@ -60,6 +89,9 @@ function expiryRecorder(inner: LeaseStore, expiries: Map<string, number>): Lease
     close: () => inner.close(),
   };
 }
+
+/** The store call of the latest renewal (whether its answer came is what makes it ambiguous). */
+let lastRenewCall: RenewCallRecord | undefined;
 
 function send(message: unknown): Promise<void> {
   return new Promise((resolve) => {
@@ -76,7 +108,18 @@ function spin(ms: number): void {
 
 async function main(): Promise<void> {
   const expiries = new Map<string, number>();
-  const store = expiryRecorder(await openStoreFromUrl(config.storeUrl), expiries);
+  const renewLog: RenewCallRecord[] = [];
+  let lease: Lease | undefined;
+  // The current lease's validity left, read without Lease.remainingMs() (which ends a lease
+  // whose deadline passed: an observer must not change what it observes).
+  const remaining = (): number =>
+    lease === undefined || lease.status !== 'held' ? 0 : lease.deadline - performance.now();
+  const store = observedStore(
+    await openStoreFromUrl(config.storeUrl),
+    expiries,
+    renewLog,
+    remaining,
+  );
   const client = new LeaseClient({ store, ownerId: config.name });
   const db = new Database(config.resourcePath, { timeout: 5000 });
   db.pragma('journal_mode = WAL');
@@ -89,8 +132,9 @@ async function main(): Promise<void> {
   const setMark = db.prepare(
     'INSERT INTO leasehold_fence (scope, hwm) VALUES (@scope, @token) ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm',
   );
-  let lease: Lease | undefined;
   let leaseCount = 0;
+  /** Harness time at which the current lease's signal fired. */
+  let signalAt: number | undefined;
   const labels = new Map<string, string>();
   const label = (l: Lease): string => {
     let s = labels.get(l.leaseId);
@@ -98,6 +142,7 @@ async function main(): Promise<void> {
     return s;
   };
   client.on('lost', (e) => {
+    const current = lease !== undefined && lease.token === e.token ? lease : undefined;
     const notice: WorkerNotice = {
       event: 'lost',
       t: sharedNow(),
@@ -105,7 +150,11 @@ async function main(): Promise<void> {
         key: e.key,
         token: e.token.toString(),
         reason: e.reason,
-        lease: lease ? label(lease) : undefined,
+        lease: current ? label(current) : undefined,
+        // The local deadline the lease had when it ended, and when its signal fired (the
+        // signal aborts before the event is emitted).
+        deadline: current ? performance.timeOrigin + current.deadline : undefined,
+        signalAt: current ? signalAt : undefined,
       },
     };
     void send(notice);
@@ -140,6 +189,14 @@ async function main(): Promise<void> {
         });
         if (r.status !== 'acquired') return { status: r.status, t: sharedNow() };
         lease = r.lease;
+        signalAt = undefined;
+        lease.signal.addEventListener(
+          'abort',
+          () => {
+            signalAt = sharedNow();
+          },
+          { once: true },
+        );
         return {
           status: 'ok',
           t: sharedNow(),
@@ -257,8 +314,17 @@ async function main(): Promise<void> {
       }
       case 'renew': {
         if (lease === undefined) return { status: 'no_lease' };
+        lastRenewCall = undefined;
         const r = await lease.renew();
-        return { status: r.status, t: sharedNow(), storeExpiresAt: expiries.get(lease.leaseId) };
+        const call = lastRenewCall as RenewCallRecord | undefined;
+        return {
+          status: r.status,
+          t: sharedNow(),
+          storeExpiresAt: expiries.get(lease.leaseId),
+          deadline: performance.timeOrigin + lease.deadline,
+          // Did the store answer the call this renewal made? Unanswered = outcome unknown.
+          answered: call === undefined ? undefined : call.outcome !== 'pending',
+        };
       }
       case 'release': {
         if (lease === undefined) return { status: 'no_lease' };
@@ -270,6 +336,9 @@ async function main(): Promise<void> {
           status: lease?.status ?? 'none',
           valid: lease?.isValid() ?? false,
           reason: lease?.lossReason,
+          deadline: lease === undefined ? undefined : performance.timeOrigin + lease.deadline,
+          signalAt,
+          renewCalls: renewLog,
           t: sharedNow(),
         };
       case 'exit':
