@@ -44,8 +44,8 @@ export class EventHub {
   private seq = 0;
   private readonly subscribers = new Set<{ filter: EventFilter; listener: Listener }>();
 
-  /** `onPublish` sees every published event (metrics). */
-  constructor(private readonly onPublish: (event: ServerEvent) => void = () => {}) {}
+  /** `onPublish` sees the type of every published event (metrics). */
+  constructor(private readonly onPublish: (type: ServerEventType) => void = () => {}) {}
 
   get size(): number {
     return this.subscribers.size;
@@ -57,16 +57,19 @@ export class EventHub {
   }
 
   /** Numbers an event and hands it to every matching subscriber. */
-  publish(event: Omit<ServerEvent, 'seq' | 'at'>): ServerEvent {
+  publish(event: Omit<ServerEvent, 'seq' | 'at'>): void {
+    this.onPublish(event.type);
+    if (this.subscribers.size === 0) {
+      this.seq++; // seq counts every event, listened to or not
+      return;
+    }
     const full = this.stamp(event);
-    this.onPublish(full);
     for (const s of this.subscribers) {
       const f = s.filter;
       if (f.key !== undefined ? full.key !== f.key : !full.key.startsWith(f.prefix ?? '')) continue;
       if (f.allow !== undefined && !f.allow(full.key)) continue;
       s.listener(full);
     }
-    return full;
   }
 
   subscribe(filter: EventFilter, listener: Listener): () => void {

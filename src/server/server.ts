@@ -163,7 +163,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     storeKind: store.kind,
     defaultMetrics: options.processMetrics,
   });
-  const hub = new EventHub((e) => metrics.eventsPublished.inc({ type: e.type }));
+  const hub = new EventHub((type) => metrics.eventsPublished.inc({ type }));
   const shutdown = new AbortController();
   const streams = new Set<ServerResponse>();
   const tracker = new ExpiryTracker({

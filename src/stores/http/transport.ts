@@ -1,4 +1,9 @@
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type ClientRequest,
+  type IncomingMessage,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 
 /** One answer of the server: status and body text. */
@@ -23,6 +28,8 @@ export class NodeHttpTransport {
   private readonly agent: HttpAgent;
   private readonly doRequest: typeof httpRequest;
   private readonly basePath: string;
+  private readonly inflight = new Set<ClientRequest>();
+  private closed = false;
 
   constructor(
     private readonly base: URL,
@@ -36,24 +43,42 @@ export class NodeHttpTransport {
     this.basePath = base.pathname.replace(/\/+$/, '');
   }
 
-  /** Sends one request and reads the whole answer. Rejects on connection errors and abort. */
+  /**
+   * Sends one request and reads the whole answer within `timeoutMs`. Rejects on connection
+   * errors, on the timeout (a `TimeoutError`) and when the transport is closed. No AbortSignal
+   * per request: a timer and a set of in-flight requests do the same for a fraction of the CPU
+   * (signals and their listeners were a sixth of the client's time per request).
+   */
   request(
     method: string,
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
-    signal: AbortSignal,
+    timeoutMs: number,
   ): Promise<TransportAnswer> {
     return new Promise((resolve, reject) => {
-      const req = this.open(method, path, headers, body, signal, (res) => {
+      if (this.closed) return reject(closedError());
+      const req = this.open(method, path, headers, body, undefined, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
-        );
-        res.on('error', reject);
+        res.on('end', () => {
+          done();
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', fail);
       });
-      req.on('error', reject);
+      const timer = setTimeout(() => req.destroy(timeoutError(timeoutMs)), timeoutMs);
+      timer.unref();
+      this.inflight.add(req);
+      const done = (): void => {
+        clearTimeout(timer);
+        this.inflight.delete(req);
+      };
+      function fail(err: Error): void {
+        done();
+        reject(err);
+      }
+      req.on('error', fail);
       req.end(body);
     });
   }
@@ -71,8 +96,11 @@ export class NodeHttpTransport {
     });
   }
 
-  /** Closes idle keep-alive sockets and refuses nothing: in-flight requests finish. */
+  /** Ends in-flight requests (they reject) and closes the keep-alive sockets. */
   close(): void {
+    this.closed = true;
+    for (const req of this.inflight) req.destroy(closedError());
+    this.inflight.clear();
     this.agent.destroy();
   }
 
@@ -81,7 +109,7 @@ export class NodeHttpTransport {
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
-    signal: AbortSignal,
+    signal: AbortSignal | undefined,
     onResponse: (res: IncomingMessage) => void,
   ): ReturnType<typeof httpRequest> {
     return this.doRequest(
@@ -92,7 +120,7 @@ export class NodeHttpTransport {
         path: `${this.basePath}${path}`,
         method,
         agent: this.agent,
-        signal,
+        ...(signal === undefined ? {} : { signal }),
         headers:
           body === undefined
             ? headers
@@ -101,4 +129,14 @@ export class NodeHttpTransport {
       onResponse,
     );
   }
+}
+
+function timeoutError(timeoutMs: number): Error {
+  return new DOMException(`no answer within ${timeoutMs}ms`, 'TimeoutError');
+}
+
+function closedError(): Error {
+  return Object.assign(new Error('the HTTP transport was closed'), {
+    code: 'ERR_TRANSPORT_CLOSED',
+  });
 }
