@@ -11,7 +11,9 @@ export type ServerEventType =
   /** Best effort: a lease granted here ran out without a release (its holder vanished). */
   | 'expired'
   /** The store reported that the key may have changed (only on streams for one exact key). */
-  | 'changed';
+  | 'changed'
+  /** A fence at a protected resource decided a write with a token of this key (reported to the server). */
+  | 'fence';
 
 /** One event on the stream. Tokens are decimal strings; lease ids appear only as 8-char prefixes. */
 export interface ServerEvent {
@@ -22,6 +24,16 @@ export interface ServerEvent {
   readonly ownerId?: string;
   readonly leaseIdPrefix?: string;
   readonly ttlMs?: number;
+  /** `fence` events: the fence's answer (`applied`, `duplicate`, `stale_fence`). */
+  readonly result?: 'applied' | 'duplicate' | 'stale_fence';
+  /** `fence` events: the fencing scope, when it is not the key itself. */
+  readonly scope?: string;
+  /** `fence` events: the protected resource's name, as its reporter gave it. */
+  readonly resource?: string;
+  /** `fence` events with `stale_fence`: the high-water mark that refused the token. */
+  readonly highWaterMark?: string;
+  /** `fence` events: the name of the bearer token that reported it (`anonymous` without auth). */
+  readonly reportedBy?: string;
   /** Wall-clock ms when the server saw it, for display only. */
   readonly at: number;
 }

@@ -23,6 +23,7 @@ export class ServerMetrics {
   readonly authFailures: Counter<'code'>;
   readonly sseClients: Gauge;
   readonly eventsPublished: Counter<'type'>;
+  readonly fenceDecisions: Counter<'result'>;
 
   constructor(options: { storeKind: string; defaultMetrics?: boolean }) {
     const registry = new Registry();
@@ -101,6 +102,12 @@ export class ServerMetrics {
       name: 'leasehold_events_total',
       help: 'Lease events published on the event stream, by type.',
       labelNames: ['type'],
+      registers: r,
+    });
+    this.fenceDecisions = new Counter({
+      name: 'leasehold_fence_decisions_total',
+      help: 'Fence decisions reported by protected resources (POST /v1/fence-decisions), by result (applied, duplicate, stale_fence).',
+      labelNames: ['result'],
       registers: r,
     });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });

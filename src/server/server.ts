@@ -12,6 +12,7 @@ import { invalidArgument } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
 import { registerLeaseRoutes } from './api.js';
 import { registerElectionRoutes } from './elections.js';
+import { registerFenceRoutes } from './fence-decisions.js';
 import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
 import { EventHub } from './event-hub.js';
@@ -87,6 +88,8 @@ function positiveInt(field: string, value: unknown, fallback: number, max: numbe
 const PATTERN_RULES: Record<string, string> = {
   leaseId: 'must be a UUID (the leaseId returned by acquire)',
   limit: 'must be an integer from 1 to 10000',
+  resource: 'must be 1 to 128 printable ASCII characters without spaces',
+  highWaterMark: 'must be a canonical decimal string from 0 to 9223372036854775807',
 };
 
 function schemaError(errors: FastifySchemaValidationError[], dataVar: string): Error {
@@ -105,6 +108,8 @@ function schemaError(errors: FastifySchemaValidationError[], dataVar: string): E
     message = 'is not an accepted field';
   } else if (e.keyword === 'pattern') {
     message = PATTERN_RULES[field] ?? 'has the wrong format';
+  } else if (e.keyword === 'enum' && Array.isArray(params['allowedValues'])) {
+    message = `must be one of ${(params['allowedValues'] as unknown[]).map(String).join(', ')}`;
   } else if (e.keyword === 'type') {
     message = `must be ${String(params['type']).replace(',', ' or ')}`;
   }
@@ -258,6 +263,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   registerLeaseRoutes(app, ctx);
   registerElectionRoutes(app, ctx);
   registerEventRoutes(app, ctx);
+  registerFenceRoutes(app, ctx);
 
   const openapi = openApiDocument(VERSION);
   app.get('/v1/openapi.json', () => openapi);
