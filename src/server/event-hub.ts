@@ -48,19 +48,28 @@ export interface EventFilter {
 
 type Listener = (event: ServerEvent) => void;
 
+interface Subscriber {
+  readonly filter: EventFilter;
+  readonly listener: Listener;
+}
+
 /**
  * Fans events out to subscribers by key prefix. Delivery is in publish order per subscriber
  * and best effort: a slow stream drops itself (see the SSE writer), never slows a grant.
+ * Streams for one exact key (every waiting `leasehold/http` client has one) are found by key,
+ * so an event costs nothing for the streams of other keys.
  */
 export class EventHub {
   private seq = 0;
-  private readonly subscribers = new Set<{ filter: EventFilter; listener: Listener }>();
+  private readonly byKey = new Map<string, Set<Subscriber>>();
+  private readonly byPrefix = new Set<Subscriber>();
+  private count = 0;
 
   /** `onPublish` sees the type of every published event (metrics). */
   constructor(private readonly onPublish: (type: ServerEventType) => void = () => {}) {}
 
   get size(): number {
-    return this.subscribers.size;
+    return this.count;
   }
 
   /** Numbers and timestamps an event without publishing it (for one subscriber's own stream). */
@@ -71,22 +80,39 @@ export class EventHub {
   /** Numbers an event and hands it to every matching subscriber. */
   publish(event: Omit<ServerEvent, 'seq' | 'at'>): void {
     this.onPublish(event.type);
-    if (this.subscribers.size === 0) {
+    const exact = this.byKey.get(event.key);
+    if (exact === undefined && this.byPrefix.size === 0) {
       this.seq++; // seq counts every event, listened to or not
       return;
     }
     const full = this.stamp(event);
-    for (const s of this.subscribers) {
-      const f = s.filter;
-      if (f.key !== undefined ? full.key !== f.key : !full.key.startsWith(f.prefix ?? '')) continue;
-      if (f.allow !== undefined && !f.allow(full.key)) continue;
-      s.listener(full);
+    if (exact !== undefined) for (const s of exact) deliver(s, full);
+    for (const s of this.byPrefix) {
+      if (full.key.startsWith(s.filter.prefix ?? '')) deliver(s, full);
     }
   }
 
   subscribe(filter: EventFilter, listener: Listener): () => void {
-    const entry = { filter, listener };
-    this.subscribers.add(entry);
-    return () => this.subscribers.delete(entry);
+    const entry: Subscriber = { filter, listener };
+    const key = filter.key;
+    let set: Set<Subscriber>;
+    if (key === undefined) set = this.byPrefix;
+    else {
+      set = this.byKey.get(key) ?? new Set();
+      this.byKey.set(key, set);
+    }
+    set.add(entry);
+    this.count++;
+    return () => {
+      if (!set.delete(entry)) return;
+      this.count--;
+      if (key !== undefined && set.size === 0 && this.byKey.get(key) === set)
+        this.byKey.delete(key);
+    };
   }
+}
+
+function deliver(s: Subscriber, event: ServerEvent): void {
+  if (s.filter.allow !== undefined && !s.filter.allow(event.key)) return;
+  s.listener(event);
 }
