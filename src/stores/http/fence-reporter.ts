@@ -1,7 +1,7 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type { FenceDecision, FenceDecisionHook } from '../../fencing/decision.js';
 import { HttpApiError } from './client.js';
-import { NodeHttpTransport } from './transport.js';
+import { PooledHttpTransport } from './pooled-transport.js';
 
 type FenceStatus = FenceDecision['status'];
 
@@ -120,7 +120,10 @@ export function createFenceReporter(options: FenceReporterOptions): FenceReporte
     throw invalidArgument('timeoutMs', 'must be an integer from 1 to 60000', timeoutMs);
   }
   const onError = options.onError;
-  const transport = new NodeHttpTransport(base, options.ca === undefined ? {} : { ca: options.ca });
+  const transport = new PooledHttpTransport(
+    base,
+    options.ca === undefined ? {} : { ca: options.ca },
+  );
   const inFlight = new Set<Promise<void>>();
   let sent = 0;
   let failed = 0;

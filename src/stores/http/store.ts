@@ -15,6 +15,7 @@ import { parseToken } from '../../core/validate.js';
 import { connectionBroken, HttpApiError, neverSent } from './client.js';
 import { linkedSignal } from './linked-signal.js';
 import { readSse } from './sse-reader.js';
+import { PooledHttpTransport } from './pooled-transport.js';
 import { NodeHttpTransport } from './transport.js';
 
 /** Options for {@link HttpLeaseStore}. */
@@ -79,7 +80,10 @@ export class HttpLeaseStore implements LeaseStore {
   readonly url: string;
   private readonly headers: Record<string, string>;
   private readonly jsonHeaders: Record<string, string>;
-  private readonly transport: NodeHttpTransport;
+  /** Request/answer calls. */
+  private readonly calls: PooledHttpTransport;
+  /** Event streams (watch). */
+  private readonly streams: NodeHttpTransport;
   private readonly attempts: number;
   private readonly closing = new AbortController();
 
@@ -109,10 +113,9 @@ export class HttpLeaseStore implements LeaseStore {
       this.headers['authorization'] = `Bearer ${options.apiToken}`;
     }
     this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
-    this.transport = new NodeHttpTransport(
-      base,
-      options.ca === undefined ? {} : { ca: options.ca },
-    );
+    const tls = options.ca === undefined ? {} : { ca: options.ca };
+    this.calls = new PooledHttpTransport(base, tls);
+    this.streams = new NodeHttpTransport(base, tls);
     const attempts = options.attempts ?? 3;
     if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
       throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
@@ -263,7 +266,7 @@ export class HttpLeaseStore implements LeaseStore {
     const open = async (): Promise<AsyncGenerator<{ event: string }>> => {
       let res: IncomingMessage;
       try {
-        res = await this.transport.stream(
+        res = await this.streams.stream(
           path,
           { ...this.headers, accept: 'text/event-stream' },
           signal,
@@ -334,7 +337,8 @@ export class HttpLeaseStore implements LeaseStore {
   }
 
   close(): Promise<void> {
-    this.transport.close();
+    this.calls.close();
+    this.streams.close();
     this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
     return Promise.resolve();
   }
@@ -367,7 +371,7 @@ export class HttpLeaseStore implements LeaseStore {
       if (left <= 0) break;
       let res: { status: number; text: string };
       try {
-        res = await this.transport.request(method, path, headers, text, left);
+        res = await this.calls.request(method, path, headers, text, left);
       } catch (err) {
         lastError = err;
         if (this.closing.signal.aborted)
