@@ -115,14 +115,30 @@ export class ServerMetrics {
 
   /** Times one store request and records it under `op`. */
   async timeStore<T>(op: string, fn: () => Promise<T>): Promise<T> {
-    const end = this.storeRequests.startTimer({ op });
+    const started = performance.now();
+    let outcome: 'ok' | 'error' = 'error';
     try {
       const value = await fn();
-      end({ outcome: 'ok' });
+      outcome = 'ok';
       return value;
-    } catch (err) {
-      end({ outcome: 'error' });
-      throw err;
+    } finally {
+      this.storeRequests.observe(
+        this.storeLabels(op, outcome),
+        (performance.now() - started) / 1000,
+      );
     }
+  }
+
+  /** One frozen label object per (op, outcome), instead of a timer closure and a merge per call. */
+  private readonly labelCache = new Map<string, { op: string; outcome: string }>();
+
+  private storeLabels(op: string, outcome: string): { op: string; outcome: string } {
+    const k = `${op}\u0000${outcome}`;
+    let labels = this.labelCache.get(k);
+    if (labels === undefined) {
+      labels = Object.freeze({ op, outcome });
+      this.labelCache.set(k, labels);
+    }
+    return labels;
   }
 }

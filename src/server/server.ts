@@ -266,7 +266,9 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     };
     ours.add(onResponse);
     route.onResponse = [onResponse, ...onResponses];
-    route.onRequest = route.config?.auth === true ? [authenticate, ...onRequests] : onRequests;
+    // Without configured tokens every request is ANONYMOUS (the routes' default): no hook.
+    route.onRequest =
+      auth.enabled && route.config?.auth === true ? [authenticate, ...onRequests] : onRequests;
   });
   // Requests that matched no route (404) have no route hooks.
   app.addHook('onResponse', (req, reply, done) => {
