@@ -13,25 +13,48 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? Number.NaN;
 }
 
-/** `workers` clients each acquire+release their own key in a loop for `durationMs`. */
+/** What one measurement window saw. */
+interface Window {
+  readonly cycles: number;
+  readonly cyclesPerSec: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly cpuMsPer1000: number;
+  readonly failures: number;
+}
+
+/**
+ * `workers` clients each acquire+release their own key in a loop for `durationMs`. With
+ * `ratePerSec`, the clients together offer that many cycles per second (each waits for its
+ * next slot), so the latency is measured below saturation; otherwise they run flat out (a
+ * closed loop, where latency ≈ workers / throughput by Little's law).
+ */
 async function cycles(
-  subject: string,
   stores: LeaseStore[],
   workers: number,
   durationMs: number,
-  notes?: string,
-): Promise<BenchResult> {
+  ratePerSec?: number,
+): Promise<Window> {
   const latencies: number[] = [];
   const run = Math.random().toString(36).slice(2, 8);
   const cpu0 = process.cpuUsage();
   const started = performance.now();
   const until = started + durationMs;
+  const periodMs = ratePerSec === undefined ? 0 : (workers * 1000) / ratePerSec;
   let failures = 0;
   await Promise.all(
     Array.from({ length: workers }, async (_, w) => {
       const client = new LeaseClient({ store: stores[w % stores.length]!, ownerId: `bench-${w}` });
       const key = `bench/${run}/${w}`;
+      // Paced clients start spread over one period, not all at once.
+      let next = started + (periodMs * w) / workers;
       while (performance.now() < until) {
+        if (periodMs > 0) {
+          const sleep = next - performance.now();
+          if (sleep > 0) await new Promise((r) => setTimeout(r, sleep));
+          next += periodMs;
+          if (performance.now() >= until) break;
+        }
         const t0 = performance.now();
         const r = await client.acquire(key, { ttl: 10_000, autoRenew: false });
         if (r.status !== 'acquired') {
@@ -49,79 +72,203 @@ async function cycles(
   latencies.sort((a, b) => a - b);
   const n = latencies.length;
   return {
-    suite: 'http',
-    subject,
-    scenario: 'cycle',
-    workers,
-    keys: 'distinct',
+    cycles: n,
     cyclesPerSec: (n * 1000) / elapsed,
     p50Ms: percentile(latencies, 0.5),
     p99Ms: percentile(latencies, 0.99),
-    cpuMsPer1000: n === 0 ? undefined : ((cpu.user + cpu.system) / 1000 / n) * 1000,
-    notes:
-      [notes, failures > 0 ? `${failures} failed attempts` : undefined]
-        .filter(Boolean)
-        .join('; ') || undefined,
+    cpuMsPer1000: n === 0 ? Number.NaN : ((cpu.user + cpu.system) / 1000 / n) * 1000,
+    failures,
   };
 }
 
-async function startServer(args: string[]): Promise<{ url: string; proc: CliProcess }> {
-  const proc = spawnCli(['serve', '--port', '0', '--log-level', 'warn', ...args]);
-  const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
-  return { url, proc };
+/** A `leasehold serve` child process, with its CPU time and event-loop lag read from /metrics. */
+interface Server {
+  readonly url: string;
+  readonly proc: CliProcess;
+  /** Reads the server's CPU seconds so far; also resets its event-loop lag histogram. */
+  sample(): Promise<{ cpuSeconds: number; lagP99Ms: number; lagMaxMs: number }>;
 }
 
+async function startServer(args: string[]): Promise<Server> {
+  const proc = spawnCli(['serve', '--port', '0', '--log-level', 'warn', ...args]);
+  const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
+  const metric = (text: string, name: string): number => {
+    const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+    return m === null ? Number.NaN : Number(m[1]);
+  };
+  return {
+    url,
+    proc,
+    async sample() {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      return {
+        cpuSeconds: metric(text, 'process_cpu_seconds_total'),
+        lagP99Ms: metric(text, 'nodejs_eventloop_lag_p99_seconds') * 1000,
+        lagMaxMs: metric(text, 'nodejs_eventloop_lag_max_seconds') * 1000,
+      };
+    },
+  };
+}
+
+/** One measurement against a server: the client's window plus the server's CPU per cycle. */
+async function overHttp(
+  server: Server,
+  stores: LeaseStore[],
+  workers: number,
+  durationMs: number,
+  ratePerSec?: number,
+): Promise<Window & { serverCpuMsPer1000: number; lagP99Ms: number; lagMaxMs: number }> {
+  // A scrape costs the server CPU too: two back to back measure one, which is subtracted.
+  const first = await server.sample();
+  const before = await server.sample();
+  const w = await cycles(stores, workers, durationMs, ratePerSec);
+  const after = await server.sample();
+  const scrape = before.cpuSeconds - first.cpuSeconds;
+  return {
+    ...w,
+    serverCpuMsPer1000: ((after.cpuSeconds - before.cpuSeconds - scrape) * 1000 * 1000) / w.cycles,
+    lagP99Ms: after.lagP99Ms,
+    lagMaxMs: after.lagMaxMs,
+  };
+}
+
+function median<T extends { cyclesPerSec: number }>(xs: T[]): T {
+  return [...xs].sort((a, b) => a.cyclesPerSec - b.cyclesPerSec)[Math.floor(xs.length / 2)]!;
+}
+
+function row(
+  subject: string,
+  scenario: string,
+  workers: number,
+  w: Window & { serverCpuMsPer1000?: number; lagP99Ms?: number; lagMaxMs?: number },
+  notes: string[],
+): BenchResult {
+  if (w.lagP99Ms !== undefined) {
+    notes.push(
+      `server event-loop lag p99 ${w.lagP99Ms.toFixed(1)} ms, max ${w.lagMaxMs?.toFixed(1)} ms`,
+    );
+  }
+  if (w.failures > 0) notes.push(`${w.failures} failed attempts`);
+  return {
+    suite: 'http',
+    subject,
+    scenario,
+    workers,
+    keys: 'distinct',
+    cyclesPerSec: w.cyclesPerSec,
+    p50Ms: w.p50Ms,
+    p99Ms: w.p99Ms,
+    cpuMsPer1000: w.cpuMsPer1000,
+    serverCpuMsPer1000: w.serverCpuMsPer1000,
+    notes: notes.join('; ') || undefined,
+  };
+}
+
+/** Offered load of the paced rows: well below what either side sustains on this machine. */
+const PACED_RATE = 320;
+
 /**
- * The HTTP server's benchmarks: acquire+release over HTTP (server in its own process, on
- * SQLite and on memory) against the same cycle on in-process SQLite at 32 clients, and a
- * bounded load run (100 clients on hot keys, 30 s unless quick) that checks the history.
+ * The HTTP server's benchmarks. The server (`leasehold serve`, its own process, SQLite with
+ * group commit as `serve` opens it) against the same acquire+release cycle on in-process SQLite,
+ * both with the store's default (one fsync per grant) and with group commit, the server's
+ * setting — like is compared with like. At 32 clients the in-process and HTTP windows
+ * alternate (median of 3 rounds; 1 when quick), because the disk's fsync time drifts by 2×
+ * within a minute. Client CPU is the bench process; server CPU is read from its /metrics.
+ * Every subject runs one unmeasured warm-up window first. Then 1 client, a paced load (latency
+ * below saturation), the memory store (HTTP cost without fsync), and a bounded load run on hot
+ * keys that checks the history.
  */
 export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]> {
   const results: BenchResult[] = [];
   const tmp = tempDir('bench-http');
   const procs: CliProcess[] = [];
+  const opened: LeaseStore[] = [];
   try {
-    const workers = 32;
     const direct = new SqliteLeaseStore({ path: join(tmp.dir, 'direct.db') });
-    try {
-      results.push(
-        await cycles('leasehold sqlite (in-process)', [direct], workers, opts.durationMs),
-      );
-    } finally {
-      await direct.close();
-    }
-
+    const grouped = new SqliteLeaseStore({ path: join(tmp.dir, 'grouped.db'), groupCommit: true });
+    opened.push(direct, grouped);
     const sqliteServer = await startServer(['--store', `sqlite:${join(tmp.dir, 'served.db')}`]);
     procs.push(sqliteServer.proc);
     const httpStores = await Promise.all(
       Array.from({ length: 4 }, () => HttpLeaseStore.connect({ url: sqliteServer.url })),
     );
+    opened.push(...httpStores);
+
+    const rounds = opts.quick ? 1 : 3;
+    const slice = opts.durationMs;
+    const runs = { direct: [] as Window[], grouped: [] as Window[], http: [] as Window[] };
+    const httpRuns: Awaited<ReturnType<typeof overHttp>>[] = [];
+    // One unmeasured window each first: a cold server (or client) spends its first second in
+    // the JIT compiler, which a 1 s quick window would otherwise mostly measure.
+    const warmMs = Math.min(1000, slice);
+    await cycles([direct], 32, warmMs);
+    await cycles([grouped], 32, warmMs);
+    await cycles(httpStores, 32, warmMs);
+    for (let r = 0; r < rounds; r++) {
+      runs.direct.push(await cycles([direct], 32, slice));
+      runs.grouped.push(await cycles([grouped], 32, slice));
+      httpRuns.push(await overHttp(sqliteServer, httpStores, 32, slice));
+    }
+    const inProcess = median(runs.direct);
+    const inProcessGrouped = median(runs.grouped);
+    const http32 = median(httpRuns);
+    const roundsNote = `median of ${rounds} rounds alternating in-process and HTTP`;
     results.push(
-      await cycles(
+      row('leasehold sqlite (in-process)', 'cycle', 32, inProcess, [
+        roundsNote,
+        'store default: one fsync per grant',
+      ]),
+      row('leasehold sqlite (in-process, groupCommit)', 'cycle', 32, inProcessGrouped, [
+        roundsNote,
+        'grants of one loop turn share one fsync, as in the server',
+      ]),
+      row('leasehold http → sqlite', 'cycle', 32, http32, [
+        roundsNote,
+        `${(http32.cyclesPerSec / inProcess.cyclesPerSec).toFixed(2)}× in-process default, ${(http32.cyclesPerSec / inProcessGrouped.cyclesPerSec).toFixed(2)}× in-process groupCommit`,
+      ]),
+    );
+
+    results.push(
+      row('leasehold sqlite (in-process)', 'cycle', 1, await cycles([direct], 1, slice), []),
+      row(
         'leasehold http → sqlite',
-        httpStores,
-        workers,
-        opts.durationMs,
-        'server in its own process; client CPU only',
+        'cycle',
+        1,
+        await overHttp(sqliteServer, httpStores, 1, slice),
+        [],
+      ),
+      row(
+        'leasehold sqlite (in-process)',
+        `paced ${PACED_RATE}/s`,
+        32,
+        await cycles([direct], 32, slice, PACED_RATE),
+        ['offered load, below saturation'],
+      ),
+      row(
+        'leasehold http → sqlite',
+        `paced ${PACED_RATE}/s`,
+        32,
+        await overHttp(sqliteServer, httpStores, 32, slice, PACED_RATE),
+        ['offered load, below saturation'],
       ),
     );
-    await Promise.all(httpStores.map((s) => s.close()));
 
     const memoryServer = await startServer(['--store', 'memory:']);
     procs.push(memoryServer.proc);
     const memStores = await Promise.all(
       Array.from({ length: 4 }, () => HttpLeaseStore.connect({ url: memoryServer.url })),
     );
+    opened.push(...memStores);
+    await cycles(memStores, 32, warmMs);
     results.push(
-      await cycles(
+      row(
         'leasehold http → memory',
-        memStores,
-        workers,
-        opts.durationMs,
-        'HTTP overhead without fsync',
+        'cycle',
+        32,
+        await overHttp(memoryServer, memStores, 32, slice),
+        ['HTTP cost without fsync'],
       ),
     );
-    await Promise.all(memStores.map((s) => s.close()));
 
     const loadMs = opts.quick ? Math.min(5000, opts.durationMs) : 30_000;
     const clients = opts.quick ? 50 : 100;
@@ -149,6 +296,7 @@ export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
       throw new Error(`HTTP load run failed its checks: ${results.at(-1)?.notes}`);
     }
   } finally {
+    await Promise.all(opened.map((s) => s.close()));
     for (const p of procs) {
       p.child.kill('SIGTERM');
       await Promise.race([p.exited, new Promise((r) => setTimeout(r, 5000))]);
@@ -164,10 +312,4 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const quick = process.argv.includes('--quick');
   const results = await httpBenchmarks({ durationMs: quick ? 1500 : 3000, quick });
   console.table(results);
-  const base =
-    results.find((r) => r.subject.startsWith('leasehold sqlite'))?.cyclesPerSec ?? Number.NaN;
-  const http =
-    results.find((r) => r.subject === 'leasehold http → sqlite' && r.scenario === 'cycle')
-      ?.cyclesPerSec ?? Number.NaN;
-  console.log(`http→sqlite / in-process sqlite at 32 clients: ${(http / base).toFixed(2)}×`);
 }

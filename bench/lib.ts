@@ -18,6 +18,8 @@ export interface BenchResult {
   readonly p99Ms?: number;
   /** Client process CPU (user + system) per 1,000 cycles. */
   readonly cpuMsPer1000?: number;
+  /** Server process CPU per 1,000 cycles, for subjects behind a server in another process. */
+  readonly serverCpuMsPer1000?: number;
   readonly notes?: string;
 }
 

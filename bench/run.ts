@@ -56,6 +56,7 @@ const header = [
   'p50 ms',
   'p99 ms',
   'cpu ms/1k',
+  'server cpu ms/1k',
 ];
 const rows = all.map((r) => {
   const base = baselineOf(r);
@@ -74,6 +75,7 @@ const rows = all.map((r) => {
     fmt(r.p50Ms, 2),
     fmt(r.p99Ms, 2),
     fmt(r.cpuMsPer1000, 0),
+    fmt(r.serverCpuMsPer1000, 0),
   ];
 });
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -83,5 +85,9 @@ console.log(
 );
 console.log(line(header));
 for (const r of rows) console.log(line(r));
+const noted = all.filter((r) => r.notes !== undefined && r.suite === 'http');
+if (noted.length > 0) console.log('\nnotes:');
+for (const r of noted)
+  console.log(`  ${r.suite} ${r.subject} ${r.scenario} ${r.workers}w: ${r.notes}`);
 if (jsonAt >= 0 && args[jsonAt + 1])
   writeFileSync(args[jsonAt + 1]!, JSON.stringify(all, null, 2) + '\n');

@@ -18,6 +18,9 @@ import {
 } from '../stores/postgres/client.js';
 import { runMigrations, type Migration, type MigrationReport } from '../stores/postgres/migrate.js';
 import { parseBigint } from '../stores/postgres/store.js';
+import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+
+export type { FenceDecision, FenceDecisionHook } from './decision.js';
 
 /**
  * The fence's schema, version 1 (forward-only). `{{fence}}` / `{{ops}}` are the escaped
@@ -125,6 +128,12 @@ export interface PostgresFenceOptions extends PostgresConnectionOptions {
    * than holding the scope's lock). Defaults to `5s`.
    */
   readonly timeout?: Duration;
+  /**
+   * Told every decision once it is final (committed or rolled back), e.g. to report stale
+   * rejections to the lease server (`createFenceReporter` in `leasehold/http`). Not told when
+   * the write throws. Defaults to none.
+   */
+  readonly onDecision?: FenceDecisionHook;
 }
 
 /** One fenced write. */
@@ -183,6 +192,7 @@ export class PostgresFence {
   private readonly migrations: Migration[];
   private readonly autoMigrate: boolean;
   private readonly timeoutMs: number;
+  private readonly onDecision: FenceDecisionHook | undefined;
   private readonly sql: {
     checkPlain: string;
     checkLease: string;
@@ -209,6 +219,7 @@ export class PostgresFence {
       throw invalidArgument('autoMigrate', 'must be a boolean', autoMigrate);
     }
     this.autoMigrate = autoMigrate;
+    this.onDecision = checkDecisionHook(options.onDecision);
     this.timeoutMs =
       options.timeout === undefined ? 5000 : parseDuration('timeout', options.timeout);
     if (this.timeoutMs < 1 || this.timeoutMs > 600_000) {
@@ -259,6 +270,22 @@ export class PostgresFence {
    * transaction's connection; its return value comes back in `applied`.
    */
   async write<T>(
+    request: FencedWriteRequest,
+    write: (tx: FenceTransaction) => Promise<T> | T,
+  ): Promise<FenceResult<T>> {
+    const result = await this.decide(request, write);
+    if (this.onDecision !== undefined) {
+      tellDecision(this.onDecision, {
+        scope: request.scope,
+        token: parseToken(request.token, 'token'),
+        status: result.status,
+        ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
+      });
+    }
+    return result;
+  }
+
+  private async decide<T>(
     request: FencedWriteRequest,
     write: (tx: FenceTransaction) => Promise<T> | T,
   ): Promise<FenceResult<T>> {

@@ -9,6 +9,9 @@ import {
   type RedisClient,
   type ScriptArg,
 } from '../stores/redis/scripts.js';
+import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+
+export type { FenceDecision, FenceDecisionHook } from './decision.js';
 
 /**
  * Which tokens pass the high-water mark: `>=` lets one lease make several writes (the same
@@ -26,6 +29,11 @@ export interface RedisFenceOptions {
   readonly policy?: FencePolicy;
   /** How long an idempotency record is kept (ms). Defaults to 86 400 000 (24 h). */
   readonly idempotencyTtlMs?: number;
+  /**
+   * Told every decision once Redis has answered it, e.g. to report stale rejections to the
+   * lease server (`createFenceReporter` in `leasehold/http`). Defaults to none.
+   */
+  readonly onDecision?: FenceDecisionHook;
 }
 
 /** Options for one fenced write. */
@@ -103,6 +111,7 @@ export class RedisFence {
   private readonly redis: RedisClient;
   private readonly idempotencyTtlMs: number;
   private readonly bodies = new Map<string, LuaScript>();
+  private readonly onDecision: FenceDecisionHook | undefined;
 
   constructor(options: RedisFenceOptions) {
     if (typeof options !== 'object' || options === null)
@@ -122,6 +131,7 @@ export class RedisFence {
     if (!Number.isInteger(ttl) || ttl < 1000 || ttl > 30 * 86_400_000)
       throw invalidArgument('idempotencyTtlMs', 'must be an integer from 1000 to 30 days', ttl);
     this.idempotencyTtlMs = ttl;
+    this.onDecision = checkDecisionHook(options.onDecision);
   }
 
   /** Fenced `SET key value`. */
@@ -231,18 +241,14 @@ export class RedisFence {
         ],
       ),
     );
-    if (!Array.isArray(reply))
-      throw new LeaseholdError('ERR_PROTOCOL', `unexpected fence reply ${String(reply)}`);
-    switch (reply[0]) {
-      case 'applied':
-        return { status: 'applied', value: reply[1] as T };
-      case 'duplicate':
-        return { status: 'duplicate' };
-      case 'stale_fence':
-        return { status: 'stale_fence', highWaterMark: BigInt(String(reply[1])) };
-      default:
-        throw new LeaseholdError('ERR_PROTOCOL', `unexpected fence reply ${String(reply[0])}`);
-    }
+    const result = fenceResultOf<T>(reply);
+    tellDecision(this.onDecision, {
+      scope,
+      token,
+      status: result.status,
+      ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
+    });
+    return result;
   }
 
   private async call<T>(fn: () => Promise<T>): Promise<T> {
@@ -262,5 +268,20 @@ export class RedisFence {
         cause: err,
       });
     }
+  }
+}
+
+function fenceResultOf<T>(reply: unknown): FenceResult<T> {
+  if (!Array.isArray(reply))
+    throw new LeaseholdError('ERR_PROTOCOL', `unexpected fence reply ${String(reply)}`);
+  switch (reply[0]) {
+    case 'applied':
+      return { status: 'applied', value: reply[1] as T };
+    case 'duplicate':
+      return { status: 'duplicate' };
+    case 'stale_fence':
+      return { status: 'stale_fence', highWaterMark: BigInt(String(reply[1])) };
+    default:
+      throw new LeaseholdError('ERR_PROTOCOL', `unexpected fence reply ${String(reply[0])}`);
   }
 }

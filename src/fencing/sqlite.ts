@@ -2,6 +2,9 @@ import Database from 'better-sqlite3';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import type { FenceResult } from '../core/results.js';
 import { parseToken } from '../core/validate.js';
+import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+
+export type { FenceDecision, FenceDecisionHook } from './decision.js';
 
 /** How a fence compares a token with the high-water mark. */
 export type SqliteFencePolicy = '>=' | '>';
@@ -24,6 +27,11 @@ export interface SqliteFenceOptions {
   readonly policy?: SqliteFencePolicy;
   /** How long to wait for another writer's lock when opening by `path`. Defaults to 2000 ms. */
   readonly busyTimeoutMs?: number;
+  /**
+   * Told every decision once it is final (committed), e.g. to report stale rejections to the
+   * lease server (`createFenceReporter` in `leasehold/http`). Defaults to none.
+   */
+  readonly onDecision?: FenceDecisionHook;
 }
 
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,50}$/;
@@ -83,6 +91,7 @@ export class SqliteFence {
   readonly policy: SqliteFencePolicy;
   private readonly db: Database.Database;
   private readonly ownsDb: boolean;
+  private readonly onDecision: FenceDecisionHook | undefined;
   private readonly stmt: {
     advance: Database.Statement;
     hwm: Database.Statement;
@@ -100,6 +109,7 @@ export class SqliteFence {
     if (policy !== '>=' && policy !== '>')
       throw invalidArgument('policy', "must be '>=' or '>'", policy);
     this.policy = policy;
+    this.onDecision = checkDecisionHook(options.onDecision);
     if (options.database !== undefined) {
       this.db = options.database;
       this.ownsDb = false;
@@ -164,8 +174,9 @@ export class SqliteFence {
       if (opId !== undefined) this.stmt.insertOp.run({ scope, token: tok, opId });
       return { status: 'applied', value };
     });
+    let result: FenceResult<T>;
     try {
-      return run.immediate();
+      result = run.immediate();
     } catch (err) {
       if (isBusy(err))
         throw new LeaseholdError('ERR_UNAVAILABLE', `fence database is locked: ${String(err)}`, {
@@ -173,6 +184,13 @@ export class SqliteFence {
         });
       throw err;
     }
+    tellDecision(this.onDecision, {
+      scope,
+      token: tok,
+      status: result.status,
+      ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
+    });
+    return result;
   }
 
   /** The scope's high-water mark (0n when nothing was applied yet). */

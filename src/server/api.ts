@@ -43,15 +43,32 @@ function principalOf(req: FastifyRequest): Principal {
   return req.principal ?? ANONYMOUS;
 }
 
-/** An AbortSignal that fires when the HTTP client goes away before its answer is sent. */
-function clientGone(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
+/**
+ * Watches for the HTTP client going away before its answer is sent: `left` turns true, and
+ * `signal()` (made on first use: most acquisitions never wait, and an AbortController per
+ * request is measurable) fires.
+ */
+function clientWatch(reply: FastifyReply): { readonly left: boolean; signal(): AbortSignal } {
+  let left = false;
+  let ac: AbortController | undefined;
   const res = reply.raw;
-  const onClose = (): void => {
-    if (!res.writableFinished) ac.abort(new Error('client went away'));
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    left = true;
+    ac?.abort(new Error('client went away'));
+  });
+  return {
+    get left() {
+      return left;
+    },
+    signal() {
+      if (ac === undefined) {
+        ac = new AbortController();
+        if (left) ac.abort(new Error('client went away'));
+      }
+      return ac.signal;
+    },
   };
-  res.once('close', onClose);
-  return ac.signal;
 }
 
 /** Registers the lease routes of `/v1`: acquire, renew, release, get, list. */
@@ -217,36 +234,42 @@ export async function acquireRoute(
   const value = validateValue(b.value, 'value');
   const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
   const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
-  const gone = clientGone(reply);
+  const client = clientWatch(reply);
   const started = performance.now();
   const observe = (result: string): void => {
     metrics.acquisitions.inc({ result });
     metrics.acquireWait.observe({ result }, (performance.now() - started) / 1000);
   };
+  const request = { key, leaseId, ownerId, ttlMs, value };
   let answer;
-  const link = linkedSignal([gone, ctx.shutdown]);
   try {
-    answer = await acquireWaiting(
-      ctx.store,
-      { key, leaseId, ownerId, ttlMs, value },
-      {
-        waitMs,
-        requestTimeoutMs: ctx.requestTimeoutMs,
-        pollMs: ctx.store.capabilities.watch === 'push' ? 2000 : 250,
-        signal: link.signal,
-        time: (op, fn) => metrics.timeStore(op, fn),
-      },
-    );
+    if (waitMs === 0) {
+      // One attempt, bounded by the store request timeout: no wait to cancel.
+      answer = await metrics.timeStore('acquire', () =>
+        ctx.store.tryAcquire(request, storeOptions(ctx)),
+      );
+    } else {
+      const link = linkedSignal([client.signal(), ctx.shutdown]);
+      try {
+        answer = await acquireWaiting(ctx.store, request, {
+          waitMs,
+          requestTimeoutMs: ctx.requestTimeoutMs,
+          pollMs: ctx.pollMs,
+          signal: link.signal,
+          time: (op, fn) => metrics.timeStore(op, fn),
+        });
+      } finally {
+        link.dispose();
+      }
+    }
   } catch (err) {
-    if (isLeaseholdError(err, 'ERR_ABORTED') && gone.aborted) {
+    if (isLeaseholdError(err, 'ERR_ABORTED') && client.left) {
       observe('cancelled');
       // Nobody is listening any more; the answer goes nowhere but completes the request.
       throw new ApiError('unavailable', 'the client went away while waiting');
     }
     observe('unavailable');
     throw err;
-  } finally {
-    link.dispose();
   }
   const waitedMs = Math.round(performance.now() - started);
   if (answer.status === 'busy') {
@@ -270,7 +293,7 @@ export async function acquireRoute(
     ttlMs,
   });
   logger.debug({ key, ownerId, lease: prefix, token: answer.token.toString() }, 'lease acquired');
-  if (gone.aborted) {
+  if (client.left) {
     // The client left while we waited: nobody will renew or release this grant, so end it now.
     await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
     throw new ApiError('unavailable', 'the client went away; its grant was released');

@@ -2,11 +2,20 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { invalidArgument } from '../core/errors.js';
 import { ApiError } from './http-errors.js';
 
-/** What a bearer token may do. `read` covers get, list and the event stream. */
-export type Verb = 'acquire' | 'renew' | 'release' | 'read';
+/**
+ * What a bearer token may do. `read` covers get, list and the event stream; `fence` covers
+ * reporting fence decisions (`POST /v1/fence-decisions`).
+ */
+export type Verb = 'acquire' | 'renew' | 'release' | 'read' | 'fence';
 
 /** Every verb, in the order help texts show them. */
-export const VERBS: readonly Verb[] = Object.freeze(['acquire', 'renew', 'release', 'read']);
+export const VERBS: readonly Verb[] = Object.freeze([
+  'acquire',
+  'renew',
+  'release',
+  'read',
+  'fence',
+]);
 
 /** One bearer token in the server's config file. */
 export interface AuthTokenConfig {

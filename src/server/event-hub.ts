@@ -11,7 +11,9 @@ export type ServerEventType =
   /** Best effort: a lease granted here ran out without a release (its holder vanished). */
   | 'expired'
   /** The store reported that the key may have changed (only on streams for one exact key). */
-  | 'changed';
+  | 'changed'
+  /** A fence at a protected resource decided a write with a token of this key (reported to the server). */
+  | 'fence';
 
 /** One event on the stream. Tokens are decimal strings; lease ids appear only as 8-char prefixes. */
 export interface ServerEvent {
@@ -22,6 +24,16 @@ export interface ServerEvent {
   readonly ownerId?: string;
   readonly leaseIdPrefix?: string;
   readonly ttlMs?: number;
+  /** `fence` events: the fence's answer (`applied`, `duplicate`, `stale_fence`). */
+  readonly result?: 'applied' | 'duplicate' | 'stale_fence';
+  /** `fence` events: the fencing scope, when it is not the key itself. */
+  readonly scope?: string;
+  /** `fence` events: the protected resource's name, as its reporter gave it. */
+  readonly resource?: string;
+  /** `fence` events with `stale_fence`: the high-water mark that refused the token. */
+  readonly highWaterMark?: string;
+  /** `fence` events: the name of the bearer token that reported it (`anonymous` without auth). */
+  readonly reportedBy?: string;
   /** Wall-clock ms when the server saw it, for display only. */
   readonly at: number;
 }
@@ -36,19 +48,28 @@ export interface EventFilter {
 
 type Listener = (event: ServerEvent) => void;
 
+interface Subscriber {
+  readonly filter: EventFilter;
+  readonly listener: Listener;
+}
+
 /**
  * Fans events out to subscribers by key prefix. Delivery is in publish order per subscriber
  * and best effort: a slow stream drops itself (see the SSE writer), never slows a grant.
+ * Streams for one exact key (every waiting `leasehold/http` client has one) are found by key,
+ * so an event costs nothing for the streams of other keys.
  */
 export class EventHub {
   private seq = 0;
-  private readonly subscribers = new Set<{ filter: EventFilter; listener: Listener }>();
+  private readonly byKey = new Map<string, Set<Subscriber>>();
+  private readonly byPrefix = new Set<Subscriber>();
+  private count = 0;
 
-  /** `onPublish` sees every published event (metrics). */
-  constructor(private readonly onPublish: (event: ServerEvent) => void = () => {}) {}
+  /** `onPublish` sees the type of every published event (metrics). */
+  constructor(private readonly onPublish: (type: ServerEventType) => void = () => {}) {}
 
   get size(): number {
-    return this.subscribers.size;
+    return this.count;
   }
 
   /** Numbers and timestamps an event without publishing it (for one subscriber's own stream). */
@@ -57,21 +78,41 @@ export class EventHub {
   }
 
   /** Numbers an event and hands it to every matching subscriber. */
-  publish(event: Omit<ServerEvent, 'seq' | 'at'>): ServerEvent {
-    const full = this.stamp(event);
-    this.onPublish(full);
-    for (const s of this.subscribers) {
-      const f = s.filter;
-      if (f.key !== undefined ? full.key !== f.key : !full.key.startsWith(f.prefix ?? '')) continue;
-      if (f.allow !== undefined && !f.allow(full.key)) continue;
-      s.listener(full);
+  publish(event: Omit<ServerEvent, 'seq' | 'at'>): void {
+    this.onPublish(event.type);
+    const exact = this.byKey.get(event.key);
+    if (exact === undefined && this.byPrefix.size === 0) {
+      this.seq++; // seq counts every event, listened to or not
+      return;
     }
-    return full;
+    const full = this.stamp(event);
+    if (exact !== undefined) for (const s of exact) deliver(s, full);
+    for (const s of this.byPrefix) {
+      if (full.key.startsWith(s.filter.prefix ?? '')) deliver(s, full);
+    }
   }
 
   subscribe(filter: EventFilter, listener: Listener): () => void {
-    const entry = { filter, listener };
-    this.subscribers.add(entry);
-    return () => this.subscribers.delete(entry);
+    const entry: Subscriber = { filter, listener };
+    const key = filter.key;
+    let set: Set<Subscriber>;
+    if (key === undefined) set = this.byPrefix;
+    else {
+      set = this.byKey.get(key) ?? new Set();
+      this.byKey.set(key, set);
+    }
+    set.add(entry);
+    this.count++;
+    return () => {
+      if (!set.delete(entry)) return;
+      this.count--;
+      if (key !== undefined && set.size === 0 && this.byKey.get(key) === set)
+        this.byKey.delete(key);
+    };
   }
+}
+
+function deliver(s: Subscriber, event: ServerEvent): void {
+  if (s.filter.allow !== undefined && !s.filter.allow(event.key)) return;
+  s.listener(event);
 }

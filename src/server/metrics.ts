@@ -23,6 +23,7 @@ export class ServerMetrics {
   readonly authFailures: Counter<'code'>;
   readonly sseClients: Gauge;
   readonly eventsPublished: Counter<'type'>;
+  readonly fenceDecisions: Counter<'result'>;
 
   constructor(options: { storeKind: string; defaultMetrics?: boolean }) {
     const registry = new Registry();
@@ -103,19 +104,41 @@ export class ServerMetrics {
       labelNames: ['type'],
       registers: r,
     });
+    this.fenceDecisions = new Counter({
+      name: 'leasehold_fence_decisions_total',
+      help: 'Fence decisions reported by protected resources (POST /v1/fence-decisions), by result (applied, duplicate, stale_fence).',
+      labelNames: ['result'],
+      registers: r,
+    });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   }
 
   /** Times one store request and records it under `op`. */
   async timeStore<T>(op: string, fn: () => Promise<T>): Promise<T> {
-    const end = this.storeRequests.startTimer({ op });
+    const started = performance.now();
+    let outcome: 'ok' | 'error' = 'error';
     try {
       const value = await fn();
-      end({ outcome: 'ok' });
+      outcome = 'ok';
       return value;
-    } catch (err) {
-      end({ outcome: 'error' });
-      throw err;
+    } finally {
+      this.storeRequests.observe(
+        this.storeLabels(op, outcome),
+        (performance.now() - started) / 1000,
+      );
     }
+  }
+
+  /** One frozen label object per (op, outcome), instead of a timer closure and a merge per call. */
+  private readonly labelCache = new Map<string, { op: string; outcome: string }>();
+
+  private storeLabels(op: string, outcome: string): { op: string; outcome: string } {
+    const k = `${op}\u0000${outcome}`;
+    let labels = this.labelCache.get(k);
+    if (labels === undefined) {
+      labels = Object.freeze({ op, outcome });
+      this.labelCache.set(k, labels);
+    }
+    return labels;
   }
 }

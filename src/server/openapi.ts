@@ -6,6 +6,7 @@ import {
   ELECTION_STATE,
   ERROR_BODY,
   EVENTS_QUERY,
+  FENCE_DECISION_BODY,
   LEASE_STATE,
   LIST_QUERY,
   RELEASE_BODY,
@@ -147,10 +148,27 @@ export function openApiDocument(version: string): Record<string, unknown> {
       '/v1/events': {
         get: {
           summary:
-            'Server-sent events: acquired, renewed, released, lost, expired (best effort), changed',
+            'Server-sent events: acquired, renewed, released, lost, expired (best effort), changed, fence (decisions reported by fences)',
           parameters: queryParams(EVENTS_QUERY),
           responses: {
             '200': { description: 'text/event-stream; the first event is "ready".' },
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/fence-decisions': {
+        post: {
+          summary:
+            'Report a fence decision made at a protected resource: published as a "fence" event and counted in leasehold_fence_decisions_total{result}; nothing is stored. Needs the fence verb on the key.',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: FENCE_DECISION_BODY } },
+          },
+          responses: {
+            '200': json(
+              { type: 'object', properties: { status: { const: 'published' } } },
+              'published',
+            ),
             ...COMMON_ERRORS,
           },
         },

@@ -69,6 +69,45 @@ export const RELEASE_BODY = {
   properties: { key: KEY_SCHEMA, leaseId: LEASE_ID_SCHEMA, token: TOKEN_SCHEMA },
 } as const;
 
+/** The largest int64, as fencing tokens and high-water marks are bounded by it. */
+const DECIMAL_0_TO_INT64 = '^(0|[1-9][0-9]{0,18})$';
+
+export const FENCE_DECISION_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['key', 'token', 'result'],
+  properties: {
+    key: {
+      ...KEY_SCHEMA,
+      description:
+        'The lease key whose token the fence checked (auth prefixes and event filters apply to it).',
+    },
+    token: { ...TOKEN_SCHEMA, description: 'The token the writer presented.' },
+    result: {
+      type: 'string',
+      enum: ['applied', 'duplicate', 'stale_fence'],
+      description: "The fence's answer.",
+    },
+    scope: {
+      type: 'string',
+      description:
+        'The fencing scope, when it differs from the key (same rules as a key). Defaults to none.',
+    },
+    resource: {
+      type: 'string',
+      pattern: '^[\\x21-\\x7e]{1,128}$',
+      description:
+        'A name for the protected resource, e.g. "billing-db": 1 to 128 printable ASCII characters without spaces.',
+    },
+    highWaterMark: {
+      type: 'string',
+      pattern: DECIMAL_0_TO_INT64,
+      description:
+        'With stale_fence only: the mark that refused the token, a decimal string from "0".',
+    },
+  },
+} as const;
+
 export const LIST_QUERY = {
   type: 'object',
   additionalProperties: false,

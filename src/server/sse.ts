@@ -11,6 +11,18 @@ import { EVENTS_QUERY } from './schemas.js';
 const MAX_BUFFERED_BYTES = 1 << 20;
 const HEARTBEAT_MS = 15_000;
 
+/** Each event's SSE frame, serialised once however many streams it goes to. */
+const frames = new WeakMap<ServerEvent, string>();
+
+function frameOf(e: ServerEvent): string {
+  let frame = frames.get(e);
+  if (frame === undefined) {
+    frame = `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
+    frames.set(e, frame);
+  }
+  return frame;
+}
+
 /**
  * Registers `GET /v1/events`: a server-sent event stream of lease events under `prefix` (or
  * for one exact `key`, which also relays the store's own change notifications as `changed`).
@@ -66,8 +78,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
         res.write(chunk);
         if (res.writableLength > MAX_BUFFERED_BYTES) res.destroy();
       };
-      const send = (e: ServerEvent): void =>
-        write(`id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+      const send = (e: ServerEvent): void => write(frameOf(e));
       let changePending = false;
       // Store notifications may be coarse (SQLite sees every commit to the file, on any key),
       // and each one would send every waiter back to re-check. Relay one only when the key is

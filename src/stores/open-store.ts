@@ -5,6 +5,12 @@ import type { LeaseStore } from '../core/store.js';
 export interface OpenStoreOptions {
   /** Bearer token for `http(s)://` stores (a leasehold server with auth). */
   readonly apiToken?: string;
+  /**
+   * Commit grants that arrive together in one transaction where the store supports it
+   * (`sqlite:`; see `SqliteLeaseStoreOptions.groupCommit`). `leasehold serve` turns it on.
+   * Defaults to false.
+   */
+  readonly groupCommit?: boolean;
 }
 
 /**
@@ -115,11 +121,11 @@ async function openRedis(url: string): Promise<LeaseStore> {
 const OPENERS = new Map<string, StoreOpener>([
   [
     'sqlite',
-    async (url) => {
+    async (url, options) => {
       const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
       if (path === '') throw invalidArgument('store', 'sqlite: needs a file path', url);
       const { SqliteLeaseStore } = await import('./sqlite/index.js');
-      return new SqliteLeaseStore({ path });
+      return new SqliteLeaseStore({ path, groupCommit: options.groupCommit === true });
     },
   ],
   [

@@ -6,7 +6,11 @@ import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/lease.js';
 import type { FenceResult } from '../../src/core/results.js';
-import { PostgresFence, type FenceTransaction } from '../../src/fencing/postgres.js';
+import {
+  PostgresFence,
+  type FenceDecision,
+  type FenceTransaction,
+} from '../../src/fencing/postgres.js';
 import { quoteIdent } from '../../src/stores/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { Barrier, Gate } from '../support/barrier.js';
@@ -366,5 +370,48 @@ describe('PostgresFence', () => {
     }
     assert.equal(ran, false);
     assert.equal(await fence.highWaterMark(scope), 0n);
+  });
+
+  it('tells onDecision each final decision once the transaction has ended, never a thrown write', async () => {
+    const scope = uniqueKey('hook');
+    const seen: Array<FenceDecision & { markInHook: bigint }> = [];
+    const pending: Promise<void>[] = [];
+    const watched: PostgresFence = new PostgresFence({
+      connectionString: PG_URL,
+      schema,
+      maxConnections: 2,
+      onDecision: (d) => {
+        // Read the committed mark from another connection: the decision is already final.
+        pending.push(
+          watched.highWaterMark(d.scope).then((markInHook) => {
+            seen.push({ ...d, markInHook });
+          }),
+        );
+      },
+    });
+    try {
+      const w = (token: bigint, key?: string): Promise<FenceResult<string>> =>
+        watched.write(
+          { scope, token, ...(key === undefined ? {} : { idempotencyKey: key }) },
+          writeReport(scope, token, `by ${token}`),
+        );
+      assert.equal((await w(42n, 'op-1')).status, 'applied');
+      assert.equal((await w(42n, 'op-1')).status, 'duplicate');
+      assert.deepEqual(await w(41n), { status: 'stale_fence', highWaterMark: 42n });
+      await assert.rejects(
+        watched.write({ scope, token: 43n }, () => {
+          throw new Error('domain rule broken');
+        }),
+        /domain rule broken/,
+      );
+      await Promise.all(pending);
+      assert.deepEqual(seen, [
+        { scope, token: 42n, status: 'applied', markInHook: 42n },
+        { scope, token: 42n, status: 'duplicate', markInHook: 42n },
+        { scope, token: 41n, status: 'stale_fence', highWaterMark: 42n, markInHook: 42n },
+      ]);
+    } finally {
+      await watched.close();
+    }
   });
 });

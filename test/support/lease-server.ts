@@ -20,7 +20,8 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const tmp = options.store === undefined ? tempDir('server') : undefined;
   const dbPath = tmp === undefined ? undefined : join(tmp.dir, 'leases.db');
-  const store = options.store ?? new SqliteLeaseStore({ path: dbPath! });
+  // The store as `leasehold serve` opens it: grants committed in groups.
+  const store = options.store ?? new SqliteLeaseStore({ path: dbPath!, groupCommit: true });
   const server = createLeaseServer({
     store,
     port: 0,

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { FenceResult } from '../../src/core/results.js';
-import { RedisFence } from '../../src/fencing/redis.js';
+import { RedisFence, type FenceDecision } from '../../src/fencing/redis.js';
 import { RedisLeaseStore } from '../../src/stores/redis/store.js';
 import { deletePrefix, TEST_REDIS_URL } from '../contract/harnesses/redis.js';
 import { Gate } from '../support/gate.js';
@@ -216,5 +216,31 @@ describe('Redis fence', () => {
       isLeaseholdError(err, 'ERR_PROTOCOL'),
     );
     assert.equal(await fence.highWaterMark(s), 0n);
+  });
+
+  it('tells onDecision each decision Redis answered (with the mark on stale_fence), never a failed write', async () => {
+    const s = scope('hook');
+    const key = dataKey(s, 'report');
+    const seen: FenceDecision[] = [];
+    const watched = new RedisFence({ redis, prefix: PREFIX, onDecision: (d) => seen.push(d) });
+    assert.equal(
+      (await watched.set(s, 42n, key, 'a', { idempotencyKey: 'op-1' })).status,
+      'applied',
+    );
+    assert.equal(
+      (await watched.set(s, 42n, key, 'a', { idempotencyKey: 'op-1' })).status,
+      'duplicate',
+    );
+    assert.equal((await watched.set(s, 41n, key, 'b')).status, 'stale_fence');
+    await redis.del(key);
+    await redis.rpush(key, 'x'); // a list: HSET on it fails at Redis
+    await assert.rejects(watched.hset(s, 43n, key, { a: '1' }), (err: unknown) =>
+      isLeaseholdError(err, 'ERR_PROTOCOL'),
+    );
+    assert.deepEqual(seen, [
+      { scope: s, token: 42n, status: 'applied' },
+      { scope: s, token: 42n, status: 'duplicate' },
+      { scope: s, token: 41n, status: 'stale_fence', highWaterMark: 42n },
+    ]);
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { SqliteFence } from '../../src/fencing/sqlite.js';
+import { SqliteFence, type FenceDecision } from '../../src/fencing/sqlite.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -144,5 +144,68 @@ describe('SqliteFence', () => {
       () => new SqliteFence({ path: dbPath(), policy: '<' as '>' }),
       (e: unknown) => isLeaseholdError(e, 'ERR_INVALID_ARGUMENT'),
     );
+    assert.throws(
+      () => new SqliteFence({ path: dbPath(), onDecision: 'log' as never }),
+      (e: unknown) => isLeaseholdError(e, 'ERR_INVALID_ARGUMENT') && /onDecision/.test(e.message),
+    );
+  });
+
+  it('tells onDecision each final decision after it committed, with the mark on stale_fence', () => {
+    const db = new Database(dbPath());
+    db.exec('CREATE TABLE report (id TEXT PRIMARY KEY, body TEXT NOT NULL)');
+    const seen: Array<FenceDecision & { committedMark: bigint }> = [];
+    const fence: SqliteFence = new SqliteFence({
+      database: db,
+      // The mark read inside the hook shows the decision is already committed.
+      onDecision: (d) => seen.push({ ...d, committedMark: fence.highWaterMark(d.scope) }),
+    });
+    const put = (token: bigint, opId?: string): string =>
+      fence.apply(
+        'report/july',
+        token,
+        () => db.prepare("INSERT OR REPLACE INTO report VALUES ('july', ?)").run(String(token)),
+        opId === undefined ? {} : { opId },
+      ).status;
+    assert.equal(put(42n, 'op-1'), 'applied');
+    assert.equal(put(42n, 'op-1'), 'duplicate');
+    assert.equal(put(41n), 'stale_fence');
+    assert.deepEqual(seen, [
+      { scope: 'report/july', token: 42n, status: 'applied', committedMark: 42n },
+      { scope: 'report/july', token: 42n, status: 'duplicate', committedMark: 42n },
+      {
+        scope: 'report/july',
+        token: 41n,
+        status: 'stale_fence',
+        highWaterMark: 42n,
+        committedMark: 42n,
+      },
+    ]);
+  });
+
+  it('is not told when the mutation throws, and a throwing hook changes no outcome', () => {
+    const db = new Database(dbPath());
+    let calls = 0;
+    const fence = new SqliteFence({
+      database: db,
+      onDecision: () => {
+        calls++;
+        throw new Error('monitor down');
+      },
+    });
+    assert.throws(
+      () =>
+        fence.apply('s', 5n, () => {
+          throw new Error('boom');
+        }),
+      /boom/,
+    );
+    assert.equal(calls, 0, 'a rolled-back write is no decision');
+    assert.deepEqual(
+      fence.apply('s', 5n, () => 'ok'),
+      { status: 'applied', value: 'ok' },
+    );
+    assert.equal(fence.apply('s', 4n, () => 'no').status, 'stale_fence');
+    assert.equal(calls, 2);
+    assert.equal(fence.highWaterMark('s'), 5n);
   });
 });

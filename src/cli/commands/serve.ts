@@ -80,7 +80,8 @@ Examples:
         const port = parsePort(flags.port) ?? parsePort(file.listen?.port);
         // Loaded here so that client commands (run, status …) do not pay for Fastify.
         const { createLeaseServer } = await import('../../server/server.js');
-        const store = await openStore(storeUrl);
+        // Many clients' grants arrive together here: let them share one fsync (SQLite).
+        const store = await openStore(storeUrl, { groupCommit: true });
         let server;
         try {
           server = createLeaseServer({

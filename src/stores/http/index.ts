@@ -1,2 +1,9 @@
 export { HttpLeaseStore, type HttpLeaseStoreOptions } from './store.js';
 export { HttpApiError } from './client.js';
+export {
+  createFenceReporter,
+  type FenceReporter,
+  type FenceReporterOptions,
+  type FenceReporterStats,
+} from './fence-reporter.js';
+export type { FenceDecision, FenceDecisionHook } from '../../fencing/decision.js';

@@ -15,6 +15,7 @@ import { parseToken } from '../../core/validate.js';
 import { connectionBroken, HttpApiError, neverSent } from './client.js';
 import { linkedSignal } from './linked-signal.js';
 import { readSse } from './sse-reader.js';
+import { PooledHttpTransport } from './pooled-transport.js';
 import { NodeHttpTransport } from './transport.js';
 
 /** Options for {@link HttpLeaseStore}. */
@@ -78,7 +79,11 @@ export class HttpLeaseStore implements LeaseStore {
   readonly capabilities: StoreCapabilities;
   readonly url: string;
   private readonly headers: Record<string, string>;
-  private readonly transport: NodeHttpTransport;
+  private readonly jsonHeaders: Record<string, string>;
+  /** Request/answer calls. */
+  private readonly calls: PooledHttpTransport;
+  /** Event streams (watch). */
+  private readonly streams: NodeHttpTransport;
   private readonly attempts: number;
   private readonly closing = new AbortController();
 
@@ -107,10 +112,10 @@ export class HttpLeaseStore implements LeaseStore {
       }
       this.headers['authorization'] = `Bearer ${options.apiToken}`;
     }
-    this.transport = new NodeHttpTransport(
-      base,
-      options.ca === undefined ? {} : { ca: options.ca },
-    );
+    this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
+    const tls = options.ca === undefined ? {} : { ca: options.ca };
+    this.calls = new PooledHttpTransport(base, tls);
+    this.streams = new NodeHttpTransport(base, tls);
     const attempts = options.attempts ?? 3;
     if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
       throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
@@ -129,10 +134,12 @@ export class HttpLeaseStore implements LeaseStore {
    */
   static async connect(options: HttpLeaseStoreOptions): Promise<HttpLeaseStore> {
     const probe = new HttpLeaseStore(options);
-    const info = await probe.request('GET', '/v1/info', undefined, 'idempotent', {
-      timeoutMs: 5000,
-      signal: AbortSignal.timeout(5000),
-    });
+    let info: Answer;
+    try {
+      info = await probe.request('GET', '/v1/info', undefined, 'idempotent', { timeoutMs: 5000 });
+    } finally {
+      await probe.close();
+    }
     if (info.status !== 200) throw probe.unexpected(info, 'info');
     const store = info.body['store'] as { capabilities?: Partial<StoreCapabilities> } | undefined;
     const caps = store?.capabilities ?? {};
@@ -259,7 +266,7 @@ export class HttpLeaseStore implements LeaseStore {
     const open = async (): Promise<AsyncGenerator<{ event: string }>> => {
       let res: IncomingMessage;
       try {
-        res = await this.transport.stream(
+        res = await this.streams.stream(
           path,
           { ...this.headers, accept: 'text/event-stream' },
           signal,
@@ -330,7 +337,8 @@ export class HttpLeaseStore implements LeaseStore {
   }
 
   close(): Promise<void> {
-    this.transport.close();
+    this.calls.close();
+    this.streams.close();
     this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
     return Promise.resolve();
   }
@@ -340,47 +348,34 @@ export class HttpLeaseStore implements LeaseStore {
       throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
   }
 
+  /**
+   * One API call, retried while `retry` allows it, all within `options.timeoutMs`. The
+   * caller's `options.signal` is not read: reading it makes the client build an AbortController
+   * per request, and the call is bounded by its timeout anyway (the client stops waiting for it
+   * at once when aborted, and releases a grant that arrives late).
+   */
   private async request(
     method: 'GET' | 'POST',
     path: string,
     body: Record<string, unknown> | undefined,
     retry: Retry,
-    options: StoreRequestOptions,
+    options: Pick<StoreRequestOptions, 'timeoutMs'>,
   ): Promise<Answer> {
     this.assertOpen();
-    const link = linkedSignal([options.signal, this.closing.signal], options.timeoutMs);
-    try {
-      return await this.attempt(method, path, body, retry, link.signal);
-    } finally {
-      link.dispose();
-    }
-  }
-
-  private async attempt(
-    method: 'GET' | 'POST',
-    path: string,
-    body: Record<string, unknown> | undefined,
-    retry: Retry,
-    signal: AbortSignal,
-  ): Promise<Answer> {
+    const deadline = performance.now() + options.timeoutMs;
+    const headers = body === undefined ? this.headers : this.jsonHeaders;
+    const text = body === undefined ? undefined : JSON.stringify(body);
     let lastError: unknown;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
+      const left = Math.ceil(deadline - performance.now());
+      if (left <= 0) break;
       let res: { status: number; text: string };
       try {
-        res = await this.transport.request(
-          method,
-          path,
-          body === undefined
-            ? this.headers
-            : { ...this.headers, 'content-type': 'application/json' },
-          body === undefined ? undefined : JSON.stringify(body),
-          signal,
-        );
+        res = await this.calls.request(method, path, headers, text, left);
       } catch (err) {
         lastError = err;
         if (this.closing.signal.aborted)
           throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
-        if (signal.aborted) break;
         const safe = retry === 'idempotent' ? connectionBroken(err) : neverSent(err);
         if (safe && attempt < this.attempts) continue;
         break;
@@ -402,10 +397,8 @@ export class HttpLeaseStore implements LeaseStore {
     }
     throw new LeaseholdError(
       'ERR_UNAVAILABLE',
-      `cannot reach leasehold server ${this.url}: ${describe(lastError)}`,
-      {
-        cause: lastError,
-      },
+      `cannot reach leasehold server ${this.url}: ${describe(lastError ?? `no answer within ${options.timeoutMs}ms`)}`,
+      { cause: lastError },
     );
   }
 

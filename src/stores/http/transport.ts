@@ -14,10 +14,10 @@ export interface TransportOptions {
 }
 
 /**
- * HTTP(S) requests over Node's `http` module with a keep-alive agent. Chosen over the global
- * `fetch` for the request path: on loopback it costs about half the CPU per request, and it
- * accepts a custom CA for TLS. Idle sockets are closed after 30 s, before the server's
- * keep-alive timeout (72 s), so a reused socket is rarely one the server is closing.
+ * Server-sent event streams over Node's `http`/`https` modules with a keep-alive agent (a
+ * stream is read as it arrives, which Node's `IncomingMessage` does well). Request/answer
+ * calls go through the cheaper `PooledHttpTransport` instead. Idle sockets are closed
+ * after 30 s, before the server's keep-alive timeout (72 s).
  */
 export class NodeHttpTransport {
   private readonly agent: HttpAgent;
@@ -36,28 +36,6 @@ export class NodeHttpTransport {
     this.basePath = base.pathname.replace(/\/+$/, '');
   }
 
-  /** Sends one request and reads the whole answer. Rejects on connection errors and abort. */
-  request(
-    method: string,
-    path: string,
-    headers: Record<string, string>,
-    body: string | undefined,
-    signal: AbortSignal,
-  ): Promise<TransportAnswer> {
-    return new Promise((resolve, reject) => {
-      const req = this.open(method, path, headers, body, signal, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
-        );
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  }
-
   /** Opens a streaming GET (server-sent events); the caller reads or destroys the response. */
   stream(
     path: string,
@@ -65,40 +43,26 @@ export class NodeHttpTransport {
     signal: AbortSignal,
   ): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
-      const req = this.open('GET', path, headers, undefined, signal, resolve);
+      const req = this.doRequest(
+        {
+          protocol: this.base.protocol,
+          hostname: this.base.hostname.replace(/^\[|\]$/g, ''),
+          port: this.base.port,
+          path: `${this.basePath}${path}`,
+          method: 'GET',
+          agent: this.agent,
+          signal,
+          headers,
+        },
+        resolve,
+      );
       req.on('error', reject);
       req.end();
     });
   }
 
-  /** Closes idle keep-alive sockets and refuses nothing: in-flight requests finish. */
+  /** Closes the sockets, ending open streams. */
   close(): void {
     this.agent.destroy();
-  }
-
-  private open(
-    method: string,
-    path: string,
-    headers: Record<string, string>,
-    body: string | undefined,
-    signal: AbortSignal,
-    onResponse: (res: IncomingMessage) => void,
-  ): ReturnType<typeof httpRequest> {
-    return this.doRequest(
-      {
-        protocol: this.base.protocol,
-        hostname: this.base.hostname.replace(/^\[|\]$/g, ''),
-        port: this.base.port,
-        path: `${this.basePath}${path}`,
-        method,
-        agent: this.agent,
-        signal,
-        headers:
-          body === undefined
-            ? headers
-            : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-      },
-      onResponse,
-    );
   }
 }

@@ -25,7 +25,13 @@ class ChangeFeed {
 
   /** Tells other processes that something on `key` committed. Call after the commit. */
   announce(key: string): void {
-    this.notifyKey(key);
+    this.announceAll([key]);
+  }
+
+  /** {@link announce} for several keys that committed together: one touch of the sidecar. */
+  announceAll(keys: readonly string[]): void {
+    if (keys.length === 0) return;
+    for (const key of keys) this.notifyKey(key);
     try {
       if (this.notifyFd === undefined) this.notifyFd = openSync(this.notifyPath, 'a');
       const now = new Date();

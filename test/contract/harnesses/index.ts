@@ -4,7 +4,7 @@ import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
 import { redisHarness } from './redis.js';
-import { sqliteHarness } from './sqlite.js';
+import { sqliteGroupCommitHarness, sqliteHarness } from './sqlite.js';
 import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
 /**
@@ -14,6 +14,7 @@ import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 export const HARNESSES: Record<string, () => StoreHarness> = {
   memory: memoryHarness,
   sqlite: sqliteHarness,
+  'sqlite-group-commit': sqliteGroupCommitHarness,
   postgres: postgresHarness,
   redis: redisHarness,
   etcd: etcdSingleHarness,
