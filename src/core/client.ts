@@ -302,8 +302,9 @@ export class LeaseClient {
               'watch failed; waiting by expiry timer and poll',
             );
           }
-          // Re-check once the subscription is live: a release in between is not missed.
-          continue;
+          // The head re-checks once the subscription is live, so a release in between is not
+          // missed; the others wait their turn (re-checking too would let them overtake it).
+          if (queue.isHead(waiter)) continue;
         }
         let sleep: number;
         if (busy === undefined) {
