@@ -1,35 +1,15 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { LeaseClient } from '../../src/core/client.js';
 import { Election } from '../../src/core/election.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from '../support/etcd-cluster.js';
+import { etcdctl, type Ctl } from '../support/etcdctl.js';
 import { uniqueKey } from '../support/keys.js';
 import { eventually } from '../support/time.js';
 
 /** A running etcdctl with its output so far. */
-interface Ctl {
-  readonly proc: ChildProcess;
-  out: string;
-  exited: Promise<number | null>;
-}
-
-function etcdctl(endpoints: string[], args: string[]): Ctl {
-  const proc = spawn('etcdctl', ['--endpoints', endpoints.join(','), ...args], {
-    env: { ...process.env, ETCDCTL_API: '3' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const ctl: Ctl = {
-    proc,
-    out: '',
-    exited: new Promise((resolve) => proc.on('exit', (code) => resolve(code))),
-  };
-  proc.stdout.on('data', (d: Buffer) => (ctl.out += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (ctl.out += d.toString()));
-  return ctl;
-}
 
 /** Stops etcdctl: SIGINT lets it close its session (revoking its lease); SIGKILL is a crash. */
 async function stopCtl(ctl: Ctl, signal: 'SIGINT' | 'SIGKILL' = 'SIGINT'): Promise<void> {

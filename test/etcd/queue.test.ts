@@ -10,6 +10,7 @@ import type { AcquireResult } from '../../src/core/results.js';
 import type { StoreAcquireRequest, StoreQueuedOptions } from '../../src/core/store.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from '../support/etcd-cluster.js';
+import { etcdctl, type Ctl } from '../support/etcdctl.js';
 import { uniqueKey } from '../support/keys.js';
 import { eventually } from '../support/time.js';
 
@@ -25,26 +26,6 @@ function leaseOf(r: AcquireResult, what = 'acquire'): Lease {
 }
 
 /** A running etcdctl with its output so far. */
-interface Ctl {
-  readonly proc: ChildProcess;
-  out: string;
-  exited: Promise<number | null>;
-}
-
-function etcdctl(endpoints: string[], args: string[]): Ctl {
-  const proc = spawn('etcdctl', ['--endpoints', endpoints.join(','), ...args], {
-    env: { ...process.env, ETCDCTL_API: '3' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const ctl: Ctl = {
-    proc,
-    out: '',
-    exited: new Promise((resolve) => proc.on('exit', (code) => resolve(code))),
-  };
-  proc.stdout.on('data', (d: Buffer) => (ctl.out += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (ctl.out += d.toString()));
-  return ctl;
-}
 
 /** Stops etcdctl: SIGINT lets it close its session (revoking its lease). */
 async function stopCtl(ctl: Ctl): Promise<void> {

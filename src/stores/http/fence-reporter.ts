@@ -2,6 +2,7 @@ import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type { FenceDecision, FenceDecisionHook } from '../../fencing/decision.js';
 import { HttpApiError } from './client.js';
 import { PooledHttpTransport } from './pooled-transport.js';
+import { parseServerUrl } from './server-url.js';
 
 type FenceStatus = FenceDecision['status'];
 
@@ -69,22 +70,7 @@ const RESOURCE = /^[\x21-\x7e]{1,128}$/;
  * await reporter.close();
  */
 export function createFenceReporter(options: FenceReporterOptions): FenceReporter {
-  if (typeof options !== 'object' || options === null) {
-    throw invalidArgument('options', 'must be an object with a url', options);
-  }
-  let base: URL;
-  try {
-    base = new URL(options.url);
-  } catch {
-    throw invalidArgument(
-      'url',
-      'must be an http(s) URL such as http://127.0.0.1:7400',
-      options.url,
-    );
-  }
-  if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-    throw invalidArgument('url', 'must be an http(s) URL', options.url);
-  }
+  const base = parseServerUrl(options);
   const headers: Record<string, string> = {
     accept: 'application/json',
     'content-type': 'application/json',

@@ -16,6 +16,7 @@ import { connectionBroken, HttpApiError, neverSent } from './client.js';
 import { linkedSignal } from './linked-signal.js';
 import { readSse } from './sse-reader.js';
 import { PooledHttpTransport } from './pooled-transport.js';
+import { parseServerUrl } from './server-url.js';
 import { NodeHttpTransport } from './transport.js';
 
 /** Options for {@link HttpLeaseStore}. */
@@ -88,22 +89,7 @@ export class HttpLeaseStore implements LeaseStore {
   private readonly closing = new AbortController();
 
   constructor(options: HttpLeaseStoreOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw invalidArgument('options', 'must be an object with a url', options);
-    }
-    let base: URL;
-    try {
-      base = new URL(options.url);
-    } catch {
-      throw invalidArgument(
-        'url',
-        'must be an http(s) URL such as http://127.0.0.1:7400',
-        options.url,
-      );
-    }
-    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-      throw invalidArgument('url', 'must be an http(s) URL', options.url);
-    }
+    const base = parseServerUrl(options);
     this.url = base.href.replace(/\/+$/, '');
     this.headers = { accept: 'application/json' };
     if (options.apiToken !== undefined) {
