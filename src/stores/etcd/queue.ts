@@ -93,6 +93,8 @@ interface AheadWatch {
 export class EtcdQueue {
   /** Key reads made by queued waiters (enqueues and re-checks): a no-herd check for tests. */
   reads = 0;
+  /** Per key, the end of the last enqueue of this store in flight (see enqueueTurn). */
+  private readonly enqueueing = new Map<string, Promise<void>>();
 
   constructor(private readonly h: QueueHost) {}
 
@@ -104,10 +106,17 @@ export class EtcdQueue {
     const rt: StoreRequestOptions = { timeoutMs: options.requestTimeoutMs, signal: options.signal };
     for (let n = 0; n < MAX_PLACES; n++) {
       this.throwIfEnded(options.signal);
-      const validFrom = options.now();
-      const storeAt = performance.now();
-      const enq = await this.enqueue(request, storeAt, rt);
-      if (enq.kind === 'head') return this.grant(enq.place.e, validFrom, storeAt, enq.marked);
+      const turn = await this.enqueueTurn(request.key);
+      let enq;
+      try {
+        this.throwIfEnded(options.signal);
+        const validFrom = options.now();
+        const storeAt = performance.now();
+        enq = await this.enqueue(request, storeAt, rt);
+        if (enq.kind === 'head') return this.grant(enq.place.e, validFrom, storeAt, enq.marked);
+      } finally {
+        turn();
+      }
       const end = await this.wait(enq.place, request, options, rt, waitUntil);
       if (end !== 'gone') return end;
     }
@@ -115,6 +124,28 @@ export class EtcdQueue {
       'ERR_UNAVAILABLE',
       `the queued place on ${request.key} vanished ${MAX_PLACES} times (its etcd session expired or it was deleted)`,
     );
+  }
+
+  /**
+   * Waits until earlier enqueues of this store on `key` have been answered, and returns the
+   * function that ends this one's turn. Entries are ordered by their put's revision; two puts
+   * of one store in flight at once (each after its own session round trip) could land in
+   * either order, and a later waiter of the same client would overtake an earlier one.
+   */
+  private async enqueueTurn(key: string): Promise<() => void> {
+    const before = this.enqueueing.get(key);
+    let end!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      end = resolve;
+    });
+    const tail = before === undefined ? mine : before.then(() => mine);
+    this.enqueueing.set(key, tail);
+    // An enqueue always settles (each of its requests is bounded by the request timeout).
+    if (before !== undefined) await before;
+    return () => {
+      end();
+      if (this.enqueueing.get(key) === tail) this.enqueueing.delete(key);
+    };
   }
 
   /**
