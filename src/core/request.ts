@@ -1,5 +1,6 @@
-import type { Clock } from './clock.js';
+import type { Clock, TimerHandle } from './clock.js';
 import { LeaseholdError, isLeaseholdError } from './errors.js';
+import { onAbortOf } from './signals.js';
 import type { StoreRequestOptions } from './store.js';
 
 /** The outcome of one bounded store request. */
@@ -25,20 +26,6 @@ export function boundedRequest<T>(
   run: (options: StoreRequestOptions) => Promise<T>,
   onLate?: (late: Promise<T>) => void,
 ): Promise<Settled<T>> {
-  // The controller is made only if the store reads `signal`: most stores never do, and an
-  // AbortController per request was a fifth of the client's CPU on a hot path.
-  let controller: AbortController | undefined;
-  let abortedWith: unknown;
-  const options: StoreRequestOptions = {
-    timeoutMs,
-    get signal(): AbortSignal {
-      if (controller === undefined) {
-        controller = new AbortController();
-        if (abortedWith !== undefined) controller.abort(abortedWith);
-      }
-      return controller.signal;
-    },
-  };
   if (outer?.aborted === true) {
     // Never start a request for a caller that has already given up: stores need not check.
     return Promise.resolve({
@@ -50,48 +37,104 @@ export function boundedRequest<T>(
       aborted: true,
     });
   }
-  const abortStore = (reason: unknown): void => {
-    abortedWith = reason;
-    controller?.abort(reason);
-  };
-  return new Promise<Settled<T>>((resolve) => {
-    let done = false;
-    const finish = (s: Settled<T>): void => {
-      if (done) return;
-      done = true;
-      clock.clearTimeout(timer);
-      outer?.removeEventListener('abort', onAbort);
-      resolve(s);
-    };
-    const timer = clock.setTimeout(() => {
-      const error = new LeaseholdError(
-        'ERR_UNAVAILABLE',
-        `store did not answer within ${timeoutMs}ms`,
-      );
-      abortStore(error);
-      finish({ ok: false, error, timedOut: true, aborted: false });
-      if (onLate) onLate(pending);
-    }, timeoutMs);
-    const onAbort = (): void => {
-      const error = new LeaseholdError('ERR_ABORTED', 'the operation was aborted', {
-        cause: outer?.reason,
-      });
-      abortStore(error);
-      finish({ ok: false, error, timedOut: false, aborted: true });
-      if (onLate) onLate(pending);
-    };
-    outer?.addEventListener('abort', onAbort, { once: true });
+  return new BoundedRequest<T>(timeoutMs, onLate).start(clock, outer, run);
+}
+
+/**
+ * One request in flight. It is also the `StoreRequestOptions` the store sees, so a request
+ * costs one object, one promise and one timer: this runs twice per lease on the hot path.
+ */
+class BoundedRequest<T> implements StoreRequestOptions {
+  private done = false;
+  private clock: Clock | undefined;
+  private timer: TimerHandle | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private resolve: ((settled: Settled<T>) => void) | undefined;
+  private pending: Promise<T> | undefined;
+  // Made only if the store reads `signal`: most never do, and an AbortController per
+  // request was a fifth of the client's CPU on a hot path.
+  private controller: AbortController | undefined;
+  private abortedWith: unknown;
+  /** Gave up while `run` was still on the stack: its promise goes to `onLate` once it exists. */
+  private lateOwed = false;
+
+  constructor(
+    readonly timeoutMs: number,
+    private readonly onLate: ((late: Promise<T>) => void) | undefined,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.abortedWith !== undefined) this.controller.abort(this.abortedWith);
+    }
+    return this.controller.signal;
+  }
+
+  start(
+    clock: Clock,
+    outer: AbortSignal | undefined,
+    run: (options: StoreRequestOptions) => Promise<T>,
+  ): Promise<Settled<T>> {
+    const settled = new Promise<Settled<T>>((resolve) => {
+      this.resolve = resolve;
+    });
+    this.clock = clock;
+    this.timer = clock.setTimeout(() => this.timeOut(), this.timeoutMs);
+    if (outer !== undefined) this.unsubscribe = onAbortOf(outer, (r) => this.abort(r));
     let pending: Promise<T>;
     try {
-      pending = run(options);
+      pending = run(this);
     } catch (err) {
       pending = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
+    this.pending = pending;
+    if (this.lateOwed) this.onLate?.(pending);
     pending.then(
-      (value) => finish({ ok: true, value }),
-      (error: unknown) => finish({ ok: false, error, timedOut: false, aborted: false }),
+      (value) => this.finish({ ok: true, value }),
+      (error: unknown) => this.finish({ ok: false, error, timedOut: false, aborted: false }),
     );
-  });
+    return settled;
+  }
+
+  private timeOut(): void {
+    this.timer = undefined;
+    const error = new LeaseholdError(
+      'ERR_UNAVAILABLE',
+      `store did not answer within ${this.timeoutMs}ms`,
+    );
+    this.abortStore(error);
+    this.finish({ ok: false, error, timedOut: true, aborted: false });
+    this.handOverLate();
+  }
+
+  private abort(reason: unknown): void {
+    const error = new LeaseholdError('ERR_ABORTED', 'the operation was aborted', {
+      cause: reason,
+    });
+    this.abortStore(error);
+    this.finish({ ok: false, error, timedOut: false, aborted: true });
+    this.handOverLate();
+  }
+
+  private abortStore(reason: unknown): void {
+    this.abortedWith = reason;
+    this.controller?.abort(reason);
+  }
+
+  private handOverLate(): void {
+    if (this.pending === undefined) this.lateOwed = true;
+    else this.onLate?.(this.pending);
+  }
+
+  private finish(settled: Settled<T>): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.timer !== undefined) this.clock?.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.unsubscribe?.();
+    this.resolve?.(settled);
+  }
 }
 
 /** True for errors that are the caller's fault and must surface, not become `unavailable`. */

@@ -1,7 +1,12 @@
 /** One abort listener per source signal, fanning out to every live link made from it. */
 const fanOut = new WeakMap<AbortSignal, Set<(reason: unknown) => void>>();
 
-function subscribe(source: AbortSignal, onAbort: (reason: unknown) => void): () => void {
+/**
+ * Calls `onAbort` once when `source` aborts; returns the unsubscribe. However many callers
+ * subscribe, the signal carries one listener: adding and removing an EventTarget listener per
+ * call costs more than the call itself on a hot path. The caller checks `source.aborted` first.
+ */
+export function onAbortOf(source: AbortSignal, onAbort: (reason: unknown) => void): () => void {
   let subscribers = fanOut.get(source);
   if (subscribers === undefined) {
     const set = new Set<(reason: unknown) => void>();
@@ -47,7 +52,7 @@ export function linkSignals(signals: readonly AbortSignal[]): {
       break;
     }
     unsubscribes.push(
-      subscribe(s, (reason) => {
+      onAbortOf(s, (reason) => {
         controller.abort(reason);
         dispose();
       }),
