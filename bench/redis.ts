@@ -199,6 +199,22 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
           };
         },
       },
+      {
+        name: 'raw SET NX PX + DEL, auto-pipelined',
+        hot: false,
+        notes:
+          'the raw pair on an ioredis client with enableAutoPipelining (commands of one tick in one write): the limit with batching, which leasehold does by corking its writes',
+        make: () => {
+          const redis = new Redis(URL, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
+          connections.push(redis);
+          return async (key) => {
+            const k = `${run}rawap:${key}`;
+            const ok = await redis.set(k, 'x', 'PX', TTL_MS, 'NX');
+            if (ok !== 'OK') throw new Error('raw: busy');
+            await redis.del(k);
+          };
+        },
+      },
     ];
 
     // Rounds interleave the subjects so that a burst of load from other processes on a

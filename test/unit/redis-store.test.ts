@@ -154,4 +154,92 @@ describe('RedisLeaseStore specifics', () => {
         isLeaseholdError(err, 'ERR_INVALID_ARGUMENT') && err.message.startsWith('redis'),
     );
   });
+
+  describe('write coalescing', () => {
+    /** Counts the socket flushes (`_write` / `_writev` calls) of a fresh client's socket. */
+    async function countedClient(): Promise<{ redis: Redis; flushes: () => number }> {
+      const r = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+      await r.connect();
+      const socket = (r as unknown as { stream: Record<string, (...a: unknown[]) => unknown> })
+        .stream;
+      let n = 0;
+      for (const name of ['_write', '_writev']) {
+        const original = socket[name];
+        if (typeof original !== 'function') continue;
+        socket[name] = function (this: unknown, ...args: unknown[]) {
+          n++;
+          return original.apply(this, args);
+        };
+      }
+      return { redis: r, flushes: () => n };
+    }
+
+    const burst = (s: RedisLeaseStore, tag: string) =>
+      Array.from({ length: 32 }, (_, i) => grant(`coalesce/${tag}/${i}`, s));
+
+    it('sends the 32 acquires of one turn in one socket write, and answers each', async () => {
+      const { redis: r, flushes } = await countedClient();
+      const s = new RedisLeaseStore({ redis: r, prefix: PREFIX, evictionCheck: 'off' });
+      try {
+        await grant('coalesce/warm', s); // loads the script: EVALSHA may need an EVAL first
+        const before = flushes();
+        const results = await Promise.all(burst(s, 'on'));
+        assert.deepEqual(
+          results.map((x) => x.status),
+          results.map(() => 'acquired'),
+        );
+        assert.equal(flushes() - before, 1, 'one flush for the whole burst');
+      } finally {
+        await s.close();
+        r.disconnect();
+      }
+    });
+
+    it('with coalesceWrites: false, writes each command on its own', async () => {
+      const { redis: r, flushes } = await countedClient();
+      const s = new RedisLeaseStore({
+        redis: r,
+        prefix: PREFIX,
+        evictionCheck: 'off',
+        coalesceWrites: false,
+      });
+      try {
+        await grant('coalesce/warm-off', s);
+        const before = flushes();
+        await Promise.all(burst(s, 'off'));
+        assert.ok(flushes() - before >= 16, `only ${flushes() - before} flushes for 32 commands`);
+      } finally {
+        await s.close();
+        r.disconnect();
+      }
+    });
+
+    it("keeps the order of the user's own commands on a shared client", async () => {
+      const { redis: r } = await countedClient();
+      const s = new RedisLeaseStore({ redis: r, prefix: PREFIX, evictionCheck: 'off' });
+      const mark = `${PREFIX}coalesce-order`;
+      try {
+        // Issued in one turn: the user's SET lands after the acquire and before the GET.
+        const acquired = grant('coalesce/order', s);
+        const set = r.set(mark, 'after-acquire');
+        const get = r.hget(s.keysOf('coalesce/order').record, 'token');
+        const [a, ok, token] = await Promise.all([acquired, set, get]);
+        assert.equal(ok, 'OK');
+        assert.equal(a.status, 'acquired');
+        assert.equal(token, String((a as { token: bigint }).token));
+      } finally {
+        await r.del(mark);
+        await s.close();
+        r.disconnect();
+      }
+    });
+
+    it('rejects a coalesceWrites that is not a boolean', () => {
+      assert.throws(
+        () => new RedisLeaseStore({ redis, coalesceWrites: 'yes' as never }),
+        (err: unknown) =>
+          isLeaseholdError(err, 'ERR_INVALID_ARGUMENT') && err.message.startsWith('coalesceWrites'),
+      );
+    });
+  });
 });
