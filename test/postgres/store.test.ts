@@ -193,6 +193,60 @@ describe('PostgresLeaseStore', () => {
     assert.equal(b.status, 'acquired', 'once the lock is gone the grant goes through');
   });
 
+  it('hands a key on in one transaction: an outside contender never gets in between', async () => {
+    const key = uniqueKey('handoff');
+    const outsider = new PostgresLeaseStore({
+      connectionString: PG_URL,
+      schema,
+      maxConnections: 1,
+    });
+    const req = (ownerId: string) => ({
+      key,
+      leaseId: randomUUID(),
+      ownerId,
+      ttlMs: 10_000,
+      value: undefined,
+    });
+    try {
+      let holder = req('chain');
+      const first = await store.tryAcquire(holder, OPTS());
+      assert.equal(first.status, 'acquired');
+      let token = first.status === 'acquired' ? first.token : 0n;
+      let stop = false;
+      const outsiderAnswers: string[] = [];
+      const contender = (async () => {
+        while (!stop && outsiderAnswers.length < 2_000) {
+          const r = await outsider.tryAcquire(req('outsider'), OPTS());
+          outsiderAnswers.push(r.status);
+          if (r.status === 'acquired') return;
+        }
+      })();
+      for (let i = 0; i < 40; i++) {
+        const next = req('chain');
+        const h = await store.releaseAndAcquire(
+          { key, leaseId: holder.leaseId, token },
+          next,
+          OPTS(),
+        );
+        assert.equal(h.released, 'released');
+        assert.equal(h.acquired.status, 'acquired', `hand-off ${i}`);
+        const t = h.acquired.status === 'acquired' ? h.acquired.token : 0n;
+        assert.equal(t, token + 1n, 'each hand-off is the next grant: nobody else was granted');
+        holder = next;
+        token = t;
+      }
+      stop = true;
+      await contender;
+      assert.ok(outsiderAnswers.length > 0);
+      assert.ok(
+        outsiderAnswers.every((a) => a === 'busy'),
+        `the outsider got ${outsiderAnswers.find((a) => a !== 'busy')}`,
+      );
+    } finally {
+      await outsider.close();
+    }
+  });
+
   it('wakes watchers again after the LISTEN session is killed, and keeps delivering releases', async () => {
     const key = uniqueKey('relisten');
     let wakes = 0;

@@ -1,9 +1,10 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
 import type {
-  LeaseStore,
+  HandOffLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -101,7 +102,7 @@ const ACQUIRE_ATTEMPTS = 3;
  * const client = new LeaseClient({ store });
  * const r = await client.acquire('report/july', { ttl: '30s' });
  */
-export class PostgresLeaseStore implements LeaseStore {
+export class PostgresLeaseStore implements HandOffLeaseStore {
   readonly kind = 'postgres';
   readonly capabilities = CAPABILITIES;
   /** The schema of the lease table. */
@@ -180,34 +181,57 @@ export class PostgresLeaseStore implements LeaseStore {
     if (!UUID.test(request.leaseId)) {
       throw invalidArgument('leaseId', 'must be a UUID', request.leaseId);
     }
-    const params: SqlParam[] = [
-      request.key,
-      request.leaseId,
-      request.ttlMs,
-      request.ownerId,
-      request.value ?? null,
-    ];
+    const params = acquireParams(request);
     for (let attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
-      const result = await this.run(this.sql.acquire, params, options, true);
-      const row = result.rows[0];
-      // No row: the grant function lost a race five times in a row (each time the winner
+      const answer = acquireAnswer(
+        (await this.run(this.sql.acquire, params, options, true)).rows[0],
+      );
+      // Undefined: the grant function lost a race five times in a row (each time the winner
       // had already released again). Rare; re-ask, bounded.
-      if (row === undefined) continue;
-      const status = row['status'];
-      const token = parseBigint(row['token']);
-      if (status === 'acquired' || status === 'held') {
-        const expiresAtWallMs = Number(row['expires_ms']);
-        return Number.isFinite(expiresAtWallMs)
-          ? { status: 'acquired', token, expiresAtWallMs }
-          : { status: 'acquired', token };
-      }
-      const holder = holderOf(row, token);
-      return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
+      if (answer !== undefined) return answer;
     }
     throw new LeaseholdError(
       'ERR_UNAVAILABLE',
       `contention on ${JSON.stringify(request.key)} did not settle in ${ACQUIRE_ATTEMPTS} attempts`,
     );
+  }
+
+  /**
+   * {@link HandOffLeaseStore}: the seed's conditional release and the grant function in one
+   * simple-protocol message — one implicit transaction, one round trip. The grant sees the
+   * release (same transaction), and nobody can slip in between: the released row stays
+   * locked until the grant commits. The release's NOTIFY still goes out on commit; waiters
+   * it wakes find the key held by the new lease.
+   */
+  async releaseAndAcquire(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    if (!UUID.test(acquire.leaseId)) {
+      throw invalidArgument('leaseId', 'must be a UUID', acquire.leaseId);
+    }
+    if (!UUID.test(release.leaseId)) {
+      return { released: 'not_owner', acquired: await this.tryAcquire(acquire, options) };
+    }
+    const results = await this.runAll(
+      renderSql(this.sql.release, [release.key, release.leaseId, release.token]) +
+        '; ' +
+        renderSql(this.sql.acquire, acquireParams(acquire)),
+      options,
+      true,
+    );
+    const releasedRows = results[results.length - 2]?.rows.length;
+    if (releasedRows === undefined) {
+      throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result for the release');
+    }
+    const released = releasedRows === 1 ? 'released' : 'not_owner';
+    const answer = acquireAnswer(results[results.length - 1]?.rows[0]);
+    return {
+      released,
+      // After lost races (rare), the released key is asked for again on its own.
+      acquired: answer ?? (await this.tryAcquire(acquire, options)),
+    };
   }
 
   async renew(
@@ -280,16 +304,27 @@ export class PostgresLeaseStore implements LeaseStore {
     options: StoreRequestOptions,
     write: boolean,
   ): Promise<PgResult> {
+    return lastResult(await this.send(renderSql(statement, params), options, write));
+  }
+
+  /** Sends rendered statements as one message (one implicit transaction); every result. */
+  private async runAll(
+    statements: string,
+    options: StoreRequestOptions,
+    write: boolean,
+  ): Promise<PgResult[]> {
+    const answer = await this.send(statements, options, write);
+    return (Array.isArray(answer) ? answer : [answer]) as PgResult[];
+  }
+
+  private async send(rendered: string, options: StoreRequestOptions, write: boolean) {
     this.assertOpen();
     // No `options.signal.aborted` check here: the client never sends an aborted request, and
     // reading `signal` makes the client create an AbortController for every request.
     await this.ensureReady();
-    const text =
-      timeoutPrefix(options.timeoutMs) +
-      (write ? this.writePrefix : '') +
-      renderSql(statement, params);
+    const text = timeoutPrefix(options.timeoutMs) + (write ? this.writePrefix : '') + rendered;
     try {
-      return lastResult(await this.pool.query(text));
+      return await this.pool.query(text);
     } catch (err) {
       throw unavailable('PostgreSQL lease store', err);
     }
@@ -322,6 +357,25 @@ export function parseBigint(value: unknown): bigint {
     'ERR_PROTOCOL',
     `PostgreSQL returned a malformed token ${String(value)}`,
   );
+}
+
+function acquireParams(request: StoreAcquireRequest): SqlParam[] {
+  return [request.key, request.leaseId, request.ttlMs, request.ownerId, request.value ?? null];
+}
+
+/** The grant function's row as an answer; undefined when it lost its races (no row). */
+function acquireAnswer(row: Record<string, unknown> | undefined): StoreAcquireResult | undefined {
+  if (row === undefined) return undefined;
+  const status = row['status'];
+  const token = parseBigint(row['token']);
+  if (status === 'acquired' || status === 'held') {
+    const expiresAtWallMs = Number(row['expires_ms']);
+    return Number.isFinite(expiresAtWallMs)
+      ? { status: 'acquired', token, expiresAtWallMs }
+      : { status: 'acquired', token };
+  }
+  const holder = holderOf(row, token);
+  return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
 }
 
 function holderOf(row: Record<string, unknown>, token: bigint): HolderInfo {
