@@ -4,7 +4,7 @@ import { formatReport } from '../../src/sim/checker.js';
 import type { HistoryEvent } from '../../src/sim/history.js';
 import { runRealLostReplyStory } from '../../src/sim/real/network-stories.js';
 import {
-  FigureTally,
+  ArmTally,
   faultStores,
   runsPerArm,
   storeLink,
@@ -46,9 +46,7 @@ for (const store of faultStores()) {
       { timeout: FAULT_TIMEOUT_MS },
       async () => {
         const runs = runsPerArm(1, 10);
-        const fenced = new FigureTally();
-        const control = new FigureTally();
-        let anomalies = 0;
+        const arms = new ArmTally(runs);
         for (let i = 0; i < runs; i++) {
           for (const fencing of [true, false]) {
             const tmp = tempDir('f5');
@@ -92,15 +90,8 @@ for (const store of faultStores()) {
               assert.equal(r.bRenew, 'renewed', where);
               for (const inv of ['I2', 'I3', 'I4', 'I7'] as const)
                 assert.equal(r.report.invariants[inv].status, 'ok', `${inv}\n${where}`);
-              if (fencing) {
-                fenced.add(r.report.figures);
-                assert.equal(r.aWrite, 'stale_fence', where);
-                assert.equal(r.report.valid, true, where);
-              } else {
-                control.add(r.report.figures);
-                assert.equal(r.aWrite, 'applied', where);
-                if (r.report.figures.staleWritesAccepted > 0) anomalies++;
-              }
+              assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
+              arms.add(fencing, r.report, where);
             } finally {
               await run.close();
               tmp.remove();
@@ -109,16 +100,7 @@ for (const store of faultStores()) {
         }
         // Takeover here runs from A's last *confirmed* renewal: it includes the extension by
         // the renewal whose answer was lost (about TTL / 4 more).
-        console.log(fenced.line(`real F5 ${store.name} fenced`));
-        console.log(
-          `${control.line(`real F5 ${store.name} unfenced control`)} anomaly_runs=${anomalies}/${runs}`,
-        );
-        assert.equal(fenced.staleWritesAccepted, 0);
-        assert.equal(
-          anomalies,
-          runs,
-          `control arm showed the anomaly in ${anomalies}/${runs} runs`,
-        );
+        arms.conclude(`real F5 ${store.name}`, { minAnomalyShare: 1 });
       },
     );
   });

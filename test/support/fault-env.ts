@@ -1,5 +1,11 @@
+import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { formatFigures, percentile, type HistoryFigures } from '../../src/sim/checker.js';
+import {
+  formatFigures,
+  percentile,
+  type CheckReport,
+  type HistoryFigures,
+} from '../../src/sim/checker.js';
 import type { StoreLink } from '../../src/sim/real/network-stories.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { startRedis, type RedisProcess } from './redis-server.js';
@@ -259,6 +265,48 @@ export class FigureTally {
 
   p99(): number | undefined {
     return percentile(this.takeoverMs, 99);
+  }
+}
+
+/**
+ * The two arms of a fault test over the same runs: `fenced` (the resource checks tokens) and
+ * the unfenced `control`, where the fault is expected to show as a stale write accepted.
+ */
+export class ArmTally {
+  readonly fenced = new FigureTally();
+  readonly control = new FigureTally();
+  /** Control runs that showed the anomaly. */
+  anomalies = 0;
+
+  constructor(readonly runs: number) {}
+
+  /** Adds one run's checked history; a fenced run must be valid (no invariant violated). */
+  add(fencing: boolean, report: CheckReport, where: string): void {
+    if (fencing) {
+      assert.equal(report.valid, true, where);
+      this.fenced.add(report.figures);
+    } else {
+      this.control.add(report.figures);
+      if (report.figures.staleWritesAccepted > 0) this.anomalies++;
+    }
+  }
+
+  /**
+   * Prints both arms' figures and checks the outcome: the fence accepted no stale write, and
+   * the control arm showed the anomaly in at least `minAnomalyShare` of its runs (so the
+   * fault really happened and the fence is what stopped it).
+   */
+  conclude(label: string, opts: { minAnomalyShare?: number; fencedSuffix?: string } = {}): void {
+    const share = opts.minAnomalyShare ?? 0.95;
+    console.log(`${this.fenced.line(`${label} fenced`)}${opts.fencedSuffix ?? ''}`);
+    console.log(
+      `${this.control.line(`${label} unfenced control`)} anomaly_runs=${this.anomalies}/${this.runs}`,
+    );
+    assert.equal(this.fenced.staleWritesAccepted, 0);
+    assert.ok(
+      this.anomalies >= share * this.runs,
+      `control arm showed the anomaly in ${this.anomalies}/${this.runs} runs`,
+    );
   }
 }
 
