@@ -159,6 +159,7 @@ async function httpSubject(build: Build, db: string): Promise<Subject> {
     Array.from({ length: 4 }, () => HttpLeaseStore.connect({ url: server.url })),
   );
   const pid = server.child.pid!;
+  console.error(`${build.name}: server pid ${pid}`);
   return {
     name: `http ${build.name}`,
     async window(ms) {

@@ -290,6 +290,22 @@ describe('SqliteLeaseStore with groupCommit', () => {
     assert.ok(cond(), 'condition not reached within 200 loop turns');
   };
 
+  it('commits with synchronous = NORMAL (SQLite does not fsync on the event loop); the default store stays FULL', () =>
+    withDb(async (path) => {
+      const grouped = new SqliteLeaseStore({ path, groupCommit: true });
+      const single = new SqliteLeaseStore({ path: `${path}-single.db` });
+      assert.equal(grouped.settings.synchronous, 'NORMAL');
+      assert.equal(single.settings.synchronous, 'FULL');
+      const r = request('k');
+      const a = await grouped.tryAcquire(r, opts());
+      const token = a.status === 'acquired' ? a.token : 0n;
+      await grouped.renew({ key: 'k', leaseId: r.leaseId, token, ttlMs: 1000 }, opts());
+      await grouped.release({ key: 'k', leaseId: r.leaseId, token }, opts());
+      assert.equal(grouped.settings.synchronous, 'NORMAL', 'still NORMAL after writes');
+      await grouped.close();
+      await single.close();
+    }));
+
   it('answers a grant only once an fdatasync of the WAL, started after its commit, has finished', () =>
     withDb(async (path) => {
       const { store, calls } = withHeldSync(path);

@@ -86,11 +86,17 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
   readonly kind = 'sqlite';
   readonly capabilities = CAPABILITIES;
   readonly path: string;
-  /** The durability settings read back from the connection after open. */
-  readonly settings: {
+  /** The durability settings, read back from the connection. */
+  get settings(): {
     readonly journalMode: string;
     readonly synchronous: 'FULL' | 'NORMAL' | 'OFF' | 'EXTRA';
-  };
+  } {
+    const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+    return {
+      journalMode: String(this.db.pragma('journal_mode', { simple: true })),
+      synchronous: syncLevels[Number(this.db.pragma('synchronous', { simple: true }))] ?? 'OFF',
+    };
+  }
   private readonly db: Database.Database;
   private readonly bootId: string;
   private readonly feed: ChangeFeed;
@@ -158,15 +164,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       );
     }
     this.path = join(realpathSync(dirname(absolute)), basename(absolute));
-    // With group commit, commits skip SQLite's own fsync (NORMAL); a grant waits for
-    // `wal.durable()` instead, an fdatasync of the WAL on the thread pool shared by every commit
-    // made meanwhile (see WalSync for why that is as durable as FULL for what was committed).
-    if (options.groupCommit === true) this.db.pragma('synchronous = NORMAL');
-    const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
-    this.settings = {
-      journalMode: String(this.db.pragma('journal_mode', { simple: true })),
-      synchronous: syncLevels[Number(this.db.pragma('synchronous', { simple: true }))] ?? 'OFF',
-    };
+    const groupCommit = options.groupCommit === true;
     this.bootId = machineBootId();
     const sql = (text: string): string => text.replaceAll('{{table}}', `"${table}"`);
     this.stmt = {
@@ -190,8 +188,11 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     // cut the boot id changes and every lease of the old boot counts as expired — and process
     // crashes keep committed pages in the OS cache either way. So renew and release commit
     // without an fsync (NORMAL; the next FULL commit syncs the WAL up to and including them).
+    // With group commit the connection is NORMAL throughout: nothing to switch. (Preparing
+    // `PRAGMA synchronous` already sets it, so these statements must not be made then.)
     const relaxed = <A, R>(fn: (a: A) => R): ((a: A) => R) => {
       const run = immediate(fn);
+      if (groupCommit) return run;
       const toNormal = this.db.prepare('PRAGMA synchronous = NORMAL');
       const toFull = this.db.prepare('PRAGMA synchronous = FULL');
       return (a: A) => {
@@ -204,7 +205,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       };
     };
     this.acquireTx = immediate((p: Record<string, unknown>) => acquire.get(p));
-    // A hand-off grants, so it commits with the grants' FULL sync.
+    // A hand-off grants, so it commits with the grants' FULL sync (with group commit: it waits
+    // for the WAL sync before answering).
     this.handOffTx = immediate(
       (p: { key: string; release: Record<string, unknown>; acquire: Record<string, unknown> }) => {
         const released = release.run(p.release).changes === 1;
@@ -215,7 +217,11 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     );
     this.renewTx = relaxed((p: Record<string, unknown>) => renew.run(p).changes);
     this.releaseTx = relaxed((p: Record<string, unknown>) => release.run(p).changes);
-    if (options.groupCommit === true) {
+    if (groupCommit) {
+      // Commits skip SQLite's own fsync (NORMAL); a grant waits for `wal.durable()` instead,
+      // an fdatasync of the WAL on the thread pool shared by every commit made meanwhile (see
+      // WalSync for why that is as durable as FULL for what was committed).
+      this.db.pragma('synchronous = NORMAL');
       const wal = new WalSync(openWalForSync(absolute));
       this.wal = wal;
       // The store's time is read inside the transaction, once the write lock is held, so a
