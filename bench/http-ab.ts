@@ -3,8 +3,8 @@
 //     [--base DIR]      also a server and client built elsewhere (DIR/src/...), e.g. the code before
 //     [--prof DIR]      write the server's CPU profile (node --cpu-prof) into DIR
 //     [--no-inprocess]  skip the in-process groupCommit subject
-// Alternates windows of in-process SQLite with groupCommit (the server's setting), this build's
-// server with this build's client, and optionally the base build's pair; prints medians of
+// Alternates windows of in-process SQLite with groupCommit (the server's setting) and this
+// build's server with this build's client (and the same two of the base build); prints medians of
 // cycles/s, p50/p99, client CPU ms/cycle (this process) and server CPU ms/cycle (read from
 // /proc/<pid>/stat, which costs the server nothing). Windows alternate because the disk's fsync
 // time drifts within a minute; the load average is printed with the results.
@@ -181,7 +181,7 @@ async function inProcessSubject(build: Build, db: string): Promise<Subject> {
   )) as typeof SqliteModule;
   const store = new SqliteLeaseStore({ path: db, groupCommit: true });
   return {
-    name: `in-process groupCommit`,
+    name: `in-process groupCommit ${build.name}`,
     async window(ms) {
       return summarise(await cycles(build, [store], clients, ms), undefined);
     },
@@ -196,12 +196,9 @@ try {
   if (inProcess) subjects.push(await inProcessSubject(current, join(tmp.dir, 'inproc.db')));
   subjects.push(await httpSubject(current, join(tmp.dir, 'served.db')));
   if (baseDir !== undefined) {
-    subjects.push(
-      await httpSubject(
-        { name: `base (${baseDir})`, dir: resolve(baseDir) },
-        join(tmp.dir, 'base.db'),
-      ),
-    );
+    const base: Build = { name: `base (${baseDir})`, dir: resolve(baseDir) };
+    if (inProcess) subjects.push(await inProcessSubject(base, join(tmp.dir, 'inproc-base.db')));
+    subjects.push(await httpSubject(base, join(tmp.dir, 'base.db')));
   }
   for (const s of subjects) await s.window(Math.min(1000, windowMs)); // warm-up, unmeasured
   const results = new Map<string, Window[]>(subjects.map((s) => [s.name, []]));
@@ -224,9 +221,14 @@ try {
   }));
   console.table(rows);
   if (inProcess) {
-    const base = rows[0]!['cycles/s'];
-    for (const row of rows.slice(1)) {
-      console.log(`${row.subject}: ${(row['cycles/s'] / base).toFixed(2)}× in-process groupCommit`);
+    // Each build's HTTP rate against its own in-process groupCommit rate: like for like.
+    for (const row of rows.filter((r) => r.subject.startsWith('http '))) {
+      const build = row.subject.slice('http '.length);
+      const own = rows.find((r) => r.subject === `in-process groupCommit ${build}`);
+      if (own === undefined) continue;
+      console.log(
+        `${row.subject}: ${(row['cycles/s'] / own['cycles/s']).toFixed(2)}× in-process groupCommit of the same build`,
+      );
     }
   }
 } finally {
