@@ -34,11 +34,12 @@ export interface SqliteLeaseStoreOptions {
    */
   readonly busyTimeoutMs?: number;
   /**
-   * Commit the grants asked for in one turn of the event loop together, in one transaction
-   * with one fsync, instead of one fsync each. Every grant is still on disk before it is
-   * answered, and busy answers still write nothing; a lone request waits one loop turn more.
-   * Worth it when many acquisitions run concurrently in this process (the lease server turns
-   * it on). Defaults to false.
+   * Commit the grants, releases and renewals asked for in one turn of the event loop together,
+   * in one transaction, and let the grants share one fsync of the WAL that runs off the event
+   * loop (libuv's thread pool), instead of one fsync each on it. Every grant is still on disk
+   * before it is answered, and busy answers still write nothing; a lone request waits one loop
+   * turn more. Worth it when many acquisitions run concurrently in this process (the lease
+   * server turns it on). Defaults to false.
    */
   readonly groupCommit?: boolean;
 }
@@ -73,7 +74,9 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  *   steps), tagged with the boot id so that leases from before a reboot count as expired.
  * - Durability: `synchronous = FULL` for grants, so the commit that grants a token is on disk
  *   before the token is returned; a crash or power loss cannot hand the same token out twice.
- *   Renewals and releases skip the fsync (see the comment at their statements for why).
+ *   Renewals and releases skip the fsync (see the comment at their statements for why). With
+ *   group commit the connection stays NORMAL and a grant waits for an fdatasync of the WAL
+ *   instead (WalSync), which is the same guarantee.
  * - A busy answer is a read: no write lock, no WAL frame.
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
