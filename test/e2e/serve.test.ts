@@ -106,6 +106,55 @@ describe('leasehold serve (the npm start command, as a real process)', () => {
     assert.equal(await p.exited, 0, p.stderr());
   });
 
+  it('keeps every answered token after kill -9 mid-load: tokens after the restart exceed them', async () => {
+    const db = join(tmp.dir, 'crash.db');
+    const first = serve(['--port', '0', '--log-level', 'warn', '--store', `sqlite:${db}`]);
+    const url1 = (await first.waitFor(/listening on (\S+)/))[1]!;
+    const keys = Array.from({ length: 8 }, (_, i) => `e2e/crash/${i}`);
+    const answered = new Map<string, bigint>();
+    let grants = 0;
+    let killed = false;
+    // Eight clients acquire and release their key in a loop; the server is killed (SIGKILL,
+    // no shutdown) once 300 grants were answered, with requests in flight.
+    await Promise.all(
+      keys.map(async (key) => {
+        for (let i = 0; i < 10_000 && !killed; i++) {
+          try {
+            const a = await post(url1, '/v1/acquire', { key, ttl: '2s' });
+            if (a.status !== 200) continue;
+            const token = BigInt(a.body['token'] as string);
+            assert.ok(token > (answered.get(key) ?? 0n), 'tokens rise');
+            answered.set(key, token);
+            if (++grants === 300) {
+              killed = true;
+              first.child.kill('SIGKILL');
+              return;
+            }
+            await post(url1, '/v1/release', {
+              key,
+              leaseId: a.body['leaseId'],
+              token: a.body['token'],
+            });
+          } catch {
+            return; // the server is gone
+          }
+        }
+      }),
+    );
+    assert.equal(await first.exited, 137);
+    const second = serve(['--port', '0', '--log-level', 'warn', '--store', `sqlite:${db}`]);
+    const url2 = (await second.waitFor(/listening on (\S+)/))[1]!;
+    for (const [key, token] of answered) {
+      // A grant of the killed server may still be live: wait it out (ttl 2s).
+      const a = await post(url2, '/v1/acquire', { key, ttl: '5s', wait: '10s' });
+      assert.equal(a.status, 200, JSON.stringify(a.body));
+      const after = BigInt(a.body['token'] as string);
+      assert.ok(after > token, `${key}: ${after} after the restart, ${token} answered before`);
+    }
+    second.child.kill('SIGTERM');
+    assert.equal(await second.exited, 0);
+  });
+
   it('reads auth tokens and the store from --config', async () => {
     const config = join(tmp.dir, 'leasehold.json');
     writeFileSync(

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { statSync } from 'node:fs';
+import fs, { fstatSync, statSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -252,6 +253,143 @@ describe('SqliteLeaseStore with groupCommit', () => {
       const other = new SqliteLeaseStore({ path });
       assert.equal((await other.inspect('late', opts())).holder?.ownerId, 'o', 'it is on disk');
       await other.close();
+    }));
+
+  /**
+   * Opens a group-committing store whose fdatasync calls are held until the test finishes
+   * them (node:fs is patched only while the store is made: it takes the function at open).
+   */
+  const withHeldSync = (
+    path: string,
+  ): { store: SqliteLeaseStore; calls: Array<{ fd: number; done: (e: Error | null) => void }> } => {
+    const calls: Array<{ fd: number; done: (e: Error | null) => void }> = [];
+    const original = fs.fdatasync;
+    fs.fdatasync = ((fd: number, done: (e: Error | null) => void): void => {
+      calls.push({ fd, done });
+    }) as unknown as typeof fs.fdatasync;
+    syncBuiltinESMExports();
+    try {
+      return { store: new SqliteLeaseStore({ path, groupCommit: true }), calls };
+    } finally {
+      fs.fdatasync = original;
+      syncBuiltinESMExports();
+    }
+  };
+  const settled = async (p: Promise<unknown>): Promise<boolean> => {
+    let done = false;
+    p.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+    return done;
+  };
+  /** Loop turns until `cond` holds (bounded). */
+  const turnsUntil = async (cond: () => boolean): Promise<void> => {
+    for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setImmediate(r));
+    assert.ok(cond(), 'condition not reached within 200 loop turns');
+  };
+
+  it('commits with synchronous = NORMAL (SQLite does not fsync on the event loop); the default store stays FULL', () =>
+    withDb(async (path) => {
+      const grouped = new SqliteLeaseStore({ path, groupCommit: true });
+      const single = new SqliteLeaseStore({ path: `${path}-single.db` });
+      assert.equal(grouped.settings.synchronous, 'NORMAL');
+      assert.equal(single.settings.synchronous, 'FULL');
+      const r = request('k');
+      const a = await grouped.tryAcquire(r, opts());
+      const token = a.status === 'acquired' ? a.token : 0n;
+      await grouped.renew({ key: 'k', leaseId: r.leaseId, token, ttlMs: 1000 }, opts());
+      await grouped.release({ key: 'k', leaseId: r.leaseId, token }, opts());
+      assert.equal(grouped.settings.synchronous, 'NORMAL', 'still NORMAL after writes');
+      await grouped.close();
+      await single.close();
+    }));
+
+  it('answers a grant only once an fdatasync of the WAL, started after its commit, has finished', () =>
+    withDb(async (path) => {
+      const { store, calls } = withHeldSync(path);
+      const id = randomUUID();
+      const grant = store.tryAcquire(request('durable', id), opts());
+      await turnsUntil(() => calls.length === 1);
+      assert.equal(fstatSync(calls[0]!.fd).ino, statSync(`${path}-wal`).ino, 'it syncs the WAL');
+      const observer = new SqliteLeaseStore({ path });
+      const seen = await observer.inspect('durable', opts());
+      assert.equal(seen.holder?.ownerId, 'o', 'committed before the sync');
+      assert.equal(await settled(grant), false, 'not answered before the sync finishes');
+      // A retry with the same lease id reads the committed grant: it waits for a sync too.
+      const retry = store.tryAcquire(request('durable', id), opts());
+      assert.equal(await settled(retry), false);
+      calls[0]!.done(null);
+      const answer = await grant;
+      assert.equal(answer.status === 'acquired' ? answer.token : undefined, seen.lastToken);
+      await turnsUntil(() => calls.length === 2);
+      assert.equal(await settled(retry), false, 'the retry read came after the first sync began');
+      calls[1]!.done(null);
+      assert.deepEqual(await retry, { status: 'acquired', token: seen.lastToken });
+      await observer.close();
+      await store.close();
+    }));
+
+  it('answers unavailable when the WAL cannot be synced, and refuses grants after that', () =>
+    withDb(async (path) => {
+      const { store, calls } = withHeldSync(path);
+      const grant = store.tryAcquire(request('eio'), opts());
+      await turnsUntil(() => calls.length === 1);
+      calls[0]!.done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+      await assert.rejects(grant, (e: unknown) => isLeaseholdError(e, 'ERR_UNAVAILABLE'));
+      await assert.rejects(store.tryAcquire(request('next'), opts()), (e: unknown) =>
+        isLeaseholdError(e, 'ERR_UNAVAILABLE'),
+      );
+      assert.equal(calls.length, 1, 'no sync is trusted after a failed one');
+      await store.close();
+    }));
+
+  it('close() waits for the running sync and answers its grants; later calls fail closed', () =>
+    withDb(async (path) => {
+      const { store, calls } = withHeldSync(path);
+      const grant = store.tryAcquire(request('closing'), opts());
+      await turnsUntil(() => calls.length === 1);
+      const closed = store.close();
+      assert.equal(await settled(closed), false, 'close waits for the sync');
+      calls[0]!.done(null);
+      await closed;
+      assert.equal((await grant).status, 'acquired');
+      await assert.rejects(store.tryAcquire(request('after'), opts()), (e: unknown) =>
+        isLeaseholdError(e, 'ERR_CLOSED'),
+      );
+    }));
+
+  it('writes the releases of one loop turn in one transaction too', () =>
+    withDb(async (path) => {
+      const grow = async (store: SqliteLeaseStore, file: string): Promise<number> => {
+        const granted = await Promise.all(
+          Array.from({ length: 32 }, async (_, i) => {
+            const r = request(`r${i}`);
+            const a = await store.tryAcquire(r, opts());
+            assert.equal(a.status, 'acquired');
+            return {
+              key: r.key,
+              leaseId: r.leaseId,
+              token: a.status === 'acquired' ? a.token : 0n,
+            };
+          }),
+        );
+        const before = walSize(file);
+        const answers = await Promise.all(granted.map((l) => store.release(l, opts())));
+        assert.deepEqual(new Set(answers.map((a) => a.status)), new Set(['released']));
+        return walSize(file) - before;
+      };
+      const grouped = new SqliteLeaseStore({ path, groupCommit: true });
+      const single = new SqliteLeaseStore({ path: `${path}-single.db` });
+      const groupedBytes = await grow(grouped, path);
+      const singleBytes = await grow(single, `${path}-single.db`);
+      assert.ok(
+        groupedBytes * 8 <= singleBytes,
+        `grouped ${groupedBytes} B of WAL vs ${singleBytes} B one release per commit`,
+      );
+      await grouped.close();
+      await single.close();
     }));
 
   it('refuses a groupCommit that is not a boolean', () => {

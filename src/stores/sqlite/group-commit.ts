@@ -1,13 +1,15 @@
 /**
- * Group commit for grants: the grants asked for in one turn of the event loop are written in
- * one IMMEDIATE transaction, so they share one fsync instead of paying one each.
+ * Group commit: the writes asked for in one turn of the event loop (grants, releases and
+ * renewals of a group-committing SQLite store) are written in one IMMEDIATE transaction, so
+ * they share one commit — and the grants one fsync (see WalSync) — instead of paying one each.
  *
  * Why it is safe: every grant is still decided by its own conditional upsert under SQLite's
- * write lock (tokens increase by one per grant of a key, in upsert order), and no caller is
- * answered before the transaction holding its grant has committed with `synchronous = FULL`.
- * Two grants for one key in one batch: the second upsert sees the first as a live holder and
- * returns no row, and its caller re-reads (busy, or its own grant when the lease ids match).
- * When the commit fails nothing of the batch was written, and every caller gets the error.
+ * write lock (tokens increase by one per grant of a key, in upsert order), and no grant is
+ * answered before the WAL holding it is on disk. Two grants for one key in one batch: the
+ * second upsert sees the first as a live holder and returns no row, and its caller re-reads
+ * (busy, or its own grant when the lease ids match). Writes of one batch run in the order they
+ * were asked for, which is one order the concurrent callers could have seen anyway. When the
+ * commit fails nothing of the batch was written, and every caller gets the error.
  *
  * Why a turn of the event loop: a server reads every request that arrived in one poll phase
  * before `setImmediate` runs, so concurrent requests land in one batch; a lone caller waits

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { readFileSync, realpathSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, resolve, basename, join } from 'node:path';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
@@ -18,6 +18,7 @@ import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types
 import { releaseChangeFeed, retainChangeFeed, type ChangeFeed } from './change-feed.js';
 import { GroupCommit } from './group-commit.js';
 import { machineBootId, machineMonotonicUs } from './machine-time.js';
+import { WalSync } from './wal-sync.js';
 import * as Q from './queries.js';
 
 /** Options for {@link SqliteLeaseStore}. */
@@ -33,11 +34,12 @@ export interface SqliteLeaseStoreOptions {
    */
   readonly busyTimeoutMs?: number;
   /**
-   * Commit the grants asked for in one turn of the event loop together, in one transaction
-   * with one fsync, instead of one fsync each. Every grant is still on disk before it is
-   * answered, and busy answers still write nothing; a lone request waits one loop turn more.
-   * Worth it when many acquisitions run concurrently in this process (the lease server turns
-   * it on). Defaults to false.
+   * Commit the grants, releases and renewals asked for in one turn of the event loop together,
+   * in one transaction, and let the grants share one fsync of the WAL that runs off the event
+   * loop (libuv's thread pool), instead of one fsync each on it. Every grant is still on disk
+   * before it is answered, and busy answers still write nothing; a lone request waits one loop
+   * turn more. Worth it when many acquisitions run concurrently in this process (the lease
+   * server turns it on). Defaults to false.
    */
   readonly groupCommit?: boolean;
 }
@@ -72,7 +74,9 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  *   steps), tagged with the boot id so that leases from before a reboot count as expired.
  * - Durability: `synchronous = FULL` for grants, so the commit that grants a token is on disk
  *   before the token is returned; a crash or power loss cannot hand the same token out twice.
- *   Renewals and releases skip the fsync (see the comment at their statements for why).
+ *   Renewals and releases skip the fsync (see the comment at their statements for why). With
+ *   group commit the connection stays NORMAL and a grant waits for an fdatasync of the WAL
+ *   instead (WalSync), which is the same guarantee.
  * - A busy answer is a read: no write lock, no WAL frame.
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
@@ -85,11 +89,17 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
   readonly kind = 'sqlite';
   readonly capabilities = CAPABILITIES;
   readonly path: string;
-  /** The durability settings read back from the connection after open. */
-  readonly settings: {
+  /** The durability settings, read back from the connection. */
+  get settings(): {
     readonly journalMode: string;
     readonly synchronous: 'FULL' | 'NORMAL' | 'OFF' | 'EXTRA';
-  };
+  } {
+    const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+    return {
+      journalMode: String(this.db.pragma('journal_mode', { simple: true })),
+      synchronous: syncLevels[Number(this.db.pragma('synchronous', { simple: true }))] ?? 'OFF',
+    };
+  }
   private readonly db: Database.Database;
   private readonly bootId: string;
   private readonly feed: ChangeFeed;
@@ -112,9 +122,12 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     granted: { token: bigint } | undefined;
     holder: LeaseRow | undefined;
   };
-  /** Grants waiting for their shared commit, when `groupCommit` is on. */
-  private readonly grants: GroupCommit<StoreAcquireRequest, Granted | undefined> | undefined;
+  /** Writes waiting for their shared commit, when `groupCommit` is on. */
+  private readonly writes: GroupCommit<Write, WriteResult> | undefined;
+  /** The grants' durability barrier, when `groupCommit` is on. */
+  private readonly wal: WalSync | undefined;
   private closed = false;
+  private closing: Promise<void> | undefined;
 
   constructor(options: SqliteLeaseStoreOptions) {
     const path = options?.path as unknown;
@@ -154,11 +167,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       );
     }
     this.path = join(realpathSync(dirname(absolute)), basename(absolute));
-    const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
-    this.settings = {
-      journalMode: String(this.db.pragma('journal_mode', { simple: true })),
-      synchronous: syncLevels[Number(this.db.pragma('synchronous', { simple: true }))] ?? 'OFF',
-    };
+    const groupCommit = options.groupCommit === true;
     this.bootId = machineBootId();
     const sql = (text: string): string => text.replaceAll('{{table}}', `"${table}"`);
     this.stmt = {
@@ -182,8 +191,11 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     // cut the boot id changes and every lease of the old boot counts as expired — and process
     // crashes keep committed pages in the OS cache either way. So renew and release commit
     // without an fsync (NORMAL; the next FULL commit syncs the WAL up to and including them).
+    // With group commit the connection is NORMAL throughout: nothing to switch. (Preparing
+    // `PRAGMA synchronous` already sets it, so these statements must not be made then.)
     const relaxed = <A, R>(fn: (a: A) => R): ((a: A) => R) => {
       const run = immediate(fn);
+      if (groupCommit) return run;
       const toNormal = this.db.prepare('PRAGMA synchronous = NORMAL');
       const toFull = this.db.prepare('PRAGMA synchronous = FULL');
       return (a: A) => {
@@ -196,7 +208,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       };
     };
     this.acquireTx = immediate((p: Record<string, unknown>) => acquire.get(p));
-    // A hand-off grants, so it commits with the grants' FULL sync.
+    // A hand-off grants, so it commits with the grants' FULL sync (with group commit: it waits
+    // for the WAL sync before answering).
     this.handOffTx = immediate(
       (p: { key: string; release: Record<string, unknown>; acquire: Record<string, unknown> }) => {
         const released = release.run(p.release).changes === 1;
@@ -207,24 +220,53 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     );
     this.renewTx = relaxed((p: Record<string, unknown>) => renew.run(p).changes);
     this.releaseTx = relaxed((p: Record<string, unknown>) => release.run(p).changes);
-    if (options.groupCommit === true) {
+    if (groupCommit) {
+      // Commits skip SQLite's own fsync (NORMAL); a grant waits for `wal.durable()` instead,
+      // an fdatasync of the WAL on the thread pool shared by every commit made meanwhile (see
+      // WalSync for why that is as durable as FULL for what was committed).
+      this.db.pragma('synchronous = NORMAL');
+      const wal = new WalSync(openWalForSync(absolute));
+      this.wal = wal;
       // The store's time is read inside the transaction, once the write lock is held, so a
       // wait for the lock (or for the batch) never shortens a lease.
-      const grantAll = immediate((requests: StoreAcquireRequest[]) => {
+      const writeAll = immediate((writes: Write[]) => {
         const nowUs = machineMonotonicUs();
         const wallMs = Date.now();
-        return requests.map((r): Granted | undefined => {
-          const expiresWallMs = wallMs + r.ttlMs;
-          const row = acquire.get(this.grantParams(r, nowUs, expiresWallMs));
-          return row === undefined ? undefined : { token: row.token, expiresWallMs };
+        return writes.map((w) => {
+          if (w.kind === 'grant') {
+            const expiresWallMs = wallMs + w.request.ttlMs;
+            const row = acquire.get(this.grantParams(w.request, nowUs, expiresWallMs));
+            return row === undefined ? undefined : { token: row.token, expiresWallMs };
+          }
+          const lease = { key: w.key, leaseId: w.leaseId, token: w.token };
+          if (w.kind === 'release') return release.run(lease).changes === 1;
+          const expiresWallMs = wallMs + w.ttlMs;
+          const renewed = renew.run({
+            ...lease,
+            bootId: this.bootId,
+            nowUs,
+            expiresUs: nowUs + BigInt(w.ttlMs) * 1000n,
+            expiresWallMs,
+          });
+          return renewed.changes === 1 ? expiresWallMs : undefined;
         });
       });
-      this.grants = new GroupCommit((requests) => {
-        const granted = grantAll(requests);
-        this.feed.announceAll(
-          requests.filter((_, i) => granted[i] !== undefined).map((r) => r.key),
-        );
-        return granted;
+      this.writes = new GroupCommit((writes): WriteResult[] => {
+        const results = writeAll(writes);
+        // Grants and releases wake waiters (in this process and, through the sidecar, others).
+        const changed = writes.filter((w, i) => w.kind !== 'renew' && isDone(results[i]));
+        this.feed.announceAll(changed.map((w) => (w.kind === 'grant' ? w.request.key : w.key)));
+        // The batch's grants share one sync, started here rather than by each caller a few
+        // microtasks later, so that close() finds it running and waits for it.
+        let durable: Promise<void> | undefined;
+        return results.map((r) => {
+          if (typeof r !== 'object') return r;
+          if (durable === undefined) {
+            durable = wal.durable();
+            durable.catch(() => {}); // every grant of the batch awaits it; this marks it handled
+          }
+          return { ...r, durable };
+        });
       });
     }
     this.feed = retainChangeFeed(this.path);
@@ -232,14 +274,14 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
 
   /** Whether grants are committed in groups (see {@link SqliteLeaseStoreOptions.groupCommit}). */
   get groupCommit(): boolean {
-    return this.grants !== undefined;
+    return this.writes !== undefined;
   }
 
   tryAcquire(
     request: StoreAcquireRequest,
     _options?: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    if (this.grants !== undefined) return this.acquireGrouped(request, 0);
+    if (this.writes !== undefined) return this.acquireGrouped(request, 0);
     return this.run(() => {
       for (let attempt = 0; attempt < MAX_GRANT_ATTEMPTS; attempt++) {
         const nowUs = machineMonotonicUs();
@@ -259,29 +301,50 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
 
   /**
    * The grant with group commit: the read happens now (a busy answer goes out at once and
-   * writes nothing); a free key joins the next shared commit. A grant that lost its key to
-   * another process, or to an earlier grant in the same batch, reads again.
+   * writes nothing); a free key joins the next shared commit, and the answer waits until the
+   * WAL is on disk. A grant that lost its key to another process, or to an earlier grant in the
+   * same batch, reads again.
    */
   private async acquireGrouped(
     request: StoreAcquireRequest,
     attempt: number,
   ): Promise<StoreAcquireResult> {
     const read = await this.run(() => this.readForGrant(request, machineMonotonicUs()));
+    if (read?.status === 'acquired') {
+      // The caller's own lease (a retry): the read may have seen a grant that is committed but
+      // not yet on disk, which must not be answered before it is.
+      await this.durable();
+      return read;
+    }
     if (read !== undefined) return read;
     if (attempt >= MAX_GRANT_ATTEMPTS) throw contentionError(request.key);
-    if (this.closed) throw closedError();
-    let granted: Granted | undefined;
-    try {
-      granted = await this.grants!.submit(request);
-    } catch (err) {
-      throw err instanceof LeaseholdError
-        ? err
-        : new LeaseholdError('ERR_UNAVAILABLE', `SQLite lease store: ${String(err)}`, {
-            cause: err,
-          });
-    }
+    const granted = (await this.submit({ kind: 'grant', request })) as Granted | undefined;
     if (granted === undefined) return this.acquireGrouped(request, attempt + 1);
+    try {
+      await granted.durable;
+    } catch (err) {
+      throw storeError(err);
+    }
     return { status: 'acquired', token: granted.token, expiresAtWallMs: granted.expiresWallMs };
+  }
+
+  /** Queues a write for the next shared commit; resolves once it has committed (not synced). */
+  private async submit(write: Write): Promise<WriteResult> {
+    if (this.closed) throw closedError();
+    try {
+      return await this.writes!.submit(write);
+    } catch (err) {
+      throw storeError(err);
+    }
+  }
+
+  /** Resolves once everything committed so far is on disk (group commit only). */
+  private async durable(): Promise<void> {
+    try {
+      await this.wal?.durable();
+    } catch (err) {
+      throw storeError(err);
+    }
   }
 
   /** The read before a grant: busy, the caller's own live lease (a retry), or undefined = free. */
@@ -312,10 +375,17 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     };
   }
 
-  renew(
+  async renew(
     lease: StoreLeaseRef & { ttlMs: number },
     _options?: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
+    if (this.writes !== undefined) {
+      const { key, leaseId, token, ttlMs } = lease;
+      const expiresWallMs = await this.submit({ kind: 'renew', key, leaseId, token, ttlMs });
+      return typeof expiresWallMs === 'number'
+        ? { status: 'renewed', expiresAtWallMs: expiresWallMs }
+        : { status: 'lost' };
+    }
     return this.run(() => {
       const nowUs = machineMonotonicUs();
       const expiresWallMs = Date.now() + lease.ttlMs;
@@ -334,7 +404,12 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     });
   }
 
-  release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
+  async release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
+    if (this.writes !== undefined) {
+      const { key, leaseId, token } = lease;
+      const released = await this.submit({ kind: 'release', key, leaseId, token });
+      return released === true ? { status: 'released' } : { status: 'not_owner' };
+    }
     return this.run(() => {
       const changes = this.releaseTx({
         key: lease.key,
@@ -376,6 +451,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       if (r.released || r.granted !== undefined) this.feed.announce(acquire.key);
       return { ...r, expiresWallMs, nowUs };
     });
+    if (handed.granted !== undefined) await this.durable();
     const released = handed.released ? 'released' : 'not_owner';
     if (handed.granted !== undefined) {
       return {
@@ -427,14 +503,18 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
   }
 
   close(): Promise<void> {
-    if (!this.closed) {
-      // Grants already queued are committed and answered, not dropped.
-      while (this.grants !== undefined && this.grants.pending > 0) this.grants.flush();
+    this.closing ??= (async () => {
+      // Writes already queued are committed and answered, not dropped.
+      while (this.writes !== undefined && this.writes.pending > 0) this.writes.flush();
       this.closed = true;
+      if (this.wal !== undefined) {
+        await this.wal.idle();
+        this.wal.close();
+      }
       releaseChangeFeed(this.path, this.feed);
       this.db.close();
-    }
-    return Promise.resolve();
+    })();
+    return this.closing;
   }
 
   private isLive(row: LeaseRow, nowUs: bigint): boolean {
@@ -457,10 +537,55 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
 /** Reads and conditional writes per grant before a contended key answers unavailable. */
 const MAX_GRANT_ATTEMPTS = 3;
 
-/** A grant committed by a group commit. */
+/** A grant committed by a group commit; answered once `durable` resolves. */
 interface Granted {
   readonly token: bigint;
   readonly expiresWallMs: number;
+  readonly durable: Promise<void>;
+}
+
+/** A write that joins the next group commit. */
+type Write =
+  | { readonly kind: 'grant'; readonly request: StoreAcquireRequest }
+  | ({ readonly kind: 'release' } & LeaseParams)
+  | ({ readonly kind: 'renew'; readonly ttlMs: number } & LeaseParams);
+
+interface LeaseParams {
+  readonly key: string;
+  readonly leaseId: string;
+  readonly token: bigint;
+}
+
+/** Whether a write of a group commit changed its row (see {@link WriteResult}). */
+function isDone(result: unknown): boolean {
+  return result !== undefined && result !== false;
+}
+
+/**
+ * Per write kind: a grant gives the grant or undefined (a live holder remains); a release
+ * whether it released; a renewal the new wall-clock expiry, or undefined when lost.
+ */
+type WriteResult = Granted | boolean | number | undefined;
+
+function storeError(err: unknown): LeaseholdError {
+  return err instanceof LeaseholdError
+    ? err
+    : new LeaseholdError('ERR_UNAVAILABLE', `SQLite lease store: ${String(err)}`, { cause: err });
+}
+
+/**
+ * Opens the WAL file for fdatasync, after fsyncing its directory once: SQLite syncs the
+ * directory of a new WAL at the WAL's first sync, which with NORMAL would only come at the first
+ * checkpoint, and a WAL whose directory entry is lost in a power cut takes its grants with it.
+ */
+function openWalForSync(dbPath: string): number {
+  const dir = openSync(dirname(dbPath), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+  return openSync(`${dbPath}-wal`, 'r');
 }
 
 function contentionError(key: string): LeaseholdError {
