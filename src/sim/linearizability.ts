@@ -17,6 +17,11 @@
  * - `release(lease, token)`: same lease and token → `released` (the key is free); a store may
  *   also answer `not_owner` once that lease has expired (Redis's key is gone by then);
  *   otherwise `not_owner`, no change;
+ * - `hand_off(release lease/token, lease, ttl)` (`releaseAndAcquire`): `release` and then
+ *   `acquire` at the **same** store instant `T`, with nothing in between; the answer carries
+ *   both outcomes (`released` / `not_owner`, then `acquired(token)` / `busy`). So a hand-off
+ *   that grants without its release taking effect needs the key free anyway, its token must
+ *   exceed the released one, and `released` + `busy` is impossible;
  * - `:info` (timeout, unavailable, no answer): the operation may take effect at any time after
  *   its invocation, or never. Only its effectful outcomes are tried (a grant with an unknown
  *   token, a renewal, a release of a live lease): a no-effect outcome is the same as never.
@@ -76,6 +81,10 @@ export interface LeaseOp {
   readonly lease: string;
   /** Renew/release: the token the request carried. */
   readonly token: bigint | undefined;
+  /** Hand_off: the lease it releases, that lease's token, and what the release answered. */
+  readonly releaseLease: string | undefined;
+  readonly releaseToken: bigint | undefined;
+  readonly released: 'released' | 'not_owner' | undefined;
   readonly ttlMs: number | undefined;
   readonly outcome: StoreOpOutcome;
   /** Acquire `acquired`: the token granted. */
@@ -215,6 +224,9 @@ export function collectLeaseOps(
       f: inv.f,
       lease: inv.lease ?? inv.op,
       token: inv.token === undefined ? undefined : BigInt(inv.token),
+      releaseLease: inv.releaseLease,
+      releaseToken: inv.releaseToken === undefined ? undefined : BigInt(inv.releaseToken),
+      released: known ? ans.released : undefined,
       ttlMs: inv.ttlMs,
       outcome: known ? (ans.phase as StoreOpOutcome) : 'info',
       granted: known && ans.token !== undefined ? BigInt(ans.token) : undefined,
@@ -239,6 +251,8 @@ export function collectLeaseOps(
 
 const NONE = -1;
 const PRIOR = -2;
+/** `SearchOp.releaseLease` of operations that release nothing: matches no holder. */
+const NO_LEASE = -3;
 
 /**
  * The model's state. `token`/`exact`: the last grant's token is `token` (exact), or some
@@ -270,6 +284,8 @@ function state(holder: number, token: bigint, exact: boolean, zone: StoreTimeZon
 interface SearchOp {
   readonly src: LeaseOp;
   readonly lease: number;
+  /** Hand_off: the index of the lease it releases; {@link NO_LEASE} otherwise. */
+  readonly releaseLease: number;
   readonly outcome: StoreOpOutcome;
   readonly hi: number;
 }
@@ -340,6 +356,8 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
       }
       return next.length > 0 ? { next } : { next, reason: reason ?? 'no legal outcome' };
     }
+    case 'hand_off':
+      return handOffStep(s, op, names, holderName);
     case 'renew':
     case 'release': {
       const t = o.token!;
@@ -379,6 +397,105 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
           };
     }
   }
+}
+
+/**
+ * A hand-off: its release half at some `T` in the window, then its acquire half at that same
+ * `T` (the zone pins it). Each half may go more than one way (a release of one's own expired
+ * lease may answer either way; an :info one may or may not have released), so every branch
+ * whose two halves agree with the answer is a successor.
+ */
+function handOffStep(
+  s: ModelState,
+  op: SearchOp,
+  names: readonly string[],
+  holderName: string,
+): StepResult {
+  const o = op.src;
+  const info = op.outcome === 'info';
+  const want = info ? undefined : o.released;
+  const rt = o.releaseToken!;
+  const ttl = o.ttlMs!;
+  const holds = s.holder === op.releaseLease;
+  const canMatch = holds && (s.exact ? s.token === rt : rt > s.token);
+  const canMismatch = !holds || !s.exact || s.token !== rt;
+  // The release half.
+  const halves: { readonly s: ModelState; readonly freed: boolean }[] = [];
+  if (want !== 'not_owner' && canMatch) {
+    const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, true);
+    if (z !== undefined) halves.push({ s: state(NONE, rt, true, z), freed: true });
+  }
+  if (want !== 'released') {
+    if (canMismatch) {
+      const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, false);
+      if (z !== undefined) halves.push({ s: state(s.holder, s.token, s.exact, z), freed: false });
+    }
+    if (canMatch) {
+      const z = s.zone.advance(o.storeLo, op.hi, 'expired', undefined, false);
+      if (z !== undefined) halves.push({ s: state(s.holder, rt, true, z), freed: false });
+    }
+  }
+  if (halves.length === 0) {
+    const released = names[op.releaseLease]!;
+    return {
+      next: [],
+      reason:
+        want === 'released'
+          ? `its release answered released, but ${released} with token ${rt} did not hold the key (${holderName} did${s.holder === op.releaseLease ? ` with token ${s.token}` : ''})`
+          : want === 'not_owner'
+            ? `its release answered not_owner, but ${released} held the key live with token ${rt}`
+            : `its store-time window [${o.storeLo}, ${op.hi}] ends before an operation it must follow took effect`,
+    };
+  }
+  // The acquire half, at the same instant.
+  const next: ModelState[] = [];
+  let reason: string | undefined;
+  for (const h of halves) {
+    const r = h.s;
+    const same = (guard: ExpiryGuard, renew?: number) =>
+      r.zone.advance(-Infinity, Infinity, guard, renew, false, true);
+    const name =
+      r.holder === NONE
+        ? 'nobody'
+        : r.holder === PRIOR
+          ? 'a holder from before the history'
+          : names[r.holder]!;
+    if (op.outcome === 'acquired' || op.outcome === 'info') {
+      const floor = r.exact ? r.token : r.token + 1n;
+      if (op.outcome === 'acquired' && !(o.granted! > floor)) {
+        reason ??= `hand-off granted token ${o.granted}, not greater than ${r.exact ? `the last grant ${r.token}` : `a grant above ${r.token} whose answer was lost`}`;
+      } else {
+        const z = same(r.holder === NONE ? 'any' : 'expired', ttl);
+        if (z !== undefined)
+          next.push(info ? state(op.lease, floor, false, z) : state(op.lease, o.granted!, true, z));
+        else
+          reason ??= `hand-off granted while ${name} held the key live${h.freed ? '' : ` (its release of ${names[op.releaseLease]} did not take effect)`}`;
+      }
+      // A copy of the same request arriving again (network duplicate): an idempotent retry.
+      if (
+        op.outcome === 'acquired' &&
+        r.holder === op.lease &&
+        (r.exact ? o.granted === r.token : o.granted! > r.token)
+      ) {
+        const z = same('live');
+        if (z !== undefined) next.push(state(r.holder, o.granted!, true, z));
+      }
+    } else {
+      // busy
+      if (r.holder === NONE)
+        reason ??= h.freed
+          ? 'busy, but its own release had just freed the key'
+          : 'busy, but no lease held the key';
+      else if (r.holder === op.lease)
+        reason ??= `busy, but ${name} (the asking lease) held the key itself`;
+      else {
+        const z = same('live');
+        if (z !== undefined) next.push(state(r.holder, r.token, r.exact, z));
+        else reason ??= `busy, but ${name}'s lease had expired`;
+      }
+    }
+  }
+  return next.length > 0 ? { next } : { next, reason: reason ?? 'no legal outcome' };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -557,11 +674,18 @@ function search(
 /** For each :info operation, a string naming its effect (see `candidates` in {@link search}). */
 function infoKinds(ops: readonly SearchOp[]): string[] {
   const mentions = new Map<number, number>();
-  for (const o of ops) mentions.set(o.lease, (mentions.get(o.lease) ?? 0) + 1);
+  for (const o of ops) {
+    mentions.set(o.lease, (mentions.get(o.lease) ?? 0) + 1);
+    // A hand-off names the lease it releases too: that lease is not anonymous.
+    if (o.releaseLease !== NO_LEASE)
+      mentions.set(o.releaseLease, (mentions.get(o.releaseLease) ?? 0) + 1);
+  }
   return ops.map((o) => {
     if (o.outcome !== 'info') return '';
     const s = o.src;
     if (s.f === 'acquire' && mentions.get(o.lease) === 1) return `anonymous acquire/${s.ttlMs}`;
+    if (s.f === 'hand_off')
+      return `hand_off/${o.lease}/${o.releaseLease}/${s.releaseToken}/${s.ttlMs}`;
     return `${s.f}/${o.lease}/${s.token}/${s.ttlMs}`;
   });
 }
@@ -570,19 +694,25 @@ function prepare(list: readonly LeaseOp[], cutoff: number): { ops: SearchOp[]; n
   const leaseIndex = new Map<string, number>();
   const names: string[] = [];
   const ops: SearchOp[] = [];
+  const indexOf = (label: string): number => {
+    let index = leaseIndex.get(label);
+    if (index === undefined) {
+      index = names.length;
+      names.push(label);
+      leaseIndex.set(label, index);
+    }
+    return index;
+  };
   for (const o of list) {
     if (o.invokeT > cutoff) continue;
-    let lease = leaseIndex.get(o.lease);
-    if (lease === undefined) {
-      lease = names.length;
-      names.push(o.lease);
-      leaseIndex.set(o.lease, lease);
-    }
+    const lease = indexOf(o.lease);
+    const releaseLease = o.releaseLease === undefined ? NO_LEASE : indexOf(o.releaseLease);
     // Answered after the cutoff: within the prefix it is still pending, so unknown.
     const pending = o.completeT > cutoff;
     ops.push({
       src: o,
       lease,
+      releaseLease,
       outcome: pending ? 'info' : o.outcome,
       hi: pending ? Infinity : o.storeHi,
     });
@@ -691,8 +821,12 @@ export function describeLeaseOp(o: LeaseOp): string {
       ? `${o.lease}, ttl ${o.ttlMs}`
       : o.f === 'renew'
         ? `${o.lease}, token ${o.token}, ttl ${o.ttlMs}`
-        : `${o.lease}, token ${o.token}`;
-  const answer = o.outcome === 'acquired' ? `acquired ${o.granted}` : o.outcome;
+        : o.f === 'hand_off'
+          ? `release ${o.releaseLease} token ${o.releaseToken} → ${o.lease}, ttl ${o.ttlMs}`
+          : `${o.lease}, token ${o.token}`;
+  const answer =
+    (o.outcome === 'acquired' ? `acquired ${o.granted}` : o.outcome) +
+    (o.released === undefined ? '' : ` (${o.released})`);
   const range = (a: number, b: number) =>
     `${a === -Infinity ? '?' : a}..${b === Infinity ? '∞' : b}`;
   return `${o.op} ${o.proc} ${o.f}(${args}) → ${answer} [t ${range(o.invokeT, o.completeT)}, store ${range(o.storeLo, o.storeHi)}]`;
