@@ -265,17 +265,21 @@ interface ModelState {
   readonly exact: boolean;
   readonly zone: StoreTimeZone;
   readonly key: string;
+  /** `key` without the holder (the search may write the holder canonically). */
+  readonly rest: string;
   /** The earliest store time the last linearized operation can have taken effect at. */
   readonly lastAt: number;
 }
 
 function state(holder: number, token: bigint, exact: boolean, zone: StoreTimeZone): ModelState {
+  const rest = `${token}/${exact ? 1 : 0}/${zone.key}`;
   return {
     holder,
     token,
     exact,
     zone,
-    key: `${holder}/${token}/${exact ? 1 : 0}/${zone.key}`,
+    key: `${holder}/${rest}`,
+    rest,
     lastAt: zone.lastAt()[0],
   };
 }
@@ -463,7 +467,7 @@ function handOffStep(
     if (op.outcome === 'acquired' || op.outcome === 'info') {
       const floor = r.exact ? r.token : r.token + 1n;
       if (op.outcome === 'acquired' && !(o.granted! > floor)) {
-        reason ??= `hand-off granted token ${o.granted}, not greater than ${r.exact ? `the last grant ${r.token}` : `a grant above ${r.token} whose answer was lost`}`;
+        reason ??= `token ${o.granted} is not greater than ${r.exact ? `the last grant ${r.token}` : `a grant above ${r.token} whose answer was lost`}`;
       } else {
         const z = same(r.holder === NONE ? 'any' : 'expired', ttl);
         if (z !== undefined)
@@ -559,12 +563,24 @@ function search(
     next[prev[node]!] = node;
     if (next[node]! !== -1) prev[next[node]!] = node;
   };
+  // How many operations not linearized yet name each lease (as theirs, or as the one a
+  // hand-off releases). A lease at 0 can never be renewed, released, retried or handed off
+  // again: which lease it is no longer matters to the rest of the search.
+  const mentionsLeft = new Int32Array(names.length);
+  const mention = (i: number, by: number) => {
+    const o = ops[i]!;
+    mentionsLeft[o.lease]! += by;
+    if (o.releaseLease !== NO_LEASE) mentionsLeft[o.releaseLease]! += by;
+  };
+  for (let i = 0; i < n; i++) mention(i, 1);
   // Lift in order call-then-return, restore in reverse (dancing links).
   const lift = (i: number) => {
     unlink(callNode[i]!);
     if (retNode[i]! !== -1) unlink(retNode[i]!);
+    mention(i, -1);
   };
   const unlift = (i: number) => {
+    mention(i, 1);
     if (retNode[i]! !== -1) relink(retNode[i]!);
     relink(callNode[i]!);
   };
@@ -572,10 +588,22 @@ function search(
   // unlinearized one of each kind is a candidate (its window contains the others'): any
   // linearization using a later one can use it instead (the exchange keeps every operation
   // inside its window, taking them in invocation order). Same kind: same function, lease, token
-  // and TTL — or any acquire of a lease no other operation mentions (a grant nobody can ever
-  // renew, release or retry), with the same TTL. Without this, k lost acquires cost k! orders.
+  // and TTL — or any acquire of a lease no other operation still to be linearized mentions (a
+  // grant nobody can ever renew, release or retry), with the same TTL; a hand-off is such an
+  // acquire too once the lease it releases is neither the holder nor mentioned again (its
+  // release can only answer not_owner). Without this, k lost acquires cost k! orders.
   const sameEffect = infoKinds(ops);
-  const candidates = (): number[] => {
+  const kindOf = (id: number, holder: number): string => {
+    const o = ops[id]!;
+    const anonymous =
+      mentionsLeft[o.lease] === 1 &&
+      (o.src.f === 'acquire' ||
+        (o.src.f === 'hand_off' &&
+          mentionsLeft[o.releaseLease] === 1 &&
+          holder !== o.releaseLease));
+    return anonymous ? `anonymous acquire/${o.src.ttlMs}` : sameEffect[id]!;
+  };
+  const candidates = (holder: number): number[] => {
     const done: number[] = [];
     const info: number[] = [];
     // Kind → smallest store-time lower bound among the ones kept (list order is invocation
@@ -588,9 +616,10 @@ function search(
         done.push(id);
         continue;
       }
-      const kept = kinds.get(sameEffect[id]!);
+      const kind = kindOf(id, holder);
+      const kept = kinds.get(kind);
       if (kept !== undefined && kept <= o.src.storeLo) continue;
-      kinds.set(sameEffect[id]!, Math.min(kept ?? Infinity, o.src.storeLo));
+      kinds.set(kind, Math.min(kept ?? Infinity, o.src.storeLo));
       info.push(id);
     }
     return info.length === 0 ? done : done.concat(info);
@@ -608,7 +637,9 @@ function search(
     /** The op linearized to reach this frame (-1 at the root). */
     readonly via: number;
   }
-  const stack: Frame[] = [{ state: init, cands: candidates(), ci: -1, succ: [], si: 0, via: -1 }];
+  const stack: Frame[] = [
+    { state: init, cands: candidates(init.holder), ci: -1, succ: [], si: 0, via: -1 },
+  ];
   let left = required;
   let steps = 0;
   const note = (i: number, reason: string) => {
@@ -631,6 +662,7 @@ function search(
       if (frame.ci >= frame.cands.length) break;
       if (++steps > budget) return { status: 'unknown', steps, reasons };
       const op = frame.cands[frame.ci]!;
+      if (frame.via >= 0 && swappable(ops[frame.via]!, frame.via, ops[op]!, op)) continue;
       const r = step(frame.state, ops[op]!, names);
       if (r.next.length === 0 && r.reason !== undefined) note(op, r.reason);
       frame.succ = r.next;
@@ -647,14 +679,19 @@ function search(
       continue;
     }
     bits[childOp >> 4]! |= 1 << (childOp & 15);
-    const memo = `${bitsKey()}|${child.key}`;
+    lift(childOp);
+    // States that differ only in which forgotten lease holds the key are the same state. A
+    // frame reached by a busy answer also skips some candidates (`swappable`): it is a
+    // different node from the same state reached otherwise.
+    const forgotten = child.holder >= 0 && mentionsLeft[child.holder] === 0;
+    const memo = `${bitsKey()}|${forgotten ? `x/${child.rest}` : child.key}${isBusy(ops[childOp]!) ? `|b${childOp}` : ''}`;
     if (seen.has(memo)) {
+      unlift(childOp);
       bits[childOp >> 4]! &= ~(1 << (childOp & 15));
       continue;
     }
     seen.add(memo);
-    lift(childOp);
-    const cands = candidates();
+    const cands = candidates(child.holder);
     // Store time never goes back: once the last step is certainly later than the end of a
     // pending completed operation's window, that operation can no longer be linearized. This
     // is what keeps :info operations (window open to +∞) from being tried in every subset at
@@ -669,6 +706,30 @@ function search(
     stack.push({ state: child, cands, ci: -1, succ: [], si: 0, via: childOp });
   }
   return { status: 'violated', steps, reasons };
+}
+
+/** An acquire answered busy: it changes nothing but the store time (the holder was live). */
+function isBusy(o: SearchOp): boolean {
+  return o.outcome === 'busy' && o.src.f === 'acquire';
+}
+
+/**
+ * Partial-order reduction: two busy answers linearized back to back commute when the later-
+ * invoked one (`last`, index `li`) could have come first — concurrent in real time, and the
+ * earlier-invoked one's (`cand`, index `ci`) store window starts no later than `last`'s ends.
+ * Any linearization with `last` right before `cand` then has one with them swapped: both
+ * need only "holder live at T", and some T in both windows between the neighbours exists
+ * (the same instant for both, or one instant in the windows' overlap). So the search keeps
+ * adjacent busy answers in invocation order wherever they could be swapped.
+ */
+function swappable(last: SearchOp, li: number, cand: SearchOp, ci: number): boolean {
+  return (
+    ci < li &&
+    isBusy(last) &&
+    isBusy(cand) &&
+    cand.src.storeLo <= last.hi &&
+    cand.src.invokeT <= last.src.completeT
+  );
 }
 
 /** For each :info operation, a string naming its effect (see `candidates` in {@link search}). */
