@@ -113,9 +113,12 @@ describe('deterministic simulation (real client, memory store, seeded network an
   // I7 sees it when the store-side record shows it (true time), I5 when the renewal was sent
   // after the lease's expiry by the store's own clock (also under a store clock jump, which I7,
   // measuring true time, cannot see) — each catches seeds the other misses.
+  // hand_off_reuse_token grants a waiter the token of the lease its hand-off just released:
+  // only seeds whose workers share a client hand off (src/sim/random-workload.ts).
   for (const [bug, invariants] of [
     ['reuse_token', ['I2', 'I5']],
     ['revive_lost', ['I5', 'I7']],
+    ['hand_off_reuse_token', ['I2', 'I5']],
   ] as const) {
     it(
       `finds the planted bug ${bug} (breaks ${invariants.join(' or ')}) and its failing seed replays exactly`,
