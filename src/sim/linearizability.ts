@@ -603,7 +603,8 @@ function search(
           holder !== o.releaseLease));
     return anonymous ? `anonymous acquire/${o.src.ttlMs}` : sameEffect[id]!;
   };
-  const candidates = (holder: number): number[] => {
+  const candidates = (at: ModelState): number[] => {
+    const holder = at.holder;
     const done: number[] = [];
     const info: number[] = [];
     // Kind → smallest store-time lower bound among the ones kept (list order is invocation
@@ -616,6 +617,14 @@ function search(
         done.push(id);
         continue;
       }
+      // An :info renewal or release of token t can never match once a grant above t is
+      // linearized (tokens only grow): trying it at every node would only spend the budget.
+      if (
+        (o.src.f === 'renew' || o.src.f === 'release') &&
+        o.src.token! <= at.token &&
+        (o.src.token! < at.token || !at.exact)
+      )
+        continue;
       const kind = kindOf(id, holder);
       const kept = kinds.get(kind);
       if (kept !== undefined && kept <= o.src.storeLo) continue;
@@ -638,7 +647,7 @@ function search(
     readonly via: number;
   }
   const stack: Frame[] = [
-    { state: init, cands: candidates(init.holder), ci: -1, succ: [], si: 0, via: -1 },
+    { state: init, cands: candidates(init), ci: -1, succ: [], si: 0, via: -1 },
   ];
   let left = required;
   let steps = 0;
@@ -691,7 +700,7 @@ function search(
       continue;
     }
     seen.add(memo);
-    const cands = candidates(child.holder);
+    const cands = candidates(child);
     // Store time never goes back: once the last step is certainly later than the end of a
     // pending completed operation's window, that operation can no longer be linearized. This
     // is what keeps :info operations (window open to +∞) from being tried in every subset at
