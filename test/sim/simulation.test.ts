@@ -10,7 +10,7 @@ const SEEDS = Number(process.env.LEASEHOLD_SIM_SEEDS ?? 1000);
 describe('deterministic simulation (real client, memory store, seeded network and faults)', () => {
   it(
     `accepts no stale write and breaks no invariant over ${SEEDS} fenced seeds`,
-    // ~20 s on an idle 2-core machine; the bound is generous for a loaded one.
+    // ~30 s on an idle 2-core machine (hand-off seeds included); the bound is generous.
     { timeout: 900_000 },
     async () => {
       const r = await sweepSeeds({ count: SEEDS, fencing: true });
