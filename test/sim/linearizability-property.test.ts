@@ -218,10 +218,13 @@ function record(
 /** An answer the model cannot give at that instant, or undefined when none is certain. */
 function impossible(o: Executed): Pick<StoreOpEvent, 'phase' | 'token' | 'released'> | undefined {
   if (o.f === 'hand_off') {
-    // The released token granted again; busy right after one's own release freed the key.
+    // Busy right after one's own release freed the key (the halves are one step), or the
+    // released token granted again — each on about half of the hand-offs.
+    const busy = o.released === 'released' && (o.granted === undefined || BigInt(o.granted) % 2n);
+    if (busy) return { phase: 'busy', released: 'released' };
     if (o.answer === 'acquired' && o.fresh && o.maxBefore > 0n)
       return { phase: 'acquired', token: o.maxBefore.toString(), released: o.released };
-    return o.released === 'released' ? { phase: 'busy', released: 'released' } : undefined;
+    return undefined;
   }
   switch (o.answer) {
     case 'acquired':
