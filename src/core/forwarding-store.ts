@@ -1,12 +1,15 @@
-import type {
-  LeaseStore,
-  StoreAcquireRequest,
-  StoreAcquireResult,
-  StoreLeaseRef,
-  StoreReleaseResult,
-  StoreRenewResult,
-  StoreRequestOptions,
-  Unwatch,
+import {
+  canHandOff,
+  type HandOffLeaseStore,
+  type LeaseStore,
+  type StoreAcquireRequest,
+  type StoreAcquireResult,
+  type StoreHandOffResult,
+  type StoreLeaseRef,
+  type StoreReleaseResult,
+  type StoreRenewResult,
+  type StoreRequestOptions,
+  type Unwatch,
 } from './store.js';
 import type { LeaseState, StoreCapabilities } from './types.js';
 
@@ -14,9 +17,27 @@ import type { LeaseState, StoreCapabilities } from './types.js';
  * A `LeaseStore` that forwards every call to another store. Extend it and override only the
  * operations you want to observe or disturb: recording histories, injecting faults, planting
  * bugs for the simulation.
+ *
+ * It has {@link HandOffLeaseStore.releaseAndAcquire} exactly when the inner store has it, so
+ * `canHandOff(wrapper) === canHandOff(inner)`: a wrapper must not switch the client's
+ * hand-off path on or off behind the test's back. Subclasses observe or disturb a hand-off by
+ * overriding {@link handOff}, which is only ever called when the inner store can hand off.
+ *
+ * {@link QueueingLeaseStore.acquireQueued} is not forwarded: wrapping a queueing store (etcd)
+ * in a plain forwarder is how a benchmark or test runs the client's own waiting loop on it.
  */
 export class ForwardingLeaseStore implements LeaseStore {
-  constructor(protected readonly inner: LeaseStore) {}
+  /** Present only when the inner store can hand off (see the class comment). */
+  declare readonly releaseAndAcquire?: HandOffLeaseStore['releaseAndAcquire'];
+
+  constructor(protected readonly inner: LeaseStore) {
+    if (canHandOff(inner)) {
+      // An own property, not a prototype method: its presence is the capability.
+      const handOff: HandOffLeaseStore['releaseAndAcquire'] = (release, acquire, options) =>
+        this.handOff(release, acquire, options);
+      Object.defineProperty(this, 'releaseAndAcquire', { value: handOff, enumerable: false });
+    }
+  }
 
   get kind(): string {
     return this.inner.kind;
@@ -50,5 +71,17 @@ export class ForwardingLeaseStore implements LeaseStore {
   }
   close(): Promise<void> {
     return this.inner.close();
+  }
+
+  /**
+   * The hand-off behind `releaseAndAcquire`, forwarded to the inner store. Called only when
+   * the inner store can hand off; override it to record or disturb hand-offs.
+   */
+  protected handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    return (this.inner as HandOffLeaseStore).releaseAndAcquire(release, acquire, options);
   }
 }

@@ -370,7 +370,10 @@ export class Lease implements AsyncDisposable {
     if (this.statusValue !== 'held') return;
     const left = this.remainingMs();
     if (left <= 0) return;
-    if (this.renewAt !== undefined && this.currentDeadline - left >= this.renewAt) {
+    // `left ≤ deadline − renewAt`, not `deadline − left ≥ renewAt`: subtraction rounds
+    // monotonically, so this holds whenever now ≥ renewAt; the other form can round below
+    // renewAt at fractional readings, and the timer then re-armed at 0 ms forever.
+    if (this.renewAt !== undefined && left <= this.currentDeadline - this.renewAt) {
       this.renewAt = undefined;
       // A background renewal must never leak a rejection: anything unexpected ends the lease
       // (fail closed) and is logged.

@@ -44,6 +44,8 @@ export interface InvariantReport {
 /** Counts a run reports so they can be quoted (VERIFICATION.md "Test goals with figures"). */
 export interface HistoryFigures {
   readonly grants: number;
+  /** Grants made by a hand-off (`releaseAndAcquire`), a subset of `grants`. */
+  readonly handOffs: number;
   readonly fencedWritesAttempted: number;
   readonly unfencedWritesAttempted: number;
   readonly staleWritesRejected: number;
@@ -163,6 +165,7 @@ export function checkHistory(
     events: events.length,
     figures: {
       grants: grants.length,
+      handOffs: storeEvents.filter((e) => e.action === 'grant' && e.handOff === true).length,
       fencedWritesAttempted: writes.filter((w) => w.phase === 'invoke' && w.fenced !== false)
         .length,
       unfencedWritesAttempted: writes.filter((w) => w.phase === 'invoke' && w.fenced === false)
@@ -766,6 +769,7 @@ export function percentile(values: readonly number[], p: number): number | undef
 export function formatFigures(f: {
   runs: number;
   grants: number;
+  handOffs?: number;
   fencedWritesAttempted: number;
   staleWritesRejected: number;
   staleWritesAccepted: number;
@@ -778,6 +782,7 @@ export function formatFigures(f: {
   return [
     `runs=${f.runs}`,
     `grants=${f.grants}`,
+    ...(f.handOffs === undefined ? [] : [`hand_offs=${f.handOffs}`]),
     `fenced_writes_attempted=${f.fencedWritesAttempted}`,
     `stale_writes_rejected=${f.staleWritesRejected}`,
     `stale_writes_accepted=${f.staleWritesAccepted}`,

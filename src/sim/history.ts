@@ -50,15 +50,23 @@ export interface StoreEvent {
   readonly token?: string;
   /** The lease's expiry after the action (grant, renewed). */
   readonly expiresAt?: number;
+  /**
+   * The action was part of a hand-off (`releaseAndAcquire`): its release and its grant are
+   * recorded as two events at the same store instant, the release first.
+   */
+  readonly handOff?: boolean;
 }
 
-/** The store operations a lease model knows (I5). */
-export type StoreOpFunction = 'acquire' | 'renew' | 'release';
+/**
+ * The store operations a lease model knows (I5). `hand_off` is `releaseAndAcquire`: a release
+ * and an acquire attempt of the same key in one atomic step.
+ */
+export type StoreOpFunction = 'acquire' | 'renew' | 'release' | 'hand_off';
 
 /**
- * Phases of a store operation: `invoke`, then one answer — acquire `acquired` / `busy`,
- * renew `renewed` / `lost`, release `released` / `not_owner` — or `info` (timeout, store
- * unavailable: it may or may not have taken effect). No answer at all is also `info`.
+ * Phases of a store operation: `invoke`, then one answer — acquire and hand_off `acquired` /
+ * `busy`, renew `renewed` / `lost`, release `released` / `not_owner` — or `info` (timeout,
+ * store unavailable: it may or may not have taken effect). No answer at all is also `info`.
  */
 export type StoreOpPhase =
   'invoke' | 'acquired' | 'busy' | 'renewed' | 'lost' | 'released' | 'not_owner' | 'info';
@@ -78,7 +86,10 @@ export interface StoreOpEvent {
   /** Pairs `invoke` with its answer; unique per operation in the history. */
   readonly op: string;
   readonly key: string;
-  /** The acquisition's label: the lease id the request carries (required on `invoke`). */
+  /**
+   * The acquisition's label: the lease id the request carries (required on `invoke`). For a
+   * hand_off, the lease it grants.
+   */
   readonly lease?: string;
   /** Renew/release `invoke`: the token the request carries. `acquired`: the token granted. */
   readonly token?: string;
@@ -92,6 +103,12 @@ export interface StoreOpEvent {
   readonly storeAt?: number;
   /** On `info`: what went wrong. */
   readonly error?: string;
+  /** Hand_off `invoke`: the label of the lease it releases. */
+  readonly releaseLease?: string;
+  /** Hand_off `invoke`: the token of the lease it releases. */
+  readonly releaseToken?: string;
+  /** Hand_off answer (`acquired` / `busy`): what its release did. */
+  readonly released?: 'released' | 'not_owner';
 }
 
 /** A client's lease ended on its side (signal fired). */
@@ -247,6 +264,7 @@ const STORE_OP_ANSWERS: Readonly<Record<StoreOpFunction, ReadonlySet<string>>> =
   acquire: new Set(['acquired', 'busy', 'info']),
   renew: new Set(['renewed', 'lost', 'info']),
   release: new Set(['released', 'not_owner', 'info']),
+  hand_off: new Set(['acquired', 'busy', 'info']),
 };
 const WRITE_PHASES = new Set(['invoke', 'ok', 'stale', 'duplicate', 'unknown']);
 const RESOURCE_ACTIONS = new Set(['applied', 'rejected', 'duplicate']);
@@ -323,10 +341,12 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     str('lease', true);
     token('token', e.action === 'busy');
     num('expiresAt', !(e.action === 'grant' || e.action === 'renewed'));
+    if (e.handOff !== undefined && typeof e.handOff !== 'boolean')
+      fail('"handOff" must be a boolean');
   } else if (type === 'store_op') {
     const f = e.f;
-    if (f !== 'acquire' && f !== 'renew' && f !== 'release')
-      return fail('"f" must be one of acquire, renew, release');
+    if (f !== 'acquire' && f !== 'renew' && f !== 'release' && f !== 'hand_off')
+      return fail('"f" must be one of acquire, renew, release, hand_off');
     if (typeof e.phase !== 'string' || (e.phase !== 'invoke' && !STORE_OP_ANSWERS[f].has(e.phase)))
       fail(`"phase" of a ${f} must be invoke or one of ${[...STORE_OP_ANSWERS[f]].join(', ')}`);
     num('t');
@@ -334,9 +354,16 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     str('op');
     str('key');
     const invoke = e.phase === 'invoke';
+    const grants = f === 'acquire' || f === 'hand_off';
     str('lease', !invoke);
-    token('token', !((invoke && f !== 'acquire') || e.phase === 'acquired'));
+    token('token', !((invoke && !grants) || e.phase === 'acquired'));
     num('ttlMs', !(invoke && f !== 'release'));
+    str('releaseLease', !(invoke && f === 'hand_off'));
+    token('releaseToken', !(invoke && f === 'hand_off'));
+    if (f === 'hand_off' && !invoke && e.phase !== 'info') {
+      if (e.released !== 'released' && e.released !== 'not_owner')
+        fail('"released" of a hand_off answer must be released or not_owner');
+    }
     if (e.ttlMs !== undefined && !((e.ttlMs as number) > 0)) fail('"ttlMs" must be positive');
     num('storeAt', true);
     str('error', true);

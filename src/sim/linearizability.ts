@@ -17,6 +17,11 @@
  * - `release(lease, token)`: same lease and token → `released` (the key is free); a store may
  *   also answer `not_owner` once that lease has expired (Redis's key is gone by then);
  *   otherwise `not_owner`, no change;
+ * - `hand_off(release lease/token, lease, ttl)` (`releaseAndAcquire`): `release` and then
+ *   `acquire` at the **same** store instant `T`, with nothing in between; the answer carries
+ *   both outcomes (`released` / `not_owner`, then `acquired(token)` / `busy`). So a hand-off
+ *   that grants without its release taking effect needs the key free anyway, its token must
+ *   exceed the released one, and `released` + `busy` is impossible;
  * - `:info` (timeout, unavailable, no answer): the operation may take effect at any time after
  *   its invocation, or never. Only its effectful outcomes are tried (a grant with an unknown
  *   token, a renewal, a release of a live lease): a no-effect outcome is the same as never.
@@ -76,6 +81,10 @@ export interface LeaseOp {
   readonly lease: string;
   /** Renew/release: the token the request carried. */
   readonly token: bigint | undefined;
+  /** Hand_off: the lease it releases, that lease's token, and what the release answered. */
+  readonly releaseLease: string | undefined;
+  readonly releaseToken: bigint | undefined;
+  readonly released: 'released' | 'not_owner' | undefined;
   readonly ttlMs: number | undefined;
   readonly outcome: StoreOpOutcome;
   /** Acquire `acquired`: the token granted. */
@@ -215,6 +224,9 @@ export function collectLeaseOps(
       f: inv.f,
       lease: inv.lease ?? inv.op,
       token: inv.token === undefined ? undefined : BigInt(inv.token),
+      releaseLease: inv.releaseLease,
+      releaseToken: inv.releaseToken === undefined ? undefined : BigInt(inv.releaseToken),
+      released: known ? ans.released : undefined,
       ttlMs: inv.ttlMs,
       outcome: known ? (ans.phase as StoreOpOutcome) : 'info',
       granted: known && ans.token !== undefined ? BigInt(ans.token) : undefined,
@@ -239,6 +251,8 @@ export function collectLeaseOps(
 
 const NONE = -1;
 const PRIOR = -2;
+/** `SearchOp.releaseLease` of operations that release nothing: matches no holder. */
+const NO_LEASE = -3;
 
 /**
  * The model's state. `token`/`exact`: the last grant's token is `token` (exact), or some
@@ -251,17 +265,21 @@ interface ModelState {
   readonly exact: boolean;
   readonly zone: StoreTimeZone;
   readonly key: string;
+  /** `key` without the holder (the search may write the holder canonically). */
+  readonly rest: string;
   /** The earliest store time the last linearized operation can have taken effect at. */
   readonly lastAt: number;
 }
 
 function state(holder: number, token: bigint, exact: boolean, zone: StoreTimeZone): ModelState {
+  const rest = `${token}/${exact ? 1 : 0}/${zone.key}`;
   return {
     holder,
     token,
     exact,
     zone,
-    key: `${holder}/${token}/${exact ? 1 : 0}/${zone.key}`,
+    key: `${holder}/${rest}`,
+    rest,
     lastAt: zone.lastAt()[0],
   };
 }
@@ -270,6 +288,8 @@ function state(holder: number, token: bigint, exact: boolean, zone: StoreTimeZon
 interface SearchOp {
   readonly src: LeaseOp;
   readonly lease: number;
+  /** Hand_off: the index of the lease it releases; {@link NO_LEASE} otherwise. */
+  readonly releaseLease: number;
   readonly outcome: StoreOpOutcome;
   readonly hi: number;
 }
@@ -340,6 +360,8 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
       }
       return next.length > 0 ? { next } : { next, reason: reason ?? 'no legal outcome' };
     }
+    case 'hand_off':
+      return handOffStep(s, op, names, holderName);
     case 'renew':
     case 'release': {
       const t = o.token!;
@@ -379,6 +401,105 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
           };
     }
   }
+}
+
+/**
+ * A hand-off: its release half at some `T` in the window, then its acquire half at that same
+ * `T` (the zone pins it). Each half may go more than one way (a release of one's own expired
+ * lease may answer either way; an :info one may or may not have released), so every branch
+ * whose two halves agree with the answer is a successor.
+ */
+function handOffStep(
+  s: ModelState,
+  op: SearchOp,
+  names: readonly string[],
+  holderName: string,
+): StepResult {
+  const o = op.src;
+  const info = op.outcome === 'info';
+  const want = info ? undefined : o.released;
+  const rt = o.releaseToken!;
+  const ttl = o.ttlMs!;
+  const holds = s.holder === op.releaseLease;
+  const canMatch = holds && (s.exact ? s.token === rt : rt > s.token);
+  const canMismatch = !holds || !s.exact || s.token !== rt;
+  // The release half.
+  const halves: { readonly s: ModelState; readonly freed: boolean }[] = [];
+  if (want !== 'not_owner' && canMatch) {
+    const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, true);
+    if (z !== undefined) halves.push({ s: state(NONE, rt, true, z), freed: true });
+  }
+  if (want !== 'released') {
+    if (canMismatch) {
+      const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, false);
+      if (z !== undefined) halves.push({ s: state(s.holder, s.token, s.exact, z), freed: false });
+    }
+    if (canMatch) {
+      const z = s.zone.advance(o.storeLo, op.hi, 'expired', undefined, false);
+      if (z !== undefined) halves.push({ s: state(s.holder, rt, true, z), freed: false });
+    }
+  }
+  if (halves.length === 0) {
+    const released = names[op.releaseLease]!;
+    return {
+      next: [],
+      reason:
+        want === 'released'
+          ? `its release answered released, but ${released} with token ${rt} did not hold the key (${holderName} did${s.holder === op.releaseLease ? ` with token ${s.token}` : ''})`
+          : want === 'not_owner'
+            ? `its release answered not_owner, but ${released} held the key live with token ${rt}`
+            : `its store-time window [${o.storeLo}, ${op.hi}] ends before an operation it must follow took effect`,
+    };
+  }
+  // The acquire half, at the same instant.
+  const next: ModelState[] = [];
+  let reason: string | undefined;
+  for (const h of halves) {
+    const r = h.s;
+    const same = (guard: ExpiryGuard, renew?: number) =>
+      r.zone.advance(-Infinity, Infinity, guard, renew, false, true);
+    const name =
+      r.holder === NONE
+        ? 'nobody'
+        : r.holder === PRIOR
+          ? 'a holder from before the history'
+          : names[r.holder]!;
+    if (op.outcome === 'acquired' || op.outcome === 'info') {
+      const floor = r.exact ? r.token : r.token + 1n;
+      if (op.outcome === 'acquired' && !(o.granted! > floor)) {
+        reason ??= `token ${o.granted} is not greater than ${r.exact ? `the last grant ${r.token}` : `a grant above ${r.token} whose answer was lost`}`;
+      } else {
+        const z = same(r.holder === NONE ? 'any' : 'expired', ttl);
+        if (z !== undefined)
+          next.push(info ? state(op.lease, floor, false, z) : state(op.lease, o.granted!, true, z));
+        else
+          reason ??= `hand-off granted while ${name} held the key live${h.freed ? '' : ` (its release of ${names[op.releaseLease]} did not take effect)`}`;
+      }
+      // A copy of the same request arriving again (network duplicate): an idempotent retry.
+      if (
+        op.outcome === 'acquired' &&
+        r.holder === op.lease &&
+        (r.exact ? o.granted === r.token : o.granted! > r.token)
+      ) {
+        const z = same('live');
+        if (z !== undefined) next.push(state(r.holder, o.granted!, true, z));
+      }
+    } else {
+      // busy
+      if (r.holder === NONE)
+        reason ??= h.freed
+          ? 'busy, but its own release had just freed the key'
+          : 'busy, but no lease held the key';
+      else if (r.holder === op.lease)
+        reason ??= `busy, but ${name} (the asking lease) held the key itself`;
+      else {
+        const z = same('live');
+        if (z !== undefined) next.push(state(r.holder, r.token, r.exact, z));
+        else reason ??= `busy, but ${name}'s lease had expired`;
+      }
+    }
+  }
+  return next.length > 0 ? { next } : { next, reason: reason ?? 'no legal outcome' };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -442,12 +563,24 @@ function search(
     next[prev[node]!] = node;
     if (next[node]! !== -1) prev[next[node]!] = node;
   };
+  // How many operations not linearized yet name each lease (as theirs, or as the one a
+  // hand-off releases). A lease at 0 can never be renewed, released, retried or handed off
+  // again: which lease it is no longer matters to the rest of the search.
+  const mentionsLeft = new Int32Array(names.length);
+  const mention = (i: number, by: number) => {
+    const o = ops[i]!;
+    mentionsLeft[o.lease]! += by;
+    if (o.releaseLease !== NO_LEASE) mentionsLeft[o.releaseLease]! += by;
+  };
+  for (let i = 0; i < n; i++) mention(i, 1);
   // Lift in order call-then-return, restore in reverse (dancing links).
   const lift = (i: number) => {
     unlink(callNode[i]!);
     if (retNode[i]! !== -1) unlink(retNode[i]!);
+    mention(i, -1);
   };
   const unlift = (i: number) => {
+    mention(i, 1);
     if (retNode[i]! !== -1) relink(retNode[i]!);
     relink(callNode[i]!);
   };
@@ -455,10 +588,23 @@ function search(
   // unlinearized one of each kind is a candidate (its window contains the others'): any
   // linearization using a later one can use it instead (the exchange keeps every operation
   // inside its window, taking them in invocation order). Same kind: same function, lease, token
-  // and TTL — or any acquire of a lease no other operation mentions (a grant nobody can ever
-  // renew, release or retry), with the same TTL. Without this, k lost acquires cost k! orders.
+  // and TTL — or any acquire of a lease no other operation still to be linearized mentions (a
+  // grant nobody can ever renew, release or retry), with the same TTL; a hand-off is such an
+  // acquire too once the lease it releases is neither the holder nor mentioned again (its
+  // release can only answer not_owner). Without this, k lost acquires cost k! orders.
   const sameEffect = infoKinds(ops);
-  const candidates = (): number[] => {
+  const kindOf = (id: number, holder: number): string => {
+    const o = ops[id]!;
+    const anonymous =
+      mentionsLeft[o.lease] === 1 &&
+      (o.src.f === 'acquire' ||
+        (o.src.f === 'hand_off' &&
+          mentionsLeft[o.releaseLease] === 1 &&
+          holder !== o.releaseLease));
+    return anonymous ? `anonymous acquire/${o.src.ttlMs}` : sameEffect[id]!;
+  };
+  const candidates = (at: ModelState): number[] => {
+    const holder = at.holder;
     const done: number[] = [];
     const info: number[] = [];
     // Kind → smallest store-time lower bound among the ones kept (list order is invocation
@@ -471,9 +617,18 @@ function search(
         done.push(id);
         continue;
       }
-      const kept = kinds.get(sameEffect[id]!);
+      // An :info renewal or release of token t can never match once a grant above t is
+      // linearized (tokens only grow): trying it at every node would only spend the budget.
+      if (
+        (o.src.f === 'renew' || o.src.f === 'release') &&
+        o.src.token! <= at.token &&
+        (o.src.token! < at.token || !at.exact)
+      )
+        continue;
+      const kind = kindOf(id, holder);
+      const kept = kinds.get(kind);
       if (kept !== undefined && kept <= o.src.storeLo) continue;
-      kinds.set(sameEffect[id]!, Math.min(kept ?? Infinity, o.src.storeLo));
+      kinds.set(kind, Math.min(kept ?? Infinity, o.src.storeLo));
       info.push(id);
     }
     return info.length === 0 ? done : done.concat(info);
@@ -491,7 +646,9 @@ function search(
     /** The op linearized to reach this frame (-1 at the root). */
     readonly via: number;
   }
-  const stack: Frame[] = [{ state: init, cands: candidates(), ci: -1, succ: [], si: 0, via: -1 }];
+  const stack: Frame[] = [
+    { state: init, cands: candidates(init), ci: -1, succ: [], si: 0, via: -1 },
+  ];
   let left = required;
   let steps = 0;
   const note = (i: number, reason: string) => {
@@ -514,6 +671,7 @@ function search(
       if (frame.ci >= frame.cands.length) break;
       if (++steps > budget) return { status: 'unknown', steps, reasons };
       const op = frame.cands[frame.ci]!;
+      if (frame.via >= 0 && swappable(ops[frame.via]!, frame.via, ops[op]!, op)) continue;
       const r = step(frame.state, ops[op]!, names);
       if (r.next.length === 0 && r.reason !== undefined) note(op, r.reason);
       frame.succ = r.next;
@@ -530,14 +688,19 @@ function search(
       continue;
     }
     bits[childOp >> 4]! |= 1 << (childOp & 15);
-    const memo = `${bitsKey()}|${child.key}`;
+    lift(childOp);
+    // States that differ only in which forgotten lease holds the key are the same state. A
+    // frame reached by a busy answer also skips some candidates (`swappable`): it is a
+    // different node from the same state reached otherwise.
+    const forgotten = child.holder >= 0 && mentionsLeft[child.holder] === 0;
+    const memo = `${bitsKey()}|${forgotten ? `x/${child.rest}` : child.key}${isBusy(ops[childOp]!) ? `|b${childOp}` : ''}`;
     if (seen.has(memo)) {
+      unlift(childOp);
       bits[childOp >> 4]! &= ~(1 << (childOp & 15));
       continue;
     }
     seen.add(memo);
-    lift(childOp);
-    const cands = candidates();
+    const cands = candidates(child);
     // Store time never goes back: once the last step is certainly later than the end of a
     // pending completed operation's window, that operation can no longer be linearized. This
     // is what keeps :info operations (window open to +∞) from being tried in every subset at
@@ -554,14 +717,45 @@ function search(
   return { status: 'violated', steps, reasons };
 }
 
+/** An acquire answered busy: it changes nothing but the store time (the holder was live). */
+function isBusy(o: SearchOp): boolean {
+  return o.outcome === 'busy' && o.src.f === 'acquire';
+}
+
+/**
+ * Partial-order reduction: two busy answers linearized back to back commute when the later-
+ * invoked one (`last`, index `li`) could have come first — concurrent in real time, and the
+ * earlier-invoked one's (`cand`, index `ci`) store window starts no later than `last`'s ends.
+ * Any linearization with `last` right before `cand` then has one with them swapped: both
+ * need only "holder live at T", and some T in both windows between the neighbours exists
+ * (the same instant for both, or one instant in the windows' overlap). So the search keeps
+ * adjacent busy answers in invocation order wherever they could be swapped.
+ */
+function swappable(last: SearchOp, li: number, cand: SearchOp, ci: number): boolean {
+  return (
+    ci < li &&
+    isBusy(last) &&
+    isBusy(cand) &&
+    cand.src.storeLo <= last.hi &&
+    cand.src.invokeT <= last.src.completeT
+  );
+}
+
 /** For each :info operation, a string naming its effect (see `candidates` in {@link search}). */
 function infoKinds(ops: readonly SearchOp[]): string[] {
   const mentions = new Map<number, number>();
-  for (const o of ops) mentions.set(o.lease, (mentions.get(o.lease) ?? 0) + 1);
+  for (const o of ops) {
+    mentions.set(o.lease, (mentions.get(o.lease) ?? 0) + 1);
+    // A hand-off names the lease it releases too: that lease is not anonymous.
+    if (o.releaseLease !== NO_LEASE)
+      mentions.set(o.releaseLease, (mentions.get(o.releaseLease) ?? 0) + 1);
+  }
   return ops.map((o) => {
     if (o.outcome !== 'info') return '';
     const s = o.src;
     if (s.f === 'acquire' && mentions.get(o.lease) === 1) return `anonymous acquire/${s.ttlMs}`;
+    if (s.f === 'hand_off')
+      return `hand_off/${o.lease}/${o.releaseLease}/${s.releaseToken}/${s.ttlMs}`;
     return `${s.f}/${o.lease}/${s.token}/${s.ttlMs}`;
   });
 }
@@ -570,19 +764,25 @@ function prepare(list: readonly LeaseOp[], cutoff: number): { ops: SearchOp[]; n
   const leaseIndex = new Map<string, number>();
   const names: string[] = [];
   const ops: SearchOp[] = [];
+  const indexOf = (label: string): number => {
+    let index = leaseIndex.get(label);
+    if (index === undefined) {
+      index = names.length;
+      names.push(label);
+      leaseIndex.set(label, index);
+    }
+    return index;
+  };
   for (const o of list) {
     if (o.invokeT > cutoff) continue;
-    let lease = leaseIndex.get(o.lease);
-    if (lease === undefined) {
-      lease = names.length;
-      names.push(o.lease);
-      leaseIndex.set(o.lease, lease);
-    }
+    const lease = indexOf(o.lease);
+    const releaseLease = o.releaseLease === undefined ? NO_LEASE : indexOf(o.releaseLease);
     // Answered after the cutoff: within the prefix it is still pending, so unknown.
     const pending = o.completeT > cutoff;
     ops.push({
       src: o,
       lease,
+      releaseLease,
       outcome: pending ? 'info' : o.outcome,
       hi: pending ? Infinity : o.storeHi,
     });
@@ -691,8 +891,12 @@ export function describeLeaseOp(o: LeaseOp): string {
       ? `${o.lease}, ttl ${o.ttlMs}`
       : o.f === 'renew'
         ? `${o.lease}, token ${o.token}, ttl ${o.ttlMs}`
-        : `${o.lease}, token ${o.token}`;
-  const answer = o.outcome === 'acquired' ? `acquired ${o.granted}` : o.outcome;
+        : o.f === 'hand_off'
+          ? `release ${o.releaseLease} token ${o.releaseToken} → ${o.lease}, ttl ${o.ttlMs}`
+          : `${o.lease}, token ${o.token}`;
+  const answer =
+    (o.outcome === 'acquired' ? `acquired ${o.granted}` : o.outcome) +
+    (o.released === undefined ? '' : ` (${o.released})`);
   const range = (a: number, b: number) =>
     `${a === -Infinity ? '?' : a}..${b === Infinity ? '∞' : b}`;
   return `${o.op} ${o.proc} ${o.f}(${args}) → ${answer} [t ${range(o.invokeT, o.completeT)}, store ${range(o.storeLo, o.storeHi)}]`;

@@ -1,14 +1,16 @@
 import type { ManualClock } from '../core/manual-clock.js';
 import { LeaseholdError } from '../core/errors.js';
-import type {
-  LeaseStore,
-  StoreAcquireRequest,
-  StoreAcquireResult,
-  StoreLeaseRef,
-  StoreReleaseResult,
-  StoreRenewResult,
-  StoreRequestOptions,
-  Unwatch,
+import {
+  canHandOff,
+  type HandOffLeaseStore,
+  type LeaseStore,
+  type StoreAcquireRequest,
+  type StoreAcquireResult,
+  type StoreLeaseRef,
+  type StoreReleaseResult,
+  type StoreRenewResult,
+  type StoreRequestOptions,
+  type Unwatch,
 } from '../core/store.js';
 import type { LeaseState } from '../core/types.js';
 import type { SimProcess } from './process.js';
@@ -163,10 +165,15 @@ export class SimNetwork {
  * A {@link LeaseStore} as one process sees it across the simulated network: every call
  * travels to the real store and back through {@link SimNetwork}. Watch notifications also
  * arrive through the process (frozen processes see them late).
+ *
+ * A hand-off (`releaseAndAcquire`) is one request and one reply like any other call — delayed,
+ * dropped, duplicated or its reply lost — and exists only when the store behind can hand off.
  */
 export class NetworkedStore implements LeaseStore {
   readonly kind: string;
   readonly capabilities: LeaseStore['capabilities'];
+  /** Present only when the inner store can hand off (`canHandOff` stays truthful). */
+  declare readonly releaseAndAcquire?: HandOffLeaseStore['releaseAndAcquire'];
 
   constructor(
     private readonly inner: LeaseStore,
@@ -175,6 +182,13 @@ export class NetworkedStore implements LeaseStore {
   ) {
     this.kind = inner.kind;
     this.capabilities = inner.capabilities;
+    if (canHandOff(inner)) {
+      const handOff: HandOffLeaseStore['releaseAndAcquire'] = (release, acquire, o) =>
+        this.network.call(this.proc, 'store', 'hand_off', () =>
+          inner.releaseAndAcquire(release, acquire, o),
+        );
+      Object.defineProperty(this, 'releaseAndAcquire', { value: handOff, enumerable: false });
+    }
   }
 
   tryAcquire(request: StoreAcquireRequest, o: StoreRequestOptions): Promise<StoreAcquireResult> {

@@ -4,6 +4,7 @@ import type {
   LeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreRenewResult,
   StoreRequestOptions,
@@ -16,11 +17,18 @@ import type { MemoryLeaseState } from '../stores/memory/store.js';
  *   lease comes back (breaks I7).
  * - `reuse_token`: a grant after a release or expiry reuses the last token instead of a new
  *   one (breaks I2).
+ * - `hand_off_reuse_token`: a hand-off (`releaseAndAcquire`) grants the waiter the token of
+ *   the lease it just released; plain acquisitions are right (breaks I2, I5, and I1 when the
+ *   two holders' writes meet at the fence).
  */
-export type PlantedBug = 'revive_lost' | 'reuse_token';
+export type PlantedBug = 'revive_lost' | 'reuse_token' | 'hand_off_reuse_token';
 
 /** The planted bugs, for CLI validation. */
-export const PLANTED_BUGS: readonly PlantedBug[] = ['revive_lost', 'reuse_token'];
+export const PLANTED_BUGS: readonly PlantedBug[] = [
+  'revive_lost',
+  'reuse_token',
+  'hand_off_reuse_token',
+];
 
 /**
  * A memory store with one planted bug, for proving the simulation and checker catch it.
@@ -65,5 +73,27 @@ export class PlantedBugStore extends ForwardingLeaseStore {
       return { status: 'renewed' };
     }
     return answer;
+  }
+
+  /**
+   * Release, then this wrapper's own `tryAcquire` (so `reuse_token` reaches hand-off grants
+   * too), with nothing in between: the memory store acts synchronously up to its promise.
+   */
+  protected override async handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    const released = this.inner.release(release, o);
+    const row = this.state.rows.get(release.key);
+    if (
+      this.bug === 'hand_off_reuse_token' &&
+      row !== undefined &&
+      row.leaseId === undefined &&
+      row.lastToken === release.token
+    )
+      row.lastToken -= 1n;
+    const acquired = this.tryAcquire(acquire, o);
+    return { released: (await released).status, acquired: await acquired };
   }
 }

@@ -2,6 +2,7 @@ import type { CheckReport } from './checker.js';
 import type { HistoryEvent } from './history.js';
 import { CALM_LINK, type LinkProfile } from './network.js';
 import type { PlantedBug } from './planted-bugs.js';
+import { SeededRandom } from './random.js';
 import { SimWorld, type SimWorker } from './world.js';
 
 /** Options for one seed of the random lock-set workload. */
@@ -21,7 +22,12 @@ export interface SimRun {
   readonly text: string;
   readonly report: CheckReport;
   readonly faults: readonly string[];
+  /** Concurrent lock-set tasks per worker (one client each): more than one makes hand-offs. */
+  readonly tasks: readonly number[];
 }
+
+/** Share of seeds whose workers run several tasks on one client (the hand-off path). */
+const POOLED_SHARE = 0.4;
 
 /**
  * Runs the random lock-set workload (Jepsen's W-lockset shape) for one seed: 2–4 workers
@@ -29,6 +35,11 @@ export interface SimRun {
  * The seed picks the TTL, the network's misbehaviour (delay, drop, duplicate, lost replies),
  * pauses between check and write, timed freezes, crashes, client clock jumps and rate skew,
  * store clock jumps and delayed writes. Same seed, same history, byte for byte.
+ *
+ * On a share of seeds ({@link POOLED_SHARE}) a worker runs 2–3 tasks on its one client, so a
+ * release finds a waiter of the same client and the key is handed off (`releaseAndAcquire`);
+ * the seed also picks the client's `maxHandOffRun`. That choice comes from its own stream,
+ * named by the seed: the other seeds replay exactly as before hand-off existed.
  */
 export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> {
   const world = new SimWorld({
@@ -54,9 +65,18 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
     : CALM_LINK;
   if (lossy) faults.push('lossy_network');
 
+  const shape = new SeededRandom(`tasks:${options.seed}`);
+  const pooled = shape.chance(POOLED_SHARE);
+  const tasks = Array.from({ length: workerCount }, (_, i) =>
+    pooled ? shape.int(i === 0 ? 2 : 1, 3) : 1,
+  );
+  const maxHandOffRun = pooled ? shape.pick([1, 2, 16]) : undefined;
   const workers: SimWorker[] = [];
   for (let i = 0; i < workerCount; i++) {
-    const w = world.addWorker(`w${i + 1}`, { pollIntervalMs: Math.max(50, Math.floor(ttlMs / 4)) });
+    const w = world.addWorker(`w${i + 1}`, {
+      pollIntervalMs: Math.max(50, Math.floor(ttlMs / 4)),
+      ...(maxHandOffRun === undefined ? {} : { maxHandOffRun }),
+    });
     world.network.setProfile(w.name, 'store', link);
     workers.push(w);
   }
@@ -129,8 +149,14 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
   });
 
   const end = durationMs;
-  for (const w of workers) {
-    const r = world.random.fork(`work:${w.name}`);
+  // Every worker's first task, then the extra ones (so a seed with one task each draws its
+  // streams exactly as before extra tasks existed).
+  const runs: { w: SimWorker; label: string }[] = workers.map((w) => ({ w, label: w.name }));
+  workers.forEach((w, i) => {
+    for (let k = 2; k <= tasks[i]!; k++) runs.push({ w, label: `${w.name}#${k}` });
+  });
+  for (const { w, label } of runs) {
+    const r = world.random.fork(`work:${label}`);
     const loop = async (): Promise<void> => {
       while (world.clock.now() < end) {
         const pause = pausers.has(w.name) && r.chance(0.4);
@@ -174,5 +200,6 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
     report,
     text,
     faults,
+    tasks,
   };
 }

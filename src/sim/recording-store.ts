@@ -4,6 +4,7 @@ import type {
   LeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -109,6 +110,48 @@ export class RecordingStore extends ForwardingLeaseStore {
     });
     return answer;
   }
+
+  /**
+   * A hand-off is one atomic step at the store: its release and (when it grants) its grant
+   * are recorded at the same store instant, release first, both marked `handOff`.
+   */
+  protected override async handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    const at = this.harnessClock.now();
+    const released = this.labels.of(release.leaseId);
+    const granted = this.labels.of(acquire.leaseId);
+    const answer = await super.handOff(release, acquire, o);
+    const t = this.harnessClock.now();
+    this.history.record({
+      type: 'store',
+      op: this.history.newOp('s'),
+      action: answer.released,
+      at,
+      t,
+      key: release.key,
+      lease: released,
+      token: release.token.toString(),
+      handOff: true,
+    });
+    if (answer.acquired.status === 'acquired') {
+      this.history.record({
+        type: 'store',
+        op: this.history.newOp('s'),
+        action: 'grant',
+        at,
+        t,
+        key: acquire.key,
+        lease: granted,
+        token: answer.acquired.token.toString(),
+        expiresAt: at + acquire.ttlMs,
+        handOff: true,
+      });
+    }
+    return answer;
+  }
 }
 
 /**
@@ -183,6 +226,32 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
   }
 
   /**
+   * One `store_op` with `f: 'hand_off'`: one invocation, one answer, so the linearizability
+   * check places its release and its grant at one instant.
+   */
+  protected override handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    return this.track(
+      'hand_off',
+      acquire.key,
+      {
+        lease: this.labels.of(acquire.leaseId),
+        ttlMs: acquire.ttlMs,
+        releaseLease: this.labels.of(release.leaseId),
+        releaseToken: release.token.toString(),
+      },
+      () => super.handOff(release, acquire, o),
+      (a) =>
+        a.acquired.status === 'acquired'
+          ? { phase: 'acquired', token: a.acquired.token.toString(), released: a.released }
+          : { phase: 'busy', released: a.released },
+    );
+  }
+
+  /**
    * The network is delivering the request being sent a second time: record the copy as an
    * operation of its own that is never answered (`:info`).
    */
@@ -194,27 +263,43 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
   private track<A>(
     f: StoreOpFunction,
     key: string,
-    args: Pick<StoreOpEvent, 'lease' | 'token' | 'ttlMs'>,
+    args: Pick<StoreOpEvent, 'lease' | 'token' | 'ttlMs' | 'releaseLease' | 'releaseToken'>,
     send: () => Promise<A>,
-    answer: (a: A) => Pick<StoreOpEvent, 'phase' | 'token'>,
+    answer: (a: A) => Pick<StoreOpEvent, 'phase' | 'token' | 'released'>,
   ): Promise<A> {
     // Plain object literals (no spreads): this runs for every store request of every seed.
     // Fields left undefined are dropped when the history is written as JSON.
     const op = this.history.newOp('o');
     const proc = this.proc;
-    const invoke: StoreOpEvent = {
-      type: 'store_op',
-      f,
-      proc,
-      key,
-      phase: 'invoke',
-      t: this.harnessClock.now(),
-      op,
-      lease: args.lease,
-      token: args.token,
-      ttlMs: args.ttlMs,
-      storeAt: this.storeClock.now(),
-    };
+    const invoke: StoreOpEvent =
+      f === 'hand_off'
+        ? {
+            type: 'store_op',
+            f,
+            proc,
+            key,
+            phase: 'invoke',
+            t: this.harnessClock.now(),
+            op,
+            lease: args.lease,
+            ttlMs: args.ttlMs,
+            releaseLease: args.releaseLease,
+            releaseToken: args.releaseToken,
+            storeAt: this.storeClock.now(),
+          }
+        : {
+            type: 'store_op',
+            f,
+            proc,
+            key,
+            phase: 'invoke',
+            t: this.harnessClock.now(),
+            op,
+            lease: args.lease,
+            token: args.token,
+            ttlMs: args.ttlMs,
+            storeAt: this.storeClock.now(),
+          };
     this.history.record(invoke);
     this.sending = invoke;
     let reply: Promise<A>;
@@ -226,7 +311,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
     void reply.then(
       (a) => {
         const got = answer(a);
-        this.history.record({
+        const done: StoreOpEvent = {
           type: 'store_op',
           f,
           proc,
@@ -236,7 +321,10 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
           phase: got.phase,
           token: got.token,
           storeAt: this.storeClock.now(),
-        });
+        };
+        this.history.record(
+          got.released === undefined ? done : { ...done, released: got.released },
+        );
       },
       (err: unknown) =>
         this.history.record({

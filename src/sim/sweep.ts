@@ -29,6 +29,8 @@ export interface SweepResult {
   /** Runs in which a stale write was accepted or an acknowledged write was lost (control-arm sensitivity). */
   readonly anomalousRuns: number;
   readonly grants: number;
+  /** Grants made by a hand-off (`releaseAndAcquire`). */
+  readonly handOffs: number;
   readonly fencedWritesAttempted: number;
   readonly unfencedWritesAttempted: number;
   readonly staleWritesRejected: number;
@@ -61,6 +63,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
   };
   const sum = {
     grants: 0,
+    handOffs: 0,
     fencedWritesAttempted: 0,
     unfencedWritesAttempted: 0,
     staleWritesRejected: 0,

@@ -55,7 +55,9 @@ export class StoreTimeZone {
    * The zone after an operation takes effect at some store time `T` with `lo ≤ T ≤ hi` and
    * `T ≥ L` (the store's clock does not go back between operations it performs in order),
    * provided `guard` holds at `T`. `renewTtlMs` sets the expiry to `T + ttl` (grant, renew);
-   * `dropExpiry` forgets it (no holder). Returns undefined when no such `T` exists.
+   * `dropExpiry` forgets it (no holder). `atLast` pins `T = L`: the second half of one atomic
+   * step (a hand-off's grant happens at the instant of its release). Returns undefined when
+   * no such `T` exists.
    */
   advance(
     lo: number,
@@ -63,6 +65,7 @@ export class StoreTimeZone {
     guard: ExpiryGuard,
     renewTtlMs: number | undefined,
     dropExpiry: boolean,
+    atLast = false,
   ): StoreTimeZone | undefined {
     if (!(lo <= hi)) return undefined;
     // The working matrix is scratch space (the search is single-threaded and never re-enters).
@@ -77,6 +80,7 @@ export class StoreTimeZone {
     tighten(v, s, T, ZERO, hi, false); // T − 0 ≤ hi
     tighten(v, s, ZERO, T, -lo, false); // 0 − T ≤ −lo
     tighten(v, s, L, T, 0, false); // L − T ≤ 0
+    if (atLast) tighten(v, s, T, L, 0, false); // T − L ≤ 0
     if (guard === 'live')
       tighten(v, s, T, E, 0, true); // T − E < 0
     else if (guard === 'expired') tighten(v, s, E, T, 0, false); // E − T ≤ 0

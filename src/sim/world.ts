@@ -122,7 +122,7 @@ export class SimWorld {
   /** Adds a worker process with its own client; its lease events go into the history. */
   addWorker(
     name: string,
-    options: { pollIntervalMs?: number; requestTimeoutMs?: number } = {},
+    options: { pollIntervalMs?: number; requestTimeoutMs?: number; maxHandOffRun?: number } = {},
   ): SimWorker {
     const proc = new SimProcess(name, this.clock);
     // Store operations as this process sends and reads them (I5), outside the network.
@@ -146,6 +146,7 @@ export class SimWorld {
       ...(options.requestTimeoutMs === undefined
         ? {}
         : { requestTimeout: options.requestTimeoutMs }),
+      ...(options.maxHandOffRun === undefined ? {} : { maxHandOffRun: options.maxHandOffRun }),
     });
     const held = new Map<string, Lease>();
     client.on('acquired', (e) => {

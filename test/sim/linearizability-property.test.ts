@@ -14,7 +14,15 @@ import { checkLinearizability } from '../../src/sim/linearizability.js';
 const opts = { timeoutMs: 1000, signal: new AbortController().signal };
 const json = (v: unknown) =>
   JSON.stringify(v, (_, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
-type Kind = 'acquire' | 'retry' | 'renew' | 'release' | 'stale_renew' | 'stale_release';
+type Kind =
+  | 'acquire'
+  | 'retry'
+  | 'renew'
+  | 'release'
+  | 'stale_renew'
+  | 'stale_release'
+  | 'hand_off'
+  | 'stale_hand_off';
 
 interface Step {
   readonly gap: number;
@@ -33,7 +41,11 @@ interface Executed {
   readonly ttlMs?: number;
   readonly answer: 'acquired' | 'busy' | 'renewed' | 'lost' | 'released' | 'not_owner';
   readonly granted?: string;
-  /** Acquire: a new grant (not an idempotent retry). Release: the lease was live. */
+  /** Hand_off: the lease it releases, its token, and what the release answered. */
+  readonly releaseLease?: string;
+  readonly releaseToken?: string;
+  readonly released?: 'released' | 'not_owner';
+  /** Acquire/hand_off: a new grant (not an idempotent retry). Release: the lease was live. */
   readonly fresh: boolean;
   /** Largest token granted before this operation (0 if none). */
   readonly maxBefore: bigint;
@@ -50,6 +62,8 @@ const stepArb = fc.record({
     'release',
     'stale_renew',
     'stale_release',
+    'hand_off',
+    'stale_hand_off',
   ),
   ttl: fc.integer({ min: 20, max: 300 }),
 });
@@ -96,6 +110,34 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
         ...(r.status === 'acquired' ? { granted: r.token.toString() } : {}),
         fresh,
       });
+    } else if ((s.kind === 'hand_off' && mine) || (s.kind === 'stale_hand_off' && old)) {
+      const l = s.kind === 'hand_off' ? mine! : old!;
+      const lease = `L${++leases}`;
+      const r = await store.releaseAndAcquire(
+        { key: 'k', leaseId: l.lease, token: l.token },
+        { key: 'k', leaseId: lease, ownerId: proc, ttlMs: s.ttl, value: undefined },
+        opts,
+      );
+      const a = r.acquired;
+      const fresh = a.status === 'acquired' && a.token > max;
+      if (a.status === 'acquired') {
+        holder = { lease, expiresAt: at + s.ttl };
+        max = a.token;
+        if (mine !== undefined) stale.set(s.proc, mine);
+        held.set(s.proc, { lease, token: a.token, ttl: s.ttl });
+      } else if (r.released === 'released') holder = undefined;
+      out.push({
+        ...base,
+        f: 'hand_off',
+        lease,
+        ttlMs: s.ttl,
+        releaseLease: l.lease,
+        releaseToken: l.token.toString(),
+        released: r.released,
+        answer: a.status,
+        ...(a.status === 'acquired' ? { granted: a.token.toString() } : {}),
+        fresh,
+      });
     } else if ((s.kind === 'renew' && mine) || (s.kind === 'stale_renew' && old)) {
       const l = s.kind === 'renew' ? mine! : old!;
       const r = await store.renew(
@@ -139,7 +181,8 @@ function record(
   ops: readonly Executed[],
   widen: (i: number) => readonly [number, number],
   lost: (i: number) => boolean,
-  answer: (i: number) => Pick<StoreOpEvent, 'phase' | 'token'> | undefined = () => undefined,
+  answer: (i: number) => Pick<StoreOpEvent, 'phase' | 'token' | 'released'> | undefined = () =>
+    undefined,
 ): StoreOpEvent[] {
   const events: StoreOpEvent[] = [];
   ops.forEach((o, i) => {
@@ -152,6 +195,9 @@ function record(
       lease: o.lease,
       ...(o.token === undefined ? {} : { token: o.token }),
       ...(o.ttlMs === undefined ? {} : { ttlMs: o.ttlMs }),
+      ...(o.releaseLease === undefined
+        ? {}
+        : { releaseLease: o.releaseLease, releaseToken: o.releaseToken }),
       storeAt: o.at - before + 1000,
     });
     if (lost(i)) return;
@@ -162,6 +208,7 @@ function record(
       ...(answer(i) ?? {
         phase: o.answer,
         ...(o.granted === undefined ? {} : { token: o.granted }),
+        ...(o.released === undefined ? {} : { released: o.released }),
       }),
     });
   });
@@ -169,7 +216,16 @@ function record(
 }
 
 /** An answer the model cannot give at that instant, or undefined when none is certain. */
-function impossible(o: Executed): Pick<StoreOpEvent, 'phase' | 'token'> | undefined {
+function impossible(o: Executed): Pick<StoreOpEvent, 'phase' | 'token' | 'released'> | undefined {
+  if (o.f === 'hand_off') {
+    // Busy right after one's own release freed the key (the halves are one step), or the
+    // released token granted again — each on about half of the hand-offs.
+    const busy = o.released === 'released' && (o.granted === undefined || BigInt(o.granted) % 2n);
+    if (busy) return { phase: 'busy', released: 'released' };
+    if (o.answer === 'acquired' && o.fresh && o.maxBefore > 0n)
+      return { phase: 'acquired', token: o.maxBefore.toString(), released: o.released };
+    return undefined;
+  }
   switch (o.answer) {
     case 'acquired':
       // A new grant below or at an earlier one; a free (or own) key answered busy.

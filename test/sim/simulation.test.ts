@@ -10,7 +10,7 @@ const SEEDS = Number(process.env.LEASEHOLD_SIM_SEEDS ?? 1000);
 describe('deterministic simulation (real client, memory store, seeded network and faults)', () => {
   it(
     `accepts no stale write and breaks no invariant over ${SEEDS} fenced seeds`,
-    // ~20 s on an idle 2-core machine; the bound is generous for a loaded one.
+    // ~30 s on an idle 2-core machine (hand-off seeds included); the bound is generous.
     { timeout: 900_000 },
     async () => {
       const r = await sweepSeeds({ count: SEEDS, fencing: true });
@@ -113,9 +113,12 @@ describe('deterministic simulation (real client, memory store, seeded network an
   // I7 sees it when the store-side record shows it (true time), I5 when the renewal was sent
   // after the lease's expiry by the store's own clock (also under a store clock jump, which I7,
   // measuring true time, cannot see) — each catches seeds the other misses.
+  // hand_off_reuse_token grants a waiter the token of the lease its hand-off just released:
+  // only seeds whose workers share a client hand off (src/sim/random-workload.ts).
   for (const [bug, invariants] of [
     ['reuse_token', ['I2', 'I5']],
     ['revive_lost', ['I5', 'I7']],
+    ['hand_off_reuse_token', ['I2', 'I5']],
   ] as const) {
     it(
       `finds the planted bug ${bug} (breaks ${invariants.join(' or ')}) and its failing seed replays exactly`,

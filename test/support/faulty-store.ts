@@ -3,6 +3,7 @@ import type {
   LeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -40,7 +41,10 @@ export class FaultyStore extends ForwardingLeaseStore {
   onAcquire: Call<StoreAcquireRequest, StoreAcquireResult> | undefined;
   onRenew: Call<StoreLeaseRef & { ttlMs: number }, StoreRenewResult> | undefined;
   onRelease: Call<StoreLeaseRef, StoreReleaseResult> | undefined;
-  readonly calls = { acquire: 0, renew: 0, release: 0 };
+  /** Only called when the inner store can hand off (then so can this one). */
+  onHandOff:
+    Call<{ release: StoreLeaseRef; acquire: StoreAcquireRequest }, StoreHandOffResult> | undefined;
+  readonly calls = { acquire: 0, renew: 0, release: 0, handOff: 0 };
 
   constructor(inner: LeaseStore) {
     super(inner);
@@ -69,5 +73,14 @@ export class FaultyStore extends ForwardingLeaseStore {
     this.calls.release++;
     const forward = (): Promise<StoreReleaseResult> => this.inner.release(lease, options);
     return this.onRelease ? this.onRelease(lease, options, forward) : forward();
+  }
+  protected override handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    options: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    this.calls.handOff++;
+    const forward = (): Promise<StoreHandOffResult> => super.handOff(release, acquire, options);
+    return this.onHandOff ? this.onHandOff({ release, acquire }, options, forward) : forward();
   }
 }
