@@ -200,7 +200,10 @@ export class RealHarness {
     return worker;
   }
 
-  /** Records the run's metadata (first line), with the harness's time tolerance. */
+  /**
+   * Records the run's metadata (first line), with the harness's time tolerance. Store
+   * operations take their store time from `t` (store-time.ts says why that is sound here).
+   */
   meta(fields: { scenario: string; ttlMs?: number; livenessBoundMs?: number }): void {
     this.history.events.unshift({
       type: 'meta',
@@ -208,6 +211,7 @@ export class RealHarness {
       t: sharedNow(),
       source: 'leasehold-real',
       timeToleranceMs: this.options.timeToleranceMs ?? 50,
+      storeTimeFromT: true,
       ...fields,
     });
   }
@@ -500,6 +504,10 @@ export class RealHarness {
   }
 
   private notice(worker: RealWorker, n: WorkerNotice): void {
+    if (n.event === 'history' && n.record !== undefined) {
+      this.history.record(n.record);
+      return;
+    }
     if (n.event === 'renewed' && n.detail !== undefined) {
       const d = n.detail;
       this.history.record({
