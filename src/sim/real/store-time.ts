@@ -13,6 +13,7 @@
  * {@link storeExpiryLagMs} longer than the TTL asked for. Those answers carry an explicit
  * `storeAt` upper bound that much later than `t`.
  */
+import type { StoreOpEvent } from '../history.js';
 
 /** etcd's default session headroom (`EtcdLeaseStore` `sessionHeadroomS`, 1 s; the URL form the harness uses cannot change it). */
 const ETCD_SESSION_HEADROOM_MS = 1000;
@@ -36,4 +37,28 @@ export function storeExpiryLagMs(storeUrl: string, ttlMs: number | undefined): n
   // The session's etcd TTL is the entries' TTL rounded up to whole seconds.
   const rounding = ttlMs === undefined ? 0 : Math.ceil(ttlMs / 1000) * 1000 - ttlMs;
   return rounding + ETCD_SESSION_HEADROOM_MS + ETCD_REVOKE_LAG_MS;
+}
+
+/**
+ * Puts a worker's `store_op` events on the real-process history's store-time footing: drops
+ * the `storeAt` the recorder stamped from the worker's clock (the harness's `storeTimeFromT`
+ * says the same, and says it is an assumption about the store), and gives each answer from a
+ * store with an expiry lag an explicit upper bound that much after its `t`.
+ */
+export class StoreTimeStamper {
+  /** TTL of each request in flight, by op id (its answer carries none). */
+  private readonly ttls = new Map<string, number | undefined>();
+
+  constructor(private readonly storeUrl: string) {}
+
+  stamp(event: StoreOpEvent): StoreOpEvent {
+    const { storeAt: _fromWorkerClock, ...rest } = event;
+    if (event.phase === 'invoke') {
+      this.ttls.set(event.op, event.ttlMs);
+      return rest;
+    }
+    const lag = storeExpiryLagMs(this.storeUrl, this.ttls.get(event.op));
+    this.ttls.delete(event.op);
+    return lag > 0 ? { ...rest, storeAt: event.t + lag } : rest;
+  }
 }

@@ -30,10 +30,10 @@ import {
   type WorkerNotice,
   type WorkerRequest,
 } from './protocol.js';
-import { HistoryRecorder, type HistoryEvent, type StoreOpEvent } from '../history.js';
+import { HistoryRecorder, type HistoryEvent } from '../history.js';
 import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
-import { storeExpiryLagMs } from './store-time.js';
+import { StoreTimeStamper } from './store-time.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
@@ -105,37 +105,20 @@ class ObservedStore extends ForwardingLeaseStore {
 }
 
 /**
- * The worker's part of the shared history: events go to the harness over IPC (the harness
- * records them), op ids and lease labels carry the worker's name so they are unique across
- * processes.
- *
- * Store times: the harness sets `meta.storeTimeFromT`, so `storeAt` (the recorder stamps the
- * worker's clock there) is dropped — except where the store may expire a key later than the
- * model's `T + ttl` (etcd), whose answers get an explicit upper bound that much later
- * (store-time.ts).
+ * The worker's part of the shared history: events go to the harness over IPC, which records
+ * them; op ids carry the worker's name, so they are unique across processes. Store times are
+ * put on the history's footing by {@link StoreTimeStamper} (store-time.ts).
  */
 class ForwardedHistory extends HistoryRecorder {
-  /** TTL of each store request in flight, by op id (its answer carries none). */
-  private readonly ttls = new Map<string, number | undefined>();
+  private readonly stamper = new StoreTimeStamper(config.storeUrl);
 
   override newOp(prefix = 'op'): string {
     return super.newOp(`${config.name}-${prefix}`);
   }
 
   override record(event: HistoryEvent): void {
-    if (event.type !== 'store_op') {
-      void send({ event: 'history', t: sharedNow(), record: event } satisfies WorkerNotice);
-      return;
-    }
-    const { storeAt: _ignored, ...rest } = event;
-    let record: StoreOpEvent = rest;
-    if (event.phase === 'invoke') this.ttls.set(event.op, event.ttlMs);
-    else {
-      const lag = storeExpiryLagMs(config.storeUrl, this.ttls.get(event.op));
-      this.ttls.delete(event.op);
-      if (lag > 0) record = { ...rest, storeAt: event.t + lag };
-    }
-    void send({ event: 'history', t: event.t, record } satisfies WorkerNotice);
+    const record = event.type === 'store_op' ? this.stamper.stamp(event) : event;
+    void send({ event: 'history', t: sharedNow(), record } satisfies WorkerNotice);
   }
 }
 
