@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkHistory, formatReport } from '../../src/sim/checker.js';
 import { parseHistory, type HistoryEvent, type StoreOpEvent } from '../../src/sim/history.js';
-import { StoreTimeStamper } from '../../src/sim/real/store-time.js';
+import { allowExpiryLag, withoutWorkerStoreTime } from '../../src/sim/real/store-time.js';
 
 // I5 on histories shaped like the real-process harness's (src/sim/real): per-worker op ids and
 // lease labels, wall-clock-scale `t`, no `storeAt` (meta `storeTimeFromT`, tolerance 50 ms),
-// etcd answers stamped by StoreTimeStamper. The base history is an F1 run on SQLite as the
+// etcd's `busy`/`renewed` widened by allowExpiryLag. The base history is an F1 run on SQLite as the
 // harness recorded it (A holds, is stopped, B polls and takes over, A's late release fails);
 // each planted wrong answer must turn I5 to `violated`, and only I5 sees it.
 
@@ -108,7 +108,10 @@ function f1Run(): Op[] {
   ];
 }
 
-function history(ops: readonly Op[], stamp?: (e: StoreOpEvent) => StoreOpEvent): HistoryEvent[] {
+function history(
+  ops: readonly Op[],
+  widen?: (events: readonly HistoryEvent[]) => HistoryEvent[],
+): HistoryEvent[] {
   const meta: HistoryEvent = {
     type: 'meta',
     version: 1,
@@ -121,9 +124,8 @@ function history(ops: readonly Op[], stamp?: (e: StoreOpEvent) => StoreOpEvent):
   };
   const store = ops.flatMap(events).sort((a, b) => a.t - b.t);
   // Through the history's text form, as `leasehold check` reads a real run.
-  const text = [meta, ...(stamp ? store.map(stamp) : store)]
-    .map((e) => JSON.stringify(e))
-    .join('\n');
+  const all = [meta, ...store];
+  const text = (widen ? widen(all) : all).map((e) => JSON.stringify(e)).join('\n');
   return parseHistory(text);
 }
 
@@ -212,7 +214,7 @@ describe('I5 on real-process-shaped histories', () => {
     assert.equal(i5(history(lost)).status, 'violated');
   });
 
-  describe('etcd: answers widened by its expiry lag (StoreTimeStamper)', () => {
+  describe('etcd: late expiry allowed for (allowExpiryLag)', () => {
     // etcd holds a key up to its session headroom and revoke lag past the TTL: B still busy
     // 1.5 s after A's 2 s lease ended is what etcd does, and must not be a violation.
     const etcdRun = (grantAt: number): Op[] => [
@@ -244,21 +246,51 @@ describe('I5 on real-process-shaped histories', () => {
         answer: { acquired: '9' },
       },
     ];
-    const stamper = () => {
-      const s = new StoreTimeStamper('etcd://127.0.0.1:2379?namespace=x');
-      return (e: StoreOpEvent) => s.stamp(e);
-    };
+    const etcd = (all: readonly HistoryEvent[]) =>
+      allowExpiryLag(all, () => 'etcd://127.0.0.1:2379?namespace=x');
 
     it('a late busy is explained by the lag; unwidened it would be a violation', () => {
-      const widened = i5(history(etcdRun(4200), stamper()));
+      const widened = i5(history(etcdRun(4200), etcd));
       assert.equal(widened.status, 'ok', widened.text);
       const tight = i5(history(etcdRun(4200)));
       assert.equal(tight.status, 'violated', tight.text);
     });
 
-    // The widening also lets a grant or renewal take effect up to the lag late, so on etcd
-    // expiry is checked only that coarsely (docs/history-format.md); ownership, tokens and
-    // real-time order are checked as tightly as on any store.
+    it('a busy more than the lag (2 s) past the expiry is a violation', () => {
+      const ops = etcdRun(6500).map((o) =>
+        o.proc === 'B' && o.n === 1 ? { ...o, at: [4200, 4204] as const } : o,
+      );
+      const r = i5(history(ops, etcd));
+      assert.equal(r.status, 'violated', r.text);
+    });
+
+    // Grants keep their tight windows: the lag explains a key held too long, never one
+    // handed out too early.
+    it('a grant while A’s lease is live is still a violation', () => {
+      const ops = etcdRun(1800);
+      const r = i5(history(ops, etcd));
+      assert.equal(r.status, 'violated', r.text);
+      assert.match(r.text, /held live by A-L1/);
+    });
+
+    it('a renewal answered `renewed` after the TTL passed is still a violation', () => {
+      const ops: Op[] = [
+        ...etcdRun(4200).filter((o) => o.proc === 'A'),
+        {
+          proc: 'A',
+          n: 2,
+          f: 'renew',
+          lease: 'A-L1',
+          token: '7',
+          ttlMs: 2000,
+          at: [2300, 2304],
+          answer: 'renewed',
+        },
+      ];
+      const r = i5(history(ops, etcd));
+      assert.equal(r.status, 'violated', r.text);
+    });
+
     it('a busy answer after A released is still a violation', () => {
       const ops: Op[] = [
         ...etcdRun(4200).filter((o) => o.proc === 'A'),
@@ -281,23 +313,18 @@ describe('I5 on real-process-shaped histories', () => {
           answer: 'busy',
         },
       ];
-      const r = i5(history(ops, stamper()));
+      const r = i5(history(ops, etcd));
       assert.equal(r.status, 'violated', r.text);
     });
 
-    it('a grant whose token is not above the last one is still a violation', () => {
-      const ops = etcdRun(4200).map((o) =>
-        o.proc === 'B' && o.n === 2 ? { ...o, answer: { acquired: '7' } } : o,
+    it('other stores get no explicit store time; the worker’s own clock is never used', () => {
+      const all = history(f1Run());
+      assert.deepEqual(
+        allowExpiryLag(all, () => 'redis://127.0.0.1:6379'),
+        all,
       );
-      const r = i5(history(ops, stamper()));
-      assert.equal(r.status, 'violated', r.text);
-    });
-
-    it('other stores get no explicit store time', () => {
-      const s = new StoreTimeStamper('redis://127.0.0.1:6379');
-      const [inv, ans] = events(f1Run()[0]!);
-      assert.equal(s.stamp({ ...inv!, storeAt: 1 }).storeAt, undefined);
-      assert.equal(s.stamp({ ...ans!, storeAt: 2 }).storeAt, undefined);
+      const [inv] = events(f1Run()[0]!);
+      assert.equal(withoutWorkerStoreTime({ ...inv!, storeAt: 1 }).storeAt, undefined);
     });
   });
 });

@@ -33,7 +33,7 @@ import {
 import { HistoryRecorder, type HistoryEvent } from '../history.js';
 import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
-import { StoreTimeStamper } from './store-time.js';
+import { withoutWorkerStoreTime } from './store-time.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
@@ -106,18 +106,16 @@ class ObservedStore extends ForwardingLeaseStore {
 
 /**
  * The worker's part of the shared history: events go to the harness over IPC, which records
- * them; op ids carry the worker's name, so they are unique across processes. Store times are
- * put on the history's footing by {@link StoreTimeStamper} (store-time.ts).
+ * them; op ids carry the worker's name, so they are unique across processes. Store times:
+ * see store-time.ts.
  */
 class ForwardedHistory extends HistoryRecorder {
-  private readonly stamper = new StoreTimeStamper(config.storeUrl);
-
   override newOp(prefix = 'op'): string {
     return super.newOp(`${config.name}-${prefix}`);
   }
 
   override record(event: HistoryEvent): void {
-    const record = event.type === 'store_op' ? this.stamper.stamp(event) : event;
+    const record = event.type === 'store_op' ? withoutWorkerStoreTime(event) : event;
     void send({ event: 'history', t: sharedNow(), record } satisfies WorkerNotice);
   }
 }
