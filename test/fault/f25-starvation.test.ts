@@ -70,6 +70,7 @@ for (const store of faultStores(['sqlite'])) {
               const where = formatReport(report);
               assert.equal(aw.status, fencing ? 'stale_fence' : 'applied', where);
               arms.add(fencing, report, where);
+              assert.equal(report.invariants.I5.status, 'ok', where);
             } finally {
               await Promise.all(h.workers.map((w) => w.kill()));
               await run.close();

@@ -97,6 +97,7 @@ for (const store of faultStores(['sqlite'])) {
               const { report } = await h.finish();
               const where = formatReport(report);
               arms.add(fencing, report, where);
+              assert.equal(report.invariants.I5.status, 'ok', where);
               if (fencing) assert.equal(report.figures.staleWritesRejected, 2, where);
             } finally {
               await proxy.close();

@@ -88,7 +88,7 @@ for (const store of faultStores()) {
               assert.equal(r.bWrite, 'applied', where);
               assert.equal(r.aRelease, 'not_owner', where);
               assert.equal(r.bRenew, 'renewed', where);
-              for (const inv of ['I2', 'I3', 'I4', 'I7'] as const)
+              for (const inv of ['I2', 'I3', 'I4', 'I5', 'I7'] as const)
                 assert.equal(r.report.invariants[inv].status, 'ok', `${inv}\n${where}`);
               assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
               arms.add(fencing, r.report, where);

@@ -12,6 +12,7 @@ import {
   type WorkerReply,
   type WorkerRequest,
 } from './protocol.js';
+import { allowExpiryLag } from './store-time.js';
 
 /** Where the harness's stores and resource live. */
 export interface RealHarnessOptions {
@@ -168,6 +169,8 @@ export class RealHarness {
   readonly history = new HistoryRecorder();
   readonly workers: RealWorker[] = [];
   private readonly replyTimeoutMs: number;
+  /** The store URL each worker opened, by name (for its store operations' store times). */
+  private readonly storeUrls = new Map<string, string>();
 
   constructor(readonly options: RealHarnessOptions) {
     this.replyTimeoutMs = options.replyTimeoutMs ?? 30_000;
@@ -185,6 +188,7 @@ export class RealHarness {
       storeUrl: typeof url === 'string' ? url : await url(name),
       resourcePath: this.options.resourcePath,
     };
+    this.storeUrls.set(name, config.storeUrl);
     const child = fork(fileURLToPath(new URL('./worker.js', import.meta.url)), [], {
       env: { ...process.env, LEASEHOLD_WORKER: JSON.stringify(config) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -200,7 +204,10 @@ export class RealHarness {
     return worker;
   }
 
-  /** Records the run's metadata (first line), with the harness's time tolerance. */
+  /**
+   * Records the run's metadata (first line), with the harness's time tolerance. Store
+   * operations take their store time from `t` (store-time.ts says why that is sound here).
+   */
   meta(fields: { scenario: string; ttlMs?: number; livenessBoundMs?: number }): void {
     this.history.events.unshift({
       type: 'meta',
@@ -208,6 +215,7 @@ export class RealHarness {
       t: sharedNow(),
       source: 'leasehold-real',
       timeToleranceMs: this.options.timeToleranceMs ?? 50,
+      storeTimeFromT: true,
       ...fields,
     });
   }
@@ -495,11 +503,17 @@ export class RealHarness {
       db.close();
     }
     if (!this.history.events.some((e) => e.type === 'meta')) this.meta({ scenario: 'real' });
+    const events = this.history.events;
+    events.splice(0, events.length, ...allowExpiryLag(events, (w) => this.storeUrls.get(w)));
     const history = this.history.events;
     return { history, report: checkHistory(history), text: this.history.lines() };
   }
 
   private notice(worker: RealWorker, n: WorkerNotice): void {
+    if (n.event === 'history' && n.record !== undefined) {
+      this.history.record(n.record);
+      return;
+    }
     if (n.event === 'renewed' && n.detail !== undefined) {
       const d = n.detail;
       this.history.record({

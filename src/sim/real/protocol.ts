@@ -1,4 +1,5 @@
 /** Messages between the real-process harness and its worker processes (Node IPC). */
+import type { HistoryEvent } from '../history.js';
 
 /** Configuration passed to a worker in `LEASEHOLD_WORKER` (JSON). */
 export interface WorkerConfig {
@@ -94,9 +95,11 @@ export interface WorkerReply {
 
 /** Something a worker reports on its own. */
 export interface WorkerNotice {
-  readonly event: 'ready' | 'checked' | 'writing' | 'lost' | 'renewed';
+  readonly event: 'ready' | 'checked' | 'writing' | 'lost' | 'renewed' | 'history';
   readonly t: number;
   readonly detail?: Record<string, unknown>;
+  /** `history`: an event for the shared history (a `store_op`), recorded as is. */
+  readonly record?: HistoryEvent;
 }
 
 /** SQL of the test resource: a job table and a serial log of decisions (for I1 in order). */

@@ -7,11 +7,14 @@
 import Database from 'better-sqlite3';
 import { connect } from 'node:net';
 import { LeaseClient } from '../../core/client.js';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { ForwardingLeaseStore } from '../../core/forwarding-store.js';
 import type { Lease } from '../../core/lease.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreHandOffResult,
   StoreLeaseRef,
   StoreRenewResult,
   StoreRequestOptions,
@@ -27,7 +30,10 @@ import {
   type WorkerNotice,
   type WorkerRequest,
 } from './protocol.js';
+import { HistoryRecorder, type HistoryEvent } from '../history.js';
+import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
+import { withoutWorkerStoreTime } from './store-time.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
@@ -37,58 +43,100 @@ const RENEW_LOG_LIMIT = 1000;
 /**
  * Wraps the store: remembers the store's own expiry for each lease id (for I3/I4 in the
  * history), and logs every renewal call with its timeout against the validity the current
- * lease has left (`remaining` reads it without side effects).
+ * lease has left (`remaining` reads it without side effects). A {@link ForwardingLeaseStore},
+ * so the client's hand-off path is there exactly when the store has it.
  */
-function observedStore(
-  inner: LeaseStore,
-  expiries: Map<string, number>,
-  renewLog: RenewCallRecord[],
-  remaining: () => number,
-): LeaseStore {
-  return {
-    kind: inner.kind,
-    capabilities: inner.capabilities,
-    async tryAcquire(
-      req: StoreAcquireRequest,
-      o: StoreRequestOptions,
-    ): Promise<StoreAcquireResult> {
-      const a = await inner.tryAcquire(req, o);
-      if (a.status === 'acquired' && a.expiresAtWallMs !== undefined)
-        expiries.set(req.leaseId, a.expiresAtWallMs);
+class ObservedStore extends ForwardingLeaseStore {
+  constructor(
+    inner: LeaseStore,
+    private readonly expiries: Map<string, number>,
+    private readonly renewLog: RenewCallRecord[],
+    private readonly remaining: () => number,
+  ) {
+    super(inner);
+  }
+
+  override async tryAcquire(
+    req: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
+    const a = await this.inner.tryAcquire(req, o);
+    if (a.status === 'acquired' && a.expiresAtWallMs !== undefined)
+      this.expiries.set(req.leaseId, a.expiresAtWallMs);
+    return a;
+  }
+
+  override async renew(
+    lease: StoreLeaseRef & { ttlMs: number },
+    o: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    const call: RenewCallRecord = {
+      t: sharedNow(),
+      timeoutMs: o.timeoutMs,
+      remainingMs: this.remaining(),
+      outcome: 'pending',
+    };
+    if (this.renewLog.length < RENEW_LOG_LIMIT) this.renewLog.push(call);
+    lastRenewCall = call;
+    try {
+      const a = await this.inner.renew(lease, o);
+      if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
+        this.expiries.set(lease.leaseId, a.expiresAtWallMs);
+      call.outcome = a.status;
       return a;
-    },
-    async renew(
-      lease: StoreLeaseRef & { ttlMs: number },
-      o: StoreRequestOptions,
-    ): Promise<StoreRenewResult> {
-      const call: RenewCallRecord = {
-        t: sharedNow(),
-        timeoutMs: o.timeoutMs,
-        remainingMs: remaining(),
-        outcome: 'pending',
-      };
-      if (renewLog.length < RENEW_LOG_LIMIT) renewLog.push(call);
-      lastRenewCall = call;
-      try {
-        const a = await inner.renew(lease, o);
-        if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
-          expiries.set(lease.leaseId, a.expiresAtWallMs);
-        call.outcome = a.status;
-        return a;
-      } catch (err) {
-        call.outcome = 'error';
-        throw err;
-      } finally {
-        call.endT = sharedNow();
-      }
-    },
-    release: (lease, o) => inner.release(lease, o),
-    inspect: (key, o) => inner.inspect(key, o),
-    list: (prefix, limit, o) => inner.list(prefix, limit, o),
-    watch: (key, onChange) => inner.watch(key, onChange),
-    close: () => inner.close(),
-  };
+    } catch (err) {
+      call.outcome = 'error';
+      throw err;
+    } finally {
+      call.endT = sharedNow();
+    }
+  }
+
+  protected override async handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    const a = await super.handOff(release, acquire, o);
+    if (a.acquired.status === 'acquired' && a.acquired.expiresAtWallMs !== undefined)
+      this.expiries.set(acquire.leaseId, a.acquired.expiresAtWallMs);
+    return a;
+  }
 }
+
+/**
+ * The worker's part of the shared history: events go to the harness over IPC, which records
+ * them; op ids carry the worker's name, so they are unique across processes. Store times:
+ * see store-time.ts.
+ */
+class ForwardedHistory extends HistoryRecorder {
+  override newOp(prefix = 'op'): string {
+    return super.newOp(`${config.name}-${prefix}`);
+  }
+
+  override record(event: HistoryEvent): void {
+    const record = event.type === 'store_op' ? withoutWorkerStoreTime(event) : event;
+    void send({ event: 'history', t: sharedNow(), record } satisfies WorkerNotice);
+  }
+}
+
+/**
+ * Lease labels shared by the worker's client events and its store operations (`A-L1`, …, in
+ * order of first sight), unique across workers.
+ */
+class WorkerLeaseLabels extends LeaseLabels {
+  private readonly byId = new Map<string, string>();
+
+  override of(leaseId: string): string {
+    let label = this.byId.get(leaseId);
+    if (label === undefined)
+      this.byId.set(leaseId, (label = `${config.name}-L${this.byId.size + 1}`));
+    return label;
+  }
+}
+
+/** The harness's time scale as a clock (the recorder reads only `now`). */
+const sharedClock: Clock = { ...systemClock, now: sharedNow };
 
 /** The store call of the latest renewal (whether its answer came is what makes it ambiguous). */
 let lastRenewCall: RenewCallRecord | undefined;
@@ -114,12 +162,18 @@ async function main(): Promise<void> {
   // whose deadline passed: an observer must not change what it observes).
   const remaining = (): number =>
     lease === undefined || lease.status !== 'held' ? 0 : lease.deadline - performance.now();
-  const store = observedStore(
+  const labels = new WorkerLeaseLabels();
+  // Client → observer → recorder → store: the recorder sees each request as sent to the
+  // store (retries and renewals included), the observer what the client gets back.
+  const recorder = new StoreOpRecorder(
     await openStoreFromUrl(config.storeUrl),
-    expiries,
-    renewLog,
-    remaining,
+    config.name,
+    sharedClock,
+    sharedClock,
+    new ForwardedHistory(),
+    labels,
   );
+  const store = new ObservedStore(recorder, expiries, renewLog, remaining);
   const client = new LeaseClient({ store, ownerId: config.name });
   const db = new Database(config.resourcePath, { timeout: 5000 });
   db.pragma('journal_mode = WAL');
@@ -132,15 +186,9 @@ async function main(): Promise<void> {
   const setMark = db.prepare(
     'INSERT INTO leasehold_fence (scope, hwm) VALUES (@scope, @token) ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm',
   );
-  let leaseCount = 0;
   /** Harness time at which the current lease's signal fired. */
   let signalAt: number | undefined;
-  const labels = new Map<string, string>();
-  const label = (l: Lease): string => {
-    let s = labels.get(l.leaseId);
-    if (s === undefined) labels.set(l.leaseId, (s = `${config.name}-L${++leaseCount}`));
-    return s;
-  };
+  const label = (l: Lease): string => labels.of(l.leaseId);
   client.on('lost', (e) => {
     const current = lease !== undefined && lease.token === e.token ? lease : undefined;
     const notice: WorkerNotice = {
