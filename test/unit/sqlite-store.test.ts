@@ -53,6 +53,29 @@ describe('SqliteLeaseStore', () => {
       await store.close();
     }));
 
+  it('is back at synchronous=FULL after every renewal and release (they alone commit without fsync)', () =>
+    withDb(async (path) => {
+      const store = new SqliteLeaseStore({ path });
+      const o = { timeoutMs: 1000, signal: new AbortController().signal };
+      for (let i = 0; i < 3; i++) {
+        const leaseId = randomUUID();
+        const a = await store.tryAcquire(
+          { key: 'sync', leaseId, ownerId: 'o', ttlMs: 5000, value: undefined },
+          o,
+        );
+        assert.equal(a.status, 'acquired');
+        const token = a.status === 'acquired' ? a.token : 0n;
+        assert.equal(
+          (await store.renew({ key: 'sync', leaseId, token, ttlMs: 5000 }, o)).status,
+          'renewed',
+        );
+        assert.equal(store.settings.synchronous, 'FULL', 'the next grant must be fsynced');
+        assert.equal((await store.release({ key: 'sync', leaseId, token }, o)).status, 'released');
+        assert.equal(store.settings.synchronous, 'FULL', 'the next grant must be fsynced');
+      }
+      await store.close();
+    }));
+
   it('answers busy without writing anything: no commit, no WAL growth', () =>
     withDb(async (path) => {
       const a = new SqliteLeaseStore({ path });
