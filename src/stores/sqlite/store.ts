@@ -437,16 +437,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       const r = this.handOffTx({
         key: acquire.key,
         release: { key: release.key, leaseId: release.leaseId, token: release.token },
-        acquire: {
-          key: acquire.key,
-          leaseId: acquire.leaseId,
-          ownerId: acquire.ownerId,
-          expiresUs: nowUs + BigInt(acquire.ttlMs) * 1000n,
-          bootId: this.bootId,
-          expiresWallMs,
-          value: acquire.value ?? null,
-          nowUs,
-        },
+        acquire: this.grantParams(acquire, nowUs, expiresWallMs),
       });
       if (r.released || r.granted !== undefined) this.feed.announce(acquire.key);
       return { ...r, expiresWallMs, nowUs };
