@@ -12,20 +12,17 @@ import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
 import { uniqueKey } from '../support/keys.js';
-import { startTestServer, type TestServer } from '../support/lease-server.js';
+import {
+  startTestServer,
+  TEST_AUTH,
+  TEST_TOKENS,
+  type TestServer,
+} from '../support/lease-server.js';
 import { eventually } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';
 
-const JOBS = 'jobs-secret-0123456789abcdef';
-const READER = 'reader-secret-0123456789abcdef';
-const ADMIN = 'admin-secret-0123456789abcdef';
-const AUTH = {
-  tokens: [
-    { name: 'jobs-runner', token: JOBS, prefixes: ['jobs/'] },
-    { name: 'dashboard', token: READER, prefixes: [''], verbs: ['read' as const] },
-    { name: 'admin', token: ADMIN, prefixes: [''] },
-  ],
-};
+const { jobs: JOBS, reader: READER, admin: ADMIN } = TEST_TOKENS;
+const AUTH = TEST_AUTH;
 
 /** Counts every call that reaches the store, to show fence reports never touch it. */
 class CountingStore extends ForwardingLeaseStore {

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { request as httpsRequest } from 'node:https';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
@@ -11,20 +9,17 @@ import { createLeaseServer } from '../../src/server/server.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
 import { uniqueKey } from '../support/keys.js';
-import { startTestServer, type TestServer } from '../support/lease-server.js';
+import {
+  startTestServer,
+  TEST_AUTH,
+  TEST_TOKENS,
+  type TestServer,
+} from '../support/lease-server.js';
+import { selfSignedCert } from '../support/tls.js';
 import { tempDir } from '../support/tmp.js';
 
-const JOBS = 'jobs-secret-0123456789abcdef';
-const READER = 'reader-secret-0123456789abcdef';
-const ADMIN = 'admin-secret-0123456789abcdef';
-
-const AUTH = {
-  tokens: [
-    { name: 'jobs-runner', token: JOBS, prefixes: ['jobs/'] },
-    { name: 'dashboard', token: READER, prefixes: [''], verbs: ['read' as const] },
-    { name: 'admin', token: ADMIN, prefixes: [''] },
-  ],
-};
+const { jobs: JOBS, reader: READER, admin: ADMIN } = TEST_TOKENS;
+const AUTH = TEST_AUTH;
 
 interface Answer {
   status: number;
@@ -351,36 +346,12 @@ describe('server logs and TLS', () => {
   it('serves HTTPS when given a certificate and key', async () => {
     const tmp = tempDir('tls');
     try {
-      const cert = join(tmp.dir, 'cert.pem');
-      const keyFile = join(tmp.dir, 'key.pem');
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'ec',
-          '-pkeyopt',
-          'ec_paramgen_curve:prime256v1',
-          '-nodes',
-          '-keyout',
-          keyFile,
-          '-out',
-          cert,
-          '-days',
-          '1',
-          '-subj',
-          '/CN=127.0.0.1',
-          '-addext',
-          'subjectAltName=IP:127.0.0.1',
-        ],
-        { stdio: 'ignore' },
-      );
+      const { cert, key } = selfSignedCert(tmp.dir);
       const store = new SqliteLeaseStore({ path: join(tmp.dir, 'l.db') });
       const server = createLeaseServer({
         store,
         port: 0,
-        tls: { cert: readFileSync(cert), key: readFileSync(keyFile) },
+        tls: { cert, key },
         logLevel: 'silent',
         processMetrics: false,
       });
@@ -392,7 +363,7 @@ describe('server logs and TLS', () => {
             `${url}/v1/acquire`,
             {
               method: 'POST',
-              ca: readFileSync(cert),
+              ca: cert,
               headers: { 'content-type': 'application/json' },
             },
             (res) => {

@@ -43,3 +43,19 @@ export async function startTestServer(
     },
   };
 }
+
+/** Bearer tokens of {@link TEST_AUTH}: one scoped to `jobs/`, one read-only, one admin. */
+export const TEST_TOKENS = Object.freeze({
+  jobs: 'jobs-secret-0123456789abcdef',
+  reader: 'reader-secret-0123456789abcdef',
+  admin: 'admin-secret-0123456789abcdef',
+});
+
+/** The auth config the server tests run with (tokens above). */
+export const TEST_AUTH = {
+  tokens: [
+    { name: 'jobs-runner', token: TEST_TOKENS.jobs, prefixes: ['jobs/'] },
+    { name: 'dashboard', token: TEST_TOKENS.reader, prefixes: [''], verbs: ['read' as const] },
+    { name: 'admin', token: TEST_TOKENS.admin, prefixes: [''] },
+  ],
+};

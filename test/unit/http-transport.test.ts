@@ -1,9 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { createLeaseServer } from '../../src/server/server.js';
@@ -13,6 +10,7 @@ import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import { Gate } from '../support/gate.js';
 import { eventually } from '../support/time.js';
+import { selfSignedCert } from '../support/tls.js';
 import { tempDir } from '../support/tmp.js';
 
 const JSON_HEADERS = { accept: 'application/json', 'content-type': 'application/json' };
@@ -278,35 +276,11 @@ describe('HttpLeaseStore over HTTPS with a private CA', () => {
   after(() => tmp.remove());
 
   it('acquires and releases through the pooled TLS transport', async () => {
-    const cert = join(tmp.dir, 'cert.pem');
-    const key = join(tmp.dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = selfSignedCert(tmp.dir);
     const server = createLeaseServer({
       store: new MemoryLeaseStore(),
       port: 0,
-      tls: { cert: readFileSync(cert), key: readFileSync(key) },
+      tls: { cert, key },
       logLevel: 'silent',
       processMetrics: false,
       closeStore: true,
@@ -320,7 +294,7 @@ describe('HttpLeaseStore over HTTPS with a private CA', () => {
           /ERR_UNAVAILABLE|certificate/i.test(`${(e as { code?: string }).code} ${e.message}`),
         'an unknown CA is refused',
       );
-      const store = await HttpLeaseStore.connect({ url, ca: readFileSync(cert) });
+      const store = await HttpLeaseStore.connect({ url, ca: cert });
       const client = new LeaseClient({ store });
       const r = await client.acquire('tls/a', { ttl: 5000, autoRenew: false });
       assert.equal(r.status, 'acquired');
