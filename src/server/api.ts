@@ -27,20 +27,26 @@ export interface AcquireBody {
   value?: unknown;
   leaseId?: string;
 }
-interface RenewBody {
+export interface RenewBody {
   key: unknown;
   leaseId: string;
   token: unknown;
   ttl: unknown;
 }
-interface ReleaseBody {
+export interface ReleaseBody {
   key: unknown;
   leaseId: string;
   token: unknown;
 }
 
-function principalOf(req: FastifyRequest): Principal {
+export function principalOf(req: FastifyRequest): Principal {
   return req.principal ?? ANONYMOUS;
+}
+
+/** Whether the HTTP client of a request went away before its answer was sent. */
+export interface ClientWatch {
+  readonly left: boolean;
+  signal(): AbortSignal;
 }
 
 /**
@@ -48,7 +54,7 @@ function principalOf(req: FastifyRequest): Principal {
  * `signal()` (made on first use: most acquisitions never wait, and an AbortController per
  * request is measurable) fires.
  */
-function clientWatch(reply: FastifyReply): { readonly left: boolean; signal(): AbortSignal } {
+export function clientWatch(reply: FastifyReply): ClientWatch {
   let left = false;
   let ac: AbortController | undefined;
   const res = reply.raw;
@@ -73,68 +79,23 @@ function clientWatch(reply: FastifyReply): { readonly left: boolean; signal(): A
 
 /** Registers the lease routes of `/v1`: acquire, renew, release, get, list. */
 export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): void {
-  const { store, metrics, hub, tracker } = ctx;
+  const { store, metrics } = ctx;
   const auth = { auth: true };
 
   app.post('/v1/acquire', { schema: { body: ACQUIRE_BODY }, config: auth }, async (req, reply) => {
     const b = req.body as AcquireBody;
     const key = validateKey(b.key, 'key');
-    return acquireRoute(ctx, req, reply, key, b);
+    return acquireRoute(ctx, principalOf(req), clientWatch(reply), key, b);
   });
 
-  app.post('/v1/renew', { schema: { body: RENEW_BODY }, config: auth }, async (req) => {
-    const b = req.body as RenewBody;
-    const key = validateKey(b.key, 'key');
-    authorizeKey(principalOf(req), 'renew', key);
-    const token = parseToken(b.token, 'token');
-    const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
-    const leaseId = b.leaseId.toLowerCase();
-    let answer;
-    try {
-      answer = await metrics.timeStore('renew', () =>
-        store.renew({ key, leaseId, token, ttlMs }, storeOptions(ctx)),
-      );
-    } catch (err) {
-      metrics.renewals.inc({ result: 'unavailable' });
-      throw err;
-    }
-    const prefix = leaseIdPrefix(leaseId);
-    if (answer.status === 'renewed') {
-      metrics.renewals.inc({ result: 'renewed' });
-      tracker.renewed(key, token, ttlMs);
-      hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
-      return {
-        status: 'renewed',
-        ...(answer.expiresAtWallMs === undefined
-          ? {}
-          : { expiresAtWallMs: answer.expiresAtWallMs }),
-      };
-    }
-    // The store says lost. If that token's lease is still live, the caller presented someone
-    // else's token with a wrong lease id: not_owner. Otherwise the lease is gone for good.
-    const state = await metrics.timeStore('inspect', () => store.inspect(key, storeOptions(ctx)));
-    if (state.holder !== undefined && state.holder.token === token) {
-      metrics.renewals.inc({ result: 'not_owner' });
-      throw new ApiError('not_owner', `no lease on ${key} with this lease id and token ${token}`);
-    }
-    metrics.renewals.inc({ result: 'lost' });
-    const heldMs = tracker.ended(key, token);
-    metrics.leasesTracked.set(tracker.size);
-    if (heldMs !== undefined) {
-      metrics.leasesLost.inc({ reason: 'renew_lost' });
-      metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
-    }
-    hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
-    throw new ApiError(
-      'lost',
-      `the lease on ${key} with token ${token} is lost (expired or taken over)`,
-    );
-  });
+  app.post('/v1/renew', { schema: { body: RENEW_BODY }, config: auth }, async (req) =>
+    renewOp(ctx, principalOf(req), req.body as RenewBody),
+  );
 
   app.post('/v1/release', { schema: { body: RELEASE_BODY }, config: auth }, async (req) => {
     const b = req.body as ReleaseBody;
     const key = validateKey(b.key, 'key');
-    return releaseRoute(ctx, req, key, b.leaseId, b.token, 'token');
+    return releaseRoute(ctx, principalOf(req), key, b.leaseId, b.token, 'token');
   });
 
   app.get('/v1/leases/*', { config: auth }, async (req) => {
@@ -171,19 +132,75 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
 }
 
 /**
+ * The renew operation of `POST /v1/renew` and of a batch: authorise `renew` on the key, renew
+ * conditionally on lease id and token, publish it. A lost lease answers `not_owner` when the
+ * token's lease is still live (someone else's token with a wrong lease id), else `lost`.
+ */
+export async function renewOp(
+  ctx: ServerContext,
+  principal: Principal,
+  b: RenewBody,
+): Promise<{ status: 'renewed'; expiresAtWallMs?: number }> {
+  const { store, metrics, hub, tracker } = ctx;
+  const key = validateKey(b.key, 'key');
+  authorizeKey(principal, 'renew', key);
+  const token = parseToken(b.token, 'token');
+  const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
+  const leaseId = b.leaseId.toLowerCase();
+  let answer;
+  try {
+    answer = await metrics.timeStore('renew', () =>
+      store.renew({ key, leaseId, token, ttlMs }, storeOptions(ctx)),
+    );
+  } catch (err) {
+    metrics.renewals.inc({ result: 'unavailable' });
+    throw err;
+  }
+  const prefix = leaseIdPrefix(leaseId);
+  if (answer.status === 'renewed') {
+    metrics.renewals.inc({ result: 'renewed' });
+    tracker.renewed(key, token, ttlMs);
+    hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
+    return {
+      status: 'renewed',
+      ...(answer.expiresAtWallMs === undefined ? {} : { expiresAtWallMs: answer.expiresAtWallMs }),
+    };
+  }
+  // The store says lost. If that token's lease is still live, the caller presented someone
+  // else's token with a wrong lease id: not_owner. Otherwise the lease is gone for good.
+  const state = await metrics.timeStore('inspect', () => store.inspect(key, storeOptions(ctx)));
+  if (state.holder !== undefined && state.holder.token === token) {
+    metrics.renewals.inc({ result: 'not_owner' });
+    throw new ApiError('not_owner', `no lease on ${key} with this lease id and token ${token}`);
+  }
+  metrics.renewals.inc({ result: 'lost' });
+  const heldMs = tracker.ended(key, token);
+  metrics.leasesTracked.set(tracker.size);
+  if (heldMs !== undefined) {
+    metrics.leasesLost.inc({ reason: 'renew_lost' });
+    metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
+  }
+  hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
+  throw new ApiError(
+    'lost',
+    `the lease on ${key} with token ${token} is lost (expired or taken over)`,
+  );
+}
+
+/**
  * The release operation shared by `POST /v1/release` and `POST /v1/elections/{name}/resign`:
  * authorise `release` on `key`, release conditionally on lease id and token, publish it.
  */
 export async function releaseRoute(
   ctx: ServerContext,
-  req: FastifyRequest,
+  principal: Principal,
   key: string,
   rawLeaseId: string,
   rawToken: unknown,
   tokenField: string,
 ): Promise<{ status: 'released' }> {
   const { store, metrics, hub, tracker, logger } = ctx;
-  authorizeKey(principalOf(req), 'release', key);
+  authorizeKey(principal, 'release', key);
   const token = parseToken(rawToken, tokenField);
   const leaseId = rawLeaseId.toLowerCase();
   let answer;
@@ -218,13 +235,12 @@ export async function releaseRoute(
  */
 export async function acquireRoute(
   ctx: ServerContext,
-  req: FastifyRequest,
-  reply: FastifyReply,
+  principal: Principal,
+  client: ClientWatch,
   key: string,
   b: Omit<AcquireBody, 'key'>,
 ): Promise<AcquiredJson> {
   const { metrics, hub, tracker, logger } = ctx;
-  const principal = principalOf(req);
   authorizeKey(principal, 'acquire', key);
   const ttlMs = validateTtl(b.ttl, ctx.store.capabilities.minTtlMs, 'ttl');
   const waitMs = validateWait(b.wait, 'wait');
@@ -234,7 +250,6 @@ export async function acquireRoute(
   const value = validateValue(b.value, 'value');
   const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
   const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
-  const client = clientWatch(reply);
   const started = performance.now();
   const observe = (result: string): void => {
     metrics.acquisitions.inc({ result });

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { validateKey } from '../core/validate.js';
-import { acquireRoute, releaseRoute } from './api.js';
+import { acquireRoute, clientWatch, principalOf, releaseRoute } from './api.js';
 import { mayRead, ANONYMOUS } from './auth.js';
 import { storeOptions, type ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
@@ -50,7 +50,7 @@ export function registerElectionRoutes(app: FastifyInstance, ctx: ServerContext)
     async (req, reply) => {
       const { name, key } = electionKey(req);
       const b = req.body as CampaignBody;
-      const r = await acquireRoute(ctx, req, reply, key, b);
+      const r = await acquireRoute(ctx, principalOf(req), clientWatch(reply), key, b);
       return {
         status: 'elected',
         name,
@@ -101,7 +101,7 @@ export function registerElectionRoutes(app: FastifyInstance, ctx: ServerContext)
     async (req) => {
       const { key } = electionKey(req);
       const b = req.body as ResignBody;
-      await releaseRoute(ctx, req, key, b.leaseId, b.epoch, 'epoch');
+      await releaseRoute(ctx, principalOf(req), key, b.leaseId, b.epoch, 'epoch');
       return { status: 'resigned' };
     },
   );

@@ -1,5 +1,7 @@
 import {
   ACQUIRE_BODY,
+  BATCH_BODY,
+  BATCH_RESULTS,
   ACQUIRED,
   CAMPAIGN_BODY,
   ELECTED,
@@ -113,6 +115,20 @@ export function openApiDocument(version: string): Record<string, unknown> {
               'released',
             ),
             '409': err('not_owner: no live lease with this id and token.'),
+            ...COMMON_ERRORS,
+          },
+        },
+      },
+      '/v1/batch': {
+        post: {
+          summary:
+            'Acquire (no wait), renew and release operations in one request, each answered as its own request would be',
+          requestBody: { required: true, content: { 'application/json': { schema: BATCH_BODY } } },
+          responses: {
+            '200': json(
+              BATCH_RESULTS,
+              "one result per operation, in order; an operation error is its result, not the batch's",
+            ),
             ...COMMON_ERRORS,
           },
         },

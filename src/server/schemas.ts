@@ -69,6 +69,80 @@ export const RELEASE_BODY = {
   properties: { key: KEY_SCHEMA, leaseId: LEASE_ID_SCHEMA, token: TOKEN_SCHEMA },
 } as const;
 
+/** Most operations in one `POST /v1/batch`. */
+export const MAX_BATCH_OPS = 128;
+
+const { wait: _noWaitInBatch, ...ACQUIRE_FIELDS } = ACQUIRE_BODY.properties;
+
+/**
+ * One operation of a batch: the body of `/v1/acquire` (without `wait`: a batch never waits),
+ * `/v1/renew` or `/v1/release`, plus `op` naming which. Validated by `op` (Ajv's
+ * discriminator), so an error names the field of the operation it is in.
+ */
+export const BATCH_OP = {
+  type: 'object',
+  required: ['op'],
+  discriminator: { propertyName: 'op' },
+  oneOf: [
+    {
+      ...ACQUIRE_BODY,
+      required: ['op', ...ACQUIRE_BODY.required],
+      properties: { op: { const: 'acquire' }, ...ACQUIRE_FIELDS },
+    },
+    {
+      ...RENEW_BODY,
+      required: ['op', ...RENEW_BODY.required],
+      properties: { op: { const: 'renew' }, ...RENEW_BODY.properties },
+    },
+    {
+      ...RELEASE_BODY,
+      required: ['op', ...RELEASE_BODY.required],
+      properties: { op: { const: 'release' }, ...RELEASE_BODY.properties },
+    },
+  ],
+} as const;
+
+export const BATCH_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['ops'],
+  properties: {
+    ops: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_BATCH_OPS,
+      items: BATCH_OP,
+      description:
+        'Operations started in this order; each is answered as its own request would be.',
+    },
+  },
+} as const;
+
+export const BATCH_RESULTS = {
+  type: 'object',
+  required: ['results'],
+  properties: {
+    results: {
+      type: 'array',
+      description: 'One result per operation, in the order of ops.',
+      items: {
+        type: 'object',
+        required: ['httpStatus', 'body'],
+        properties: {
+          httpStatus: {
+            type: 'integer',
+            description: 'The status the operation would have had as its own request.',
+          },
+          body: {
+            type: 'object',
+            description: 'The body it would have had: its result, or {"error":{code,message}}.',
+          },
+        },
+      },
+    },
+  },
+} as const;
+
 /** The largest int64, as fencing tokens and high-water marks are bounded by it. */
 const DECIMAL_0_TO_INT64 = '^(0|[1-9][0-9]{0,18})$';
 

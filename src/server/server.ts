@@ -13,6 +13,7 @@ import { pino, type Logger as PinoLogger } from 'pino';
 import { invalidArgument } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
 import { registerLeaseRoutes } from './api.js';
+import { registerBatchRoute } from './batch.js';
 import { registerElectionRoutes } from './elections.js';
 import { registerFenceRoutes } from './fence-decisions.js';
 import { Authenticator, type AuthConfig } from './auth.js';
@@ -21,6 +22,7 @@ import { EventHub } from './event-hub.js';
 import { ExpiryTracker } from './expiry-tracker.js';
 import { ApiError, toApiError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
+import { MAX_BATCH_OPS } from './schemas.js';
 import { openApiDocument } from './openapi.js';
 import { registerEventRoutes } from './sse.js';
 import { VERSION } from './version.js';
@@ -37,7 +39,10 @@ export interface LeaseServerOptions {
   readonly auth?: AuthConfig;
   /** Serve HTTPS with this certificate and key (PEM). Defaults to plain HTTP. */
   readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
-  /** Largest request body accepted; larger ones get 413. Defaults to 16 KiB. */
+  /**
+   * Largest request body accepted; larger ones get 413. Defaults to 16 KiB. `POST /v1/batch`
+   * accepts up to 512 KiB (or this, when larger): 128 operations with 1 KiB keys and values.
+   */
   readonly bodyLimitBytes?: number;
   /** Longest `wait` an acquire may ask for (a long poll). Defaults to 5 minutes. */
   readonly maxWaitMs?: number;
@@ -61,6 +66,9 @@ export const SERVER_DEFAULTS = Object.freeze({
   maxWaitMs: 300_000,
   requestTimeoutMs: 5000,
 });
+
+/** Body limit of `POST /v1/batch` (unless `bodyLimitBytes` is larger). */
+const BATCH_BODY_LIMIT_BYTES = 512 * 1024;
 
 /** A running (or ready to run) leasehold server. */
 export interface LeaseServer {
@@ -230,6 +238,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
         removeAdditional: false,
         allowUnionTypes: true,
         strict: false,
+        discriminator: true,
       },
     },
     schemaErrorFormatter: schemaError,
@@ -297,6 +306,9 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   );
 
   registerLeaseRoutes(app, ctx);
+  // A batch holds up to MAX_BATCH_OPS operations, each within the single-request limit.
+  const batchBodyLimit = Math.max(bodyLimit, BATCH_BODY_LIMIT_BYTES);
+  registerBatchRoute(app, ctx, batchBodyLimit);
   registerElectionRoutes(app, ctx);
   registerEventRoutes(app, ctx);
   registerFenceRoutes(app, ctx);
@@ -308,7 +320,12 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     version: VERSION,
     store: { kind: store.kind, capabilities: store.capabilities },
     auth: auth.enabled ? 'bearer' : 'none',
-    limits: { bodyLimitBytes: bodyLimit, maxWaitMs },
+    limits: {
+      bodyLimitBytes: bodyLimit,
+      maxWaitMs,
+      batchMaxOps: MAX_BATCH_OPS,
+      batchBodyLimitBytes: batchBodyLimit,
+    },
   }));
   app.get('/healthz', () => ({ status: 'ok' }));
   app.get('/readyz', async () => {

@@ -12,6 +12,14 @@ import type {
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { parseToken } from '../../core/validate.js';
+import {
+  DEFAULT_BATCH_LIMITS,
+  RequestBatcher,
+  type Answer,
+  type BatchLimits,
+  type BatchOpName,
+  type Retry,
+} from './batcher.js';
 import { connectionBroken, HttpApiError, neverSent } from './client.js';
 import { linkedSignal } from './linked-signal.js';
 import { readSse } from './sse-reader.js';
@@ -35,6 +43,12 @@ export interface HttpLeaseStoreOptions {
   readonly ca?: string | Buffer;
   /** Attempts per request when the connection fails in a way that is safe to retry. Defaults to 3. */
   readonly attempts?: number;
+  /**
+   * Send the acquire, renew and release requests of one event-loop turn as one
+   * `POST /v1/batch` (see {@link RequestBatcher}). Defaults to true; `connect` sizes batches by
+   * the server's limits, and a server without the route turns it off by itself.
+   */
+  readonly batch?: boolean | BatchLimits;
 }
 
 /**
@@ -52,12 +66,11 @@ const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
   ttlGranularityMs: 1,
 });
 
-type Retry = 'idempotent' | 'not_sent_only';
-
-interface Answer {
-  readonly status: number;
-  readonly body: Record<string, unknown>;
-}
+const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
+  acquire: '/v1/acquire',
+  renew: '/v1/renew',
+  release: '/v1/release',
+});
 
 /**
  * A {@link LeaseStore} that talks to a leasehold server (`leasehold serve`) over HTTP, so the
@@ -87,6 +100,8 @@ export class HttpLeaseStore implements LeaseStore {
   private readonly streams: NodeHttpTransport;
   private readonly attempts: number;
   private readonly closing = new AbortController();
+  /** Batches lease operations; undefined when batching is off. */
+  private readonly batcher: RequestBatcher | undefined;
 
   constructor(options: HttpLeaseStoreOptions) {
     const base = parseServerUrl(options);
@@ -107,6 +122,35 @@ export class HttpLeaseStore implements LeaseStore {
       throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
     }
     this.attempts = attempts;
+    const batch = options.batch ?? true;
+    if (batch !== false) {
+      const limits = batch === true ? DEFAULT_BATCH_LIMITS : batch;
+      if (
+        !Number.isInteger(limits.maxOps) ||
+        limits.maxOps < 1 ||
+        !Number.isInteger(limits.maxBytes) ||
+        limits.maxBytes < 1024
+      ) {
+        throw invalidArgument('batch', 'maxOps must be ≥ 1 and maxBytes ≥ 1024', batch);
+      }
+      this.batcher = new RequestBatcher(
+        {
+          attempts,
+          sendBatch: (text, timeoutMs) =>
+            this.calls.request('POST', '/v1/batch', this.jsonHeaders, text, timeoutMs),
+          sendOne: (op, body, retry, timeoutMs) =>
+            this.request('POST', OP_PATHS[op], body, retry, { timeoutMs }),
+          closed: () => this.closing.signal.aborted,
+          unreachable: (cause) =>
+            new LeaseholdError(
+              'ERR_UNAVAILABLE',
+              `cannot reach leasehold server ${this.url}: ${describe(cause)}`,
+              { cause },
+            ),
+        },
+        limits,
+      );
+    }
     this.capabilities = Object.freeze({
       ...DEFAULT_CAPABILITIES,
       ...options.capabilities,
@@ -131,6 +175,7 @@ export class HttpLeaseStore implements LeaseStore {
     const caps = store?.capabilities ?? {};
     return new HttpLeaseStore({
       ...options,
+      batch: batchLimits(options.batch, info.body['limits']),
       capabilities: {
         timeAuthority: caps.timeAuthority ?? DEFAULT_CAPABILITIES.timeAuthority,
         tokenDurability: caps.tokenDurability ?? DEFAULT_CAPABILITIES.tokenDurability,
@@ -144,9 +189,8 @@ export class HttpLeaseStore implements LeaseStore {
     request: StoreAcquireRequest,
     options: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    const a = await this.request(
-      'POST',
-      '/v1/acquire',
+    const a = await this.call(
+      'acquire',
       {
         key: request.key,
         ttl: request.ttlMs,
@@ -180,9 +224,8 @@ export class HttpLeaseStore implements LeaseStore {
     lease: StoreLeaseRef & { readonly ttlMs: number },
     options: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
-    const a = await this.request(
-      'POST',
-      '/v1/renew',
+    const a = await this.call(
+      'renew',
       { key: lease.key, leaseId: lease.leaseId, token: lease.token.toString(), ttl: lease.ttlMs },
       'idempotent',
       options,
@@ -201,9 +244,8 @@ export class HttpLeaseStore implements LeaseStore {
   }
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
-    const a = await this.request(
-      'POST',
-      '/v1/release',
+    const a = await this.call(
+      'release',
       { key: lease.key, leaseId: lease.leaseId, token: lease.token.toString() },
       'not_sent_only',
       options,
@@ -323,6 +365,7 @@ export class HttpLeaseStore implements LeaseStore {
   }
 
   close(): Promise<void> {
+    this.batcher?.failQueued(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
     this.calls.close();
     this.streams.close();
     this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
@@ -332,6 +375,20 @@ export class HttpLeaseStore implements LeaseStore {
   private assertOpen(): void {
     if (this.closing.signal.aborted)
       throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
+  }
+
+  /** A lease operation: batched with the others of this turn, or its own request. */
+  private call(
+    op: BatchOpName,
+    body: Record<string, unknown>,
+    retry: Retry,
+    options: Pick<StoreRequestOptions, 'timeoutMs'>,
+  ): Promise<Answer> {
+    if (this.batcher?.active === true) {
+      this.assertOpen();
+      return this.batcher.submit(op, body, retry, options.timeoutMs);
+    }
+    return this.request('POST', OP_PATHS[op], body, retry, options);
   }
 
   /**
@@ -461,6 +518,29 @@ export class HttpLeaseStore implements LeaseStore {
           : this.holder(raw['holder']),
     };
   }
+}
+
+/**
+ * The batch limits to use with a server whose `/v1/info` said `limits`: the asked limits
+ * narrowed to the server's; no batching when the server does not offer it.
+ */
+function batchLimits(
+  asked: boolean | BatchLimits | undefined,
+  limits: unknown,
+): false | BatchLimits {
+  if (asked === false) return false;
+  const l = (typeof limits === 'object' && limits !== null ? limits : {}) as Record<
+    string,
+    unknown
+  >;
+  const ops = l['batchMaxOps'];
+  const bytes = l['batchBodyLimitBytes'];
+  if (typeof ops !== 'number' || typeof bytes !== 'number' || ops < 1 || bytes < 1024) return false;
+  const want = asked === undefined || asked === true ? DEFAULT_BATCH_LIMITS : asked;
+  return {
+    maxOps: Math.min(want.maxOps, Math.floor(ops)),
+    maxBytes: Math.min(want.maxBytes, Math.floor(bytes)),
+  };
 }
 
 function describe(err: unknown): string {
