@@ -174,6 +174,8 @@ const PACED_RATE = 320;
  * setting — like is compared with like. At 32 clients the in-process and HTTP windows
  * alternate (median of 3 rounds; 1 when quick), because the disk's fsync time drifts by 2×
  * within a minute. Client CPU is the bench process; server CPU is read from its /metrics.
+ * The HTTP side is one `HttpLeaseStore` shared by the 32 clients (as the in-process side is one
+ * store), batching on; then four stores of 8 clients, and four without batching, for reference.
  * Every subject runs one unmeasured warm-up window first. Then 1 client, a paced load (latency
  * below saturation), the memory store (HTTP cost without fsync), and a bounded load run on hot
  * keys that checks the history.
@@ -189,10 +191,19 @@ export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
     opened.push(direct, grouped);
     const sqliteServer = await startServer(['--store', `sqlite:${join(tmp.dir, 'served.db')}`]);
     procs.push(sqliteServer.proc);
-    const httpStores = await Promise.all(
+    // Like for like: one store object shared by the 32 clients, as in-process.
+    const httpStore = await HttpLeaseStore.connect({ url: sqliteServer.url });
+    const httpStores = [httpStore];
+    // The same over four stores (four independent batch streams), and without batching.
+    const fourStores = await Promise.all(
       Array.from({ length: 4 }, () => HttpLeaseStore.connect({ url: sqliteServer.url })),
     );
-    opened.push(...httpStores);
+    const unbatched = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        HttpLeaseStore.connect({ url: sqliteServer.url, batch: false }),
+      ),
+    );
+    opened.push(httpStore, ...fourStores, ...unbatched);
 
     const rounds = opts.quick ? 1 : 3;
     const slice = opts.durationMs;
@@ -204,6 +215,7 @@ export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
     await cycles([direct], 32, warmMs);
     await cycles([grouped], 32, warmMs);
     await cycles(httpStores, 32, warmMs);
+    await cycles(unbatched, 32, warmMs);
     for (let r = 0; r < rounds; r++) {
       runs.direct.push(await cycles([direct], 32, slice));
       runs.grouped.push(await cycles([grouped], 32, slice));
@@ -224,7 +236,19 @@ export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
       ]),
       row('leasehold http → sqlite', 'cycle', 32, http32, [
         roundsNote,
+        'one HttpLeaseStore, batching on (the default)',
         `${(http32.cyclesPerSec / inProcess.cyclesPerSec).toFixed(2)}× in-process default, ${(http32.cyclesPerSec / inProcessGrouped.cyclesPerSec).toFixed(2)}× in-process groupCommit`,
+      ]),
+    );
+
+    const four = await overHttp(sqliteServer, fourStores, 32, slice);
+    const single = await overHttp(sqliteServer, unbatched, 32, slice);
+    results.push(
+      row('leasehold http → sqlite (4 stores)', 'cycle', 32, four, [
+        `four HttpLeaseStores of 8 clients each; ${(four.cyclesPerSec / inProcessGrouped.cyclesPerSec).toFixed(2)}× in-process groupCommit`,
+      ]),
+      row('leasehold http → sqlite (unbatched)', 'cycle', 32, single, [
+        `four HttpLeaseStores with batch: false, one HTTP request per call; ${(single.cyclesPerSec / inProcessGrouped.cyclesPerSec).toFixed(2)}× in-process groupCommit`,
       ]),
     );
 
@@ -255,9 +279,7 @@ export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
 
     const memoryServer = await startServer(['--store', 'memory:']);
     procs.push(memoryServer.proc);
-    const memStores = await Promise.all(
-      Array.from({ length: 4 }, () => HttpLeaseStore.connect({ url: memoryServer.url })),
-    );
+    const memStores = [await HttpLeaseStore.connect({ url: memoryServer.url })];
     opened.push(...memStores);
     await cycles(memStores, 32, warmMs);
     results.push(
