@@ -57,6 +57,34 @@ describe('RedisLeaseStore specifics', () => {
     assert.ok(token <= ms(s1, us1) * 1024n + 1023n, `${token} far above the floor`);
   });
 
+  it('increments a counter above the floor by one, exactly up to and past 2^53', async () => {
+    // Below 2^53 − 1 the script adds in doubles, from there on in decimal digits.
+    for (const last of [
+      5_000_000_000_000_000n,
+      9_007_199_254_740_990n,
+      9_007_199_254_740_991n,
+      9_007_199_254_740_992n,
+    ]) {
+      const key = `edge/${last}`;
+      await redis.hset(store.keysOf(key).record, 'token', last.toString());
+      const r = await grant(key);
+      assert.deepEqual(r.status === 'acquired' && r.token, last + 1n, `after ${last}`);
+      assert.equal(await redis.hget(store.keysOf(key).record, 'token'), (last + 1n).toString());
+    }
+  });
+
+  it('writes the expiry as exact Redis TIME ms + ttl and reports it', async () => {
+    const [s0, us0] = (await redis.time()) as [number, number];
+    const r = await grant('exp');
+    const [s1, us1] = (await redis.time()) as [number, number];
+    const ms = (s: string | number, us: string | number): number =>
+      Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    const exp = await redis.hget(store.keysOf('exp').record, 'exp');
+    assert.match(exp ?? '', /^[1-9][0-9]*$/);
+    assert.ok(Number(exp) >= ms(s0, us0) + 5000 && Number(exp) <= ms(s1, us1) + 5000, exp ?? '');
+    assert.equal(r.status === 'acquired' && r.expiresAtWallMs, Number(exp));
+  });
+
   it('increments a counter beyond 2^53 exactly (Lua doubles would round it)', async () => {
     const key = 'big-counter';
     await redis.hset(store.keysOf(key).record, 'token', '9007199254740993');
