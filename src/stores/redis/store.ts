@@ -62,9 +62,9 @@ export interface RedisLeaseStoreOptions {
   /** How many local waiters a release wakes: `one` (round robin) or `all`. Defaults to `one`. */
   readonly wakeOnRelease?: WakeMode;
   /**
-   * Send the lease commands issued within one event-loop turn in one socket write (see
-   * {@link WriteCoalescer}): far fewer system calls when many leases are in flight, no
-   * delay beyond the current turn. Defaults to true.
+   * Send the lease commands issued within one event-loop turn together, in socket writes of
+   * at most 8 commands (see {@link WriteCoalescer}): far fewer system calls when many leases
+   * are in flight, no delay beyond the current turn. Defaults to true.
    */
   readonly coalesceWrites?: boolean;
 }
