@@ -6,6 +6,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { LeaseStore, StoreRequestOptions, Unwatch } from '../../src/core/store.js';
 import { RedisLeaseStore } from '../../src/stores/redis/store.js';
+import { FLUSH_EVERY } from '../../src/stores/redis/write-coalescing.js';
 import { deletePrefix, TEST_REDIS_URL } from '../contract/harnesses/redis.js';
 import { eventually } from '../support/time.js';
 
@@ -55,6 +56,34 @@ describe('RedisLeaseStore specifics', () => {
     const token = (r as { token: bigint }).token;
     assert.ok(token >= ms(s0, us0) * 1024n, `${token} below the floor`);
     assert.ok(token <= ms(s1, us1) * 1024n + 1023n, `${token} far above the floor`);
+  });
+
+  it('increments a counter above the floor by one, exactly up to and past 2^53', async () => {
+    // Below 2^53 − 1 the script adds in doubles, from there on in decimal digits.
+    for (const last of [
+      5_000_000_000_000_000n,
+      9_007_199_254_740_990n,
+      9_007_199_254_740_991n,
+      9_007_199_254_740_992n,
+    ]) {
+      const key = `edge/${last}`;
+      await redis.hset(store.keysOf(key).record, 'token', last.toString());
+      const r = await grant(key);
+      assert.deepEqual(r.status === 'acquired' && r.token, last + 1n, `after ${last}`);
+      assert.equal(await redis.hget(store.keysOf(key).record, 'token'), (last + 1n).toString());
+    }
+  });
+
+  it('writes the expiry as exact Redis TIME ms + ttl and reports it', async () => {
+    const [s0, us0] = (await redis.time()) as [number, number];
+    const r = await grant('exp');
+    const [s1, us1] = (await redis.time()) as [number, number];
+    const ms = (s: string | number, us: string | number): number =>
+      Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    const exp = await redis.hget(store.keysOf('exp').record, 'exp');
+    assert.match(exp ?? '', /^[1-9][0-9]*$/);
+    assert.ok(Number(exp) >= ms(s0, us0) + 5000 && Number(exp) <= ms(s1, us1) + 5000, exp ?? '');
+    assert.equal(r.status === 'acquired' && r.expiresAtWallMs, Number(exp));
   });
 
   it('increments a counter beyond 2^53 exactly (Lua doubles would round it)', async () => {
@@ -177,7 +206,7 @@ describe('RedisLeaseStore specifics', () => {
     const burst = (s: RedisLeaseStore, tag: string) =>
       Array.from({ length: 32 }, (_, i) => grant(`coalesce/${tag}/${i}`, s));
 
-    it('sends the 32 acquires of one turn in one socket write, and answers each', async () => {
+    it('sends the 32 acquires of one turn in 4 socket writes of 8, and answers each', async () => {
       const { redis: r, flushes } = await countedClient();
       const s = new RedisLeaseStore({ redis: r, prefix: PREFIX, evictionCheck: 'off' });
       try {
@@ -188,7 +217,8 @@ describe('RedisLeaseStore specifics', () => {
           results.map((x) => x.status),
           results.map(() => 'acquired'),
         );
-        assert.equal(flushes() - before, 1, 'one flush for the whole burst');
+        // Writes of FLUSH_EVERY let Redis start on the first commands while the rest are made.
+        assert.equal(flushes() - before, 32 / FLUSH_EVERY, 'one flush per 8 commands');
       } finally {
         await s.close();
         r.disconnect();

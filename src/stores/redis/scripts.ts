@@ -45,14 +45,23 @@ function isNoScript(err: unknown): boolean {
 export const DECIMAL_LUA = new URL('./scripts/decimal.lua', import.meta.url);
 const lua = (file: string): URL => new URL(`./scripts/${file}`, import.meta.url);
 
-/** The lease operations (acquire, release) that acquire, release and handoff call into. */
-const LEASE_LUA = lua('lease.lua');
+/** The lease operations that acquire, release and handoff call into, one file per operation. */
+const LEASE_ACQUIRE_LUA = lua('lease-acquire.lua');
+const LEASE_RELEASE_LUA = lua('lease-release.lua');
 
+// Redis runs a script's whole body on every call, preludes included (each `local function`
+// is a new closure per call): each script gets only the preludes it calls into.
 const SCRIPTS = {
-  acquire: LuaScript.fromFiles('acquire', DECIMAL_LUA, LEASE_LUA, lua('acquire.lua')),
+  acquire: LuaScript.fromFiles('acquire', DECIMAL_LUA, LEASE_ACQUIRE_LUA, lua('acquire.lua')),
   renew: LuaScript.fromFiles('renew', lua('renew.lua')),
-  release: LuaScript.fromFiles('release', DECIMAL_LUA, LEASE_LUA, lua('release.lua')),
-  handoff: LuaScript.fromFiles('handoff', DECIMAL_LUA, LEASE_LUA, lua('handoff.lua')),
+  release: LuaScript.fromFiles('release', LEASE_RELEASE_LUA, lua('release.lua')),
+  handoff: LuaScript.fromFiles(
+    'handoff',
+    DECIMAL_LUA,
+    LEASE_ACQUIRE_LUA,
+    LEASE_RELEASE_LUA,
+    lua('handoff.lua'),
+  ),
   inspect: LuaScript.fromFiles('inspect', lua('inspect.lua')),
 } as const;
 
@@ -101,7 +110,7 @@ function acquireReplyOf(reply: unknown[], at: number): AcquireReply {
     return {
       granted: true,
       token: asToken(reply[at + 1]),
-      serverMs: typeof ms === 'string' ? Number(ms) : undefined,
+      serverMs: typeof ms === 'number' ? ms : undefined,
     };
   }
   return { granted: false, holder: holderOf(reply, at + 1) };

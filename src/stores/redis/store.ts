@@ -62,9 +62,9 @@ export interface RedisLeaseStoreOptions {
   /** How many local waiters a release wakes: `one` (round robin) or `all`. Defaults to `one`. */
   readonly wakeOnRelease?: WakeMode;
   /**
-   * Send the lease commands issued within one event-loop turn in one socket write (see
-   * {@link WriteCoalescer}): far fewer system calls when many leases are in flight, no
-   * delay beyond the current turn. Defaults to true.
+   * Send the lease commands issued within one event-loop turn together, in socket writes of
+   * at most 8 commands (see {@link WriteCoalescer}): far fewer system calls when many leases
+   * are in flight, no delay beyond the current turn. Defaults to true.
    */
   readonly coalesceWrites?: boolean;
 }
@@ -257,11 +257,15 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     };
   }
 
-  private async acquireResult(
+  /**
+   * The store's answer for a script's reply. A promise only while `WAIT` for replicas is
+   * pending: returning a promise from an async method costs extra microtask turns per call.
+   */
+  private acquireResult(
     request: StoreAcquireRequest,
     keys: LeaseKeys,
     reply: AcquireReply,
-  ): Promise<StoreAcquireResult> {
+  ): StoreAcquireResult | Promise<StoreAcquireResult> {
     if (!reply.granted) {
       return {
         status: 'busy',
@@ -270,14 +274,16 @@ export class RedisLeaseStore implements HandOffLeaseStore {
       };
     }
     this.subscriber?.noteGranted(keys.channel);
-    if (this.replicas > 0) await this.awaitReplication(request, reply.token);
-    return reply.serverMs === undefined
-      ? { status: 'acquired', token: reply.token }
-      : {
-          status: 'acquired',
-          token: reply.token,
-          expiresAtWallMs: reply.serverMs + request.ttlMs,
-        };
+    const result: StoreAcquireResult =
+      reply.serverMs === undefined
+        ? { status: 'acquired', token: reply.token }
+        : {
+            status: 'acquired',
+            token: reply.token,
+            expiresAtWallMs: reply.serverMs + request.ttlMs,
+          };
+    if (this.replicas === 0) return result;
+    return this.awaitReplication(request, reply.token).then(() => result);
   }
 
   async renew(

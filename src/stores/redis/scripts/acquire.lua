@@ -1,5 +1,5 @@
 -- acquire.lua — grants a lease on a free, released or expired key, or answers busy.
--- KEYS[1]  the key's lease record (see lease.lua)
+-- KEYS[1]  the key's lease record (see lease-acquire.lua)
 -- ARGV[1]  lease id      ARGV[2] owner id      ARGV[3] ttl in ms
 -- ARGV[4]  '=' .. value, or '' for none
 -- Returns: what lease_acquire returns (granted, idempotent re-grant, or busy — nothing written).

@@ -1,10 +1,10 @@
 -- handoff.lua — releases one lease and attempts another acquisition of the same key, in one
 -- step: a client passing its key straight to its own next waiter.
--- KEYS[1]  lease record (see lease.lua)
+-- KEYS[1]  lease record (see lease-acquire.lua)
 -- ARGV[1]  releasing lease id      ARGV[2] its token (decimal)      ARGV[3] release channel
 -- ARGV[4]  acquiring lease id      ARGV[5] owner id      ARGV[6] ttl in ms
 -- ARGV[7]  '=' .. value, or '' for none
--- Returns: {released (1|0), acquire reply...} — the acquire reply as lease_acquire's.
+-- Returns: {released (1|0), acquire reply...} — the acquire reply as lease_acquire's (lease-acquire.lua).
 -- Waiters elsewhere are told only when the key ends up free: a key handed over is not free.
 local released = lease_release(KEYS[1], ARGV[1], ARGV[2])
 local acquired = lease_acquire(KEYS[1], ARGV[4], ARGV[5], ARGV[6], ARGV[7])

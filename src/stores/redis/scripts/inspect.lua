@@ -1,5 +1,5 @@
 -- inspect.lua — a key's state for observers, read in one atomic step. Writes nothing.
--- KEYS[1]  lease record (hash: token, id, owner, exp, v — see acquire.lua)
+-- KEYS[1]  lease record (hash: token, id, owner, exp, v — see lease-acquire.lua)
 -- Returns: {lastToken} when no live holder
 --          {lastToken, owner, token, remainingMs, leaseIdPrefix, v} with a live holder
 -- Time: from Redis TIME only.

@@ -1,5 +1,5 @@
 -- renew.lua — extends a live lease, only for the same lease id and token.
--- KEYS[1]  lease record (hash: token, id, owner, exp, v — see acquire.lua)
+-- KEYS[1]  lease record (hash: token, id, owner, exp, v — see lease-acquire.lua)
 -- ARGV[1]  lease id      ARGV[2] token (decimal)      ARGV[3] ttl in ms
 -- Returns: nowMs (Redis TIME in ms, a string) when renewed | 0 when lost: expired (even if
 --          nobody took the key — a lost lease is never revived), released, or taken over.

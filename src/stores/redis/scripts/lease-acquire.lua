@@ -1,0 +1,61 @@
+-- lease-acquire.lua — lease_acquire, shared by acquire.lua and handoff.lua (prepended after
+-- decimal.lua by scripts.ts). Each entry script is one call into it.
+--
+-- A key's lease record is one hash that never expires (so its token never resets):
+--   token  last granted token (decimal string)      id     lease id of the holder
+--   owner  owner id      exp  expiry, Redis TIME in ms      v  '=' .. value, or ''
+-- One hash holds the record and its counter: always one Redis Cluster slot.
+-- Time: from Redis TIME only (expiry and the token floor); never a client clock.
+--
+-- Redis runs the whole script body on every EVALSHA, so each `local function` here is a new
+-- closure per call: only what acquiring needs is defined here (release is lease-release.lua).
+
+local function lease_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The canonical decimal string of n, an integer with 0 <= n < 2^53. Not '%.0f', which goes
+-- through libc's arbitrary-precision float printing (a measurable part of an acquire), and
+-- not '%d' alone, which truncates where C long has 32 bits: two halves below 10^9 instead.
+local function lease_int_str(n)
+  if n < 1e9 then return string.format('%d', n) end
+  local hi = math.floor(n / 1e9)
+  local lo = n - hi * 1e9
+  if lo < 0 then hi, lo = hi - 1, lo + 1e9 end
+  return string.format('%d%09d', hi, lo)
+end
+
+-- Grants a lease on a free, released or expired key, or answers busy (writing nothing).
+-- Returns: {1, token, nowMs}   granted (nowMs = Redis TIME in ms at the grant, an integer)
+--          {1, token}          the same live lease id asked again (idempotent retry)
+--          {0, owner, token, remainingMs, leaseIdPrefix, v}   busy
+-- Token: max(last + 1, TIME_ms * 1024). The floor keeps tokens above every earlier one even
+-- when Redis lost the record (restart without persistence, failover to a replica that missed
+-- writes), as long as a key never saw 1024 grants within one ms and the clock did not step back.
+local function lease_acquire(record, id, owner, ttl_ms, v)
+  local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v')
+  local now = lease_now_ms()
+  if rec[1] and tonumber(rec[2]) > now then
+    if rec[1] == id then return {1, rec[3]} end
+    return {0, rec[4], rec[3], tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), rec[5]}
+  end
+  local last = rec[3] or '0'
+  local token
+  if #last < 16 or (#last == 16 and last < '9007199254740991') then
+    -- last < 2^53 - 1 (same-length decimals compare as strings), so last + 1 is an exact
+    -- double, and so is now * 1024 until the year 2248: plain numbers, no digit strings.
+    local succ, floor = tonumber(last) + 1, now * 1024
+    token = lease_int_str(succ > floor and succ or floor)
+  else
+    token = dec_incr(last)
+    local floor = lease_int_str(now * 1024)
+    if dec_lt(token, floor) then token = floor end
+    if dec_lt(LEASEHOLD_MAX_TOKEN, token) then
+      return redis.error_reply('LEASEHOLD token space of this key is exhausted')
+    end
+  end
+  redis.call('HSET', record, 'token', token, 'id', id, 'owner', owner,
+    'exp', lease_int_str(now + tonumber(ttl_ms)), 'v', v)
+  return {1, token, now}
+end
