@@ -420,6 +420,59 @@ describe('HttpLeaseStore batching', () => {
     }
   });
 
+  it('an operation with a shorter timeout ends at its own deadline; the rest of its batch is still answered', async () => {
+    const port = Number(new URL(t.url).port);
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port });
+    const store = new HttpLeaseStore({ url: `http://127.0.0.1:${proxy.port}` });
+    try {
+      const key = uniqueKey('deadlines');
+      const mine = {
+        key: `${key}/held`,
+        leaseId: newLeaseId(),
+        ownerId: 'w',
+        ttlMs: 30_000,
+        value: undefined,
+      };
+      const held = await store.tryAcquire(mine, OPTS());
+      assert.equal(held.status, 'acquired');
+      if (held.status !== 'acquired') return;
+      const batches0 = await httpRequests(t.url, '/v1/batch');
+      // Answers now take 400 ms to come back.
+      proxy.delay('down', 400);
+      const order: string[] = [];
+      const renewing = store
+        .renew(
+          { ...mine, token: held.token },
+          { timeoutMs: 50, signal: new AbortController().signal },
+        )
+        .then(
+          (r) => order.push(`renew ${r.status}`),
+          (e: { code?: string }) => order.push(`renew ${e.code}`),
+        );
+      const acquiring = store
+        .tryAcquire(
+          {
+            key: `${key}/free`,
+            leaseId: newLeaseId(),
+            ownerId: 'w',
+            ttlMs: 30_000,
+            value: undefined,
+          },
+          { timeoutMs: 10_000, signal: new AbortController().signal },
+        )
+        .then(
+          (r) => order.push(`acquire ${r.status}`),
+          (e: { code?: string }) => order.push(`acquire ${e.code}`),
+        );
+      await Promise.all([renewing, acquiring]);
+      assert.deepEqual(order, ['renew ERR_UNAVAILABLE', 'acquire acquired']);
+      assert.equal((await httpRequests(t.url, '/v1/batch')) - batches0, 1, 'one batch for both');
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
   it('a broken connection: batched acquires are retried (same lease id, one grant), a batched release is not', async () => {
     const port = Number(new URL(t.url).port);
     const proxy = await TcpProxy.start({ host: '127.0.0.1', port });

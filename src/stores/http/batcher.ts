@@ -149,13 +149,34 @@ export class RequestBatcher {
       for (const p of chunk) this.one(p);
       return;
     }
-    let deadline = Infinity;
-    for (const p of chunk) deadline = Math.min(deadline, p.deadline);
-    const left = Math.ceil(deadline - performance.now());
+    // The request lives as long as its most patient operation; one that gives up sooner is
+    // answered `unavailable` at its own deadline, as its own request would have been.
+    const now = performance.now();
+    let deadline = -Infinity;
+    for (const p of chunk) if (p.deadline > deadline) deadline = p.deadline;
+    const left = Math.ceil(deadline - now);
     if (left <= 0) return this.failAll(chunk, this.sink.unreachable('no answer in time'));
+    let timers: Array<ReturnType<typeof setTimeout>> | undefined;
+    for (const p of chunk) {
+      if (p.deadline >= deadline - 1) continue;
+      const timer = setTimeout(
+        () => p.reject(this.sink.unreachable('no answer in time')),
+        Math.max(0, p.deadline - now),
+      );
+      (timers ??= []).push(timer);
+    }
+    const settled = (): void => {
+      if (timers !== undefined) for (const t of timers) clearTimeout(t);
+    };
     this.sink.sendBatch(`{"ops":[${texts.join(',')}]}`, left).then(
-      (res) => this.answered(chunk, res),
-      (err: unknown) => this.broken(chunk, err),
+      (res) => {
+        settled();
+        this.answered(chunk, res);
+      },
+      (err: unknown) => {
+        settled();
+        this.broken(chunk, err);
+      },
     );
   }
 
