@@ -89,7 +89,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
   });
 
   app.post('/v1/renew', { schema: { body: RENEW_BODY }, config: auth }, async (req) =>
-    renewOp(ctx, principalOf(req), req.body as RenewBody),
+    renewRoute(ctx, principalOf(req), req.body as RenewBody),
   );
 
   app.post('/v1/release', { schema: { body: RELEASE_BODY }, config: auth }, async (req) => {
@@ -136,7 +136,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
  * conditionally on lease id and token, publish it. A lost lease answers `not_owner` when the
  * token's lease is still live (someone else's token with a wrong lease id), else `lost`.
  */
-export async function renewOp(
+export async function renewRoute(
   ctx: ServerContext,
   principal: Principal,
   b: RenewBody,

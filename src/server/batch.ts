@@ -5,7 +5,7 @@ import {
   clientWatch,
   principalOf,
   releaseRoute,
-  renewOp,
+  renewRoute,
   type AcquireBody,
   type ClientWatch,
   type ReleaseBody,
@@ -74,7 +74,7 @@ async function runOp(
     case 'acquire':
       return acquireRoute(ctx, principal, client, validateKey(op.key, 'key'), op);
     case 'renew':
-      return renewOp(ctx, principal, op);
+      return renewRoute(ctx, principal, op);
     case 'release':
       return releaseRoute(
         ctx,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
+import { openEvents } from '../support/event-stream.js';
 import { uniqueKey } from '../support/keys.js';
 import { startTestServer, type TestServer } from '../support/lease-server.js';
 import { eventually } from '../support/time.js';
@@ -29,33 +29,6 @@ async function metric(url: string, re: RegExp): Promise<number> {
   let sum = 0;
   for (const m of text.matchAll(re)) sum += Number(m[1]);
   return sum;
-}
-
-/** Opens an event stream and collects frames until closed. */
-async function openEvents(
-  url: string,
-  query: string,
-): Promise<{ frames: SseFrame[]; close: () => void }> {
-  const ac = new AbortController();
-  const res = await fetch(`${url}/v1/events?${query}`, { signal: ac.signal });
-  assert.equal(res.status, 200);
-  assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
-  const it = readSse(res.body as unknown as AsyncIterable<Uint8Array>);
-  const first = await it.next();
-  assert.equal(
-    first.done === true ? 'end' : first.value.event,
-    'ready',
-    'the first event is ready',
-  );
-  const frames: SseFrame[] = [];
-  void (async () => {
-    try {
-      for await (const f of it) frames.push(f);
-    } catch {
-      // closed
-    }
-  })();
-  return { frames, close: () => ac.abort() };
 }
 
 describe('HTTP API: waiting, events, expiry', () => {

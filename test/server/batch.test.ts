@@ -5,7 +5,7 @@ import { newLeaseId } from '../../src/core/ids.js';
 import { createLeaseServer } from '../../src/server/server.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
-import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
+import { openEvents } from '../support/event-stream.js';
 import { uniqueKey } from '../support/keys.js';
 import {
   startTestServer,
@@ -199,21 +199,8 @@ describe('POST /v1/batch', () => {
 
   it('publishes every grant and release of a batch on the event stream', async () => {
     const prefix = `${uniqueKey('batch-events')}/`;
-    const ac = new AbortController();
-    const res = await fetch(`${t.url}/v1/events?prefix=${encodeURIComponent(prefix)}`, {
-      signal: ac.signal,
-    });
-    const it = readSse(res.body as unknown as AsyncIterable<Uint8Array>);
-    const first = await it.next();
-    assert.equal(first.done === true ? 'end' : first.value.event, 'ready');
-    const frames: SseFrame[] = [];
-    void (async () => {
-      try {
-        for await (const f of it) frames.push(f);
-      } catch {
-        // closed
-      }
-    })();
+    const stream = await openEvents(t.url, `prefix=${encodeURIComponent(prefix)}`);
+    const frames = stream.frames;
     try {
       const ops = Array.from({ length: 5 }, (_, i) => ({
         op: 'acquire',
@@ -242,7 +229,7 @@ describe('POST /v1/batch', () => {
       assert.deepEqual(tokens('acquired'), granted.map((g) => g.body['token'] as string).sort());
       assert.deepEqual(tokens('released'), tokens('acquired'));
     } finally {
-      ac.abort();
+      stream.close();
     }
   });
 });

@@ -8,9 +8,10 @@ import type { LeaseStore, StoreRequestOptions } from '../../src/core/store.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { HttpApiError } from '../../src/stores/http/client.js';
 import { createFenceReporter } from '../../src/stores/http/fence-reporter.js';
-import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
+import type { SseFrame } from '../../src/stores/http/sse-reader.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { openEvents } from '../support/event-stream.js';
 import { uniqueKey } from '../support/keys.js';
 import {
   startTestServer,
@@ -76,31 +77,6 @@ function fenceEvents(frames: SseFrame[]): Record<string, unknown>[] {
   return frames
     .filter((f) => f.event === 'fence')
     .map((f) => JSON.parse(f.data) as Record<string, unknown>);
-}
-
-async function openEvents(
-  url: string,
-  query: string,
-  token: string,
-): Promise<{ frames: SseFrame[]; close: () => void }> {
-  const ac = new AbortController();
-  const res = await fetch(`${url}/v1/events?${query}`, {
-    signal: ac.signal,
-    headers: { authorization: `Bearer ${token}` },
-  });
-  assert.equal(res.status, 200);
-  const it = readSse(res.body as unknown as AsyncIterable<Uint8Array>);
-  const first = await it.next();
-  assert.equal(first.done === true ? 'end' : first.value.event, 'ready');
-  const frames: SseFrame[] = [];
-  void (async () => {
-    try {
-      for await (const f of it) frames.push(f);
-    } catch {
-      // closed
-    }
-  })();
-  return { frames, close: () => ac.abort() };
 }
 
 async function decisionsCounted(url: string): Promise<Record<string, number>> {

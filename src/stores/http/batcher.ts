@@ -155,12 +155,13 @@ export class RequestBatcher {
     let deadline = -Infinity;
     for (const p of chunk) if (p.deadline > deadline) deadline = p.deadline;
     const left = Math.ceil(deadline - now);
-    if (left <= 0) return this.failAll(chunk, this.sink.unreachable('no answer in time'));
+    if (left <= 0)
+      return this.failAll(chunk, this.sink.unreachable(new Error('no answer in time')));
     let timers: Array<ReturnType<typeof setTimeout>> | undefined;
     for (const p of chunk) {
       if (p.deadline >= deadline - 1) continue;
       const timer = setTimeout(
-        () => p.reject(this.sink.unreachable('no answer in time')),
+        () => p.reject(this.sink.unreachable(new Error('no answer in time'))),
         Math.max(0, p.deadline - now),
       );
       (timers ??= []).push(timer);
@@ -182,7 +183,7 @@ export class RequestBatcher {
 
   private one(p: Pending): void {
     const left = Math.ceil(p.deadline - performance.now());
-    if (left <= 0) return p.reject(this.sink.unreachable('no answer in time'));
+    if (left <= 0) return p.reject(this.sink.unreachable(new Error('no answer in time')));
     this.sink.sendOne(p.op, p.body, p.retry, left).then(p.resolve, p.reject);
   }
 

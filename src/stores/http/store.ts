@@ -141,12 +141,7 @@ export class HttpLeaseStore implements LeaseStore {
           sendOne: (op, body, retry, timeoutMs) =>
             this.request('POST', OP_PATHS[op], body, retry, { timeoutMs }),
           closed: () => this.closing.signal.aborted,
-          unreachable: (cause) =>
-            new LeaseholdError(
-              'ERR_UNAVAILABLE',
-              `cannot reach leasehold server ${this.url}: ${describe(cause)}`,
-              { cause },
-            ),
+          unreachable: (cause) => this.unreachable(cause),
         },
         limits,
       );
@@ -438,10 +433,15 @@ export class HttpLeaseStore implements LeaseStore {
         typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
       return { status: res.status, body: obj };
     }
-    throw new LeaseholdError(
+    throw this.unreachable(lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
+  }
+
+  /** The error of a call that could not be sent or was not answered. */
+  private unreachable(cause: unknown): LeaseholdError {
+    return new LeaseholdError(
       'ERR_UNAVAILABLE',
-      `cannot reach leasehold server ${this.url}: ${describe(lastError ?? `no answer within ${options.timeoutMs}ms`)}`,
-      { cause: lastError },
+      `cannot reach leasehold server ${this.url}: ${describe(cause)}`,
+      { cause },
     );
   }
 
