@@ -13,7 +13,7 @@ import {
 } from './api.js';
 import type { Principal } from './auth.js';
 import type { ServerContext } from './context.js';
-import { toApiError } from './http-errors.js';
+import { reportApiError, toApiError } from './http-errors.js';
 import { BATCH_BODY } from './schemas.js';
 
 type BatchOp =
@@ -90,10 +90,6 @@ async function runOp(
 /** An operation's error as its own request's error handler would have answered it. */
 function failed(ctx: ServerContext, reqId: string, err: unknown): BatchResult {
   const api = toApiError(err);
-  if (api.code === 'internal')
-    ctx.logger.error({ err, reqId, route: '/v1/batch' }, 'internal error');
-  else if (api.code === 'unavailable')
-    ctx.logger.warn({ reqId, route: '/v1/batch', err: api.message }, 'store unavailable');
-  if (api.code === 'permission_denied') ctx.metrics.authFailures.inc({ code: api.code });
+  reportApiError(api, err, { logger: ctx.logger, metrics: ctx.metrics, reqId, route: '/v1/batch' });
   return { httpStatus: api.status, body: api.body() };
 }

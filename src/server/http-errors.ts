@@ -1,4 +1,6 @@
+import type { Logger } from 'pino';
 import { isLeaseholdError } from '../core/errors.js';
+import type { ServerMetrics } from './metrics.js';
 
 /** The error codes of the HTTP API (DESIGN §6), the same strings in bodies, logs and metrics. */
 export type ApiErrorCode =
@@ -103,4 +105,25 @@ export function toApiError(err: unknown): ApiError {
     );
   }
   return new ApiError('internal', 'internal error');
+}
+
+/**
+ * Logs and counts an error answer the way every route does: internal errors with their
+ * details, store outages as warnings, refused permissions in the auth-failure metric.
+ */
+export function reportApiError(
+  api: ApiError,
+  err: unknown,
+  where: {
+    readonly logger: Logger;
+    readonly metrics: ServerMetrics;
+    reqId: string;
+    route: string | undefined;
+  },
+): void {
+  const { logger, metrics, reqId, route } = where;
+  if (api.code === 'internal') logger.error({ err, reqId, route }, 'internal error');
+  else if (api.code === 'unavailable')
+    logger.warn({ reqId, route, err: api.message }, 'store unavailable');
+  if (api.code === 'permission_denied') metrics.authFailures.inc({ code: api.code });
 }

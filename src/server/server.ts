@@ -20,7 +20,7 @@ import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
 import { EventHub } from './event-hub.js';
 import { ExpiryTracker } from './expiry-tracker.js';
-import { ApiError, toApiError } from './http-errors.js';
+import { ApiError, reportApiError, toApiError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
 import { MAX_BATCH_OPS } from './schemas.js';
 import { openApiDocument } from './openapi.js';
@@ -286,14 +286,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   });
   app.setErrorHandler((err, req, reply) => {
     const api = toApiError(err);
-    if (api.code === 'internal')
-      req.log.error({ err, reqId: req.id, route: req.routeOptions.url }, 'internal error');
-    else if (api.code === 'unavailable')
-      req.log.warn(
-        { reqId: req.id, route: req.routeOptions.url, err: api.message },
-        'store unavailable',
-      );
-    if (api.code === 'permission_denied') metrics.authFailures.inc({ code: api.code });
+    reportApiError(api, err, { logger, metrics, reqId: req.id, route: req.routeOptions.url });
     const retry = api.extra?.['retryAfterMs'];
     if (typeof retry === 'number')
       void reply.header('retry-after', String(Math.max(1, Math.ceil(retry / 1000))));

@@ -1,5 +1,5 @@
 import { LeaseholdError } from '../../core/errors.js';
-import { connectionBroken, neverSent } from './client.js';
+import { connectionBroken, neverSent, storeClosedError } from './client.js';
 import type { TransportAnswer } from './transport.js';
 
 /** Which failed sends may be sent again: any broken connection, or only one never sent. */
@@ -99,13 +99,18 @@ export class RequestBatcher {
         resolve,
         reject,
       });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        // After this turn's promise continuations: every worker woken by the last answer has
-        // asked by then.
-        process.nextTick(() => this.flush());
-      }
+      this.schedule();
     });
+  }
+
+  /**
+   * Flushes at `process.nextTick`: after this turn's promise continuations, so every worker
+   * woken by the last answer has asked by then.
+   */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    process.nextTick(() => this.flush());
   }
 
   /** Fails every queued operation (the store is closing). */
@@ -120,7 +125,7 @@ export class RequestBatcher {
     const queued = this.queue;
     this.queue = [];
     if (queued.length === 0) return;
-    if (this.sink.closed()) return this.failAll(queued, closedError());
+    if (this.sink.closed()) return this.failAll(queued, storeClosedError());
     let chunk: Pending[] = [];
     let texts: string[] = [];
     let bytes = 0;
@@ -249,17 +254,14 @@ export class RequestBatcher {
   }
 
   private broken(chunk: Pending[], err: unknown): void {
-    if (this.sink.closed()) return this.failAll(chunk, closedError());
+    if (this.sink.closed()) return this.failAll(chunk, storeClosedError());
     const now = performance.now();
     for (const p of chunk) {
       const safe = p.retry === 'idempotent' ? connectionBroken(err) : neverSent(err);
       if (safe && p.attempt < this.sink.attempts && p.deadline > now) {
         p.attempt++;
         this.queue.push(p);
-        if (!this.scheduled) {
-          this.scheduled = true;
-          process.nextTick(() => this.flush());
-        }
+        this.schedule();
       } else {
         p.reject(this.sink.unreachable(err));
       }
@@ -269,8 +271,4 @@ export class RequestBatcher {
   private failAll(chunk: Pending[], err: unknown): void {
     for (const p of chunk) p.reject(err);
   }
-}
-
-function closedError(): LeaseholdError {
-  return new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
 }

@@ -1,3 +1,10 @@
+import { LeaseholdError } from '../../core/errors.js';
+
+/** The error of any call on an HTTP lease store after `close()`. */
+export function storeClosedError(): LeaseholdError {
+  return new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
+}
+
 /** What a leasehold server answered with an error body. Carried as the `cause` of a LeaseholdError. */
 export class HttpApiError extends Error {
   constructor(

@@ -20,7 +20,7 @@ import {
   type BatchOpName,
   type Retry,
 } from './batcher.js';
-import { connectionBroken, HttpApiError, neverSent } from './client.js';
+import { connectionBroken, HttpApiError, neverSent, storeClosedError } from './client.js';
 import { linkedSignal } from './linked-signal.js';
 import { readSse } from './sse-reader.js';
 import { PooledHttpTransport } from './pooled-transport.js';
@@ -360,16 +360,15 @@ export class HttpLeaseStore implements LeaseStore {
   }
 
   close(): Promise<void> {
-    this.batcher?.failQueued(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
+    this.batcher?.failQueued(storeClosedError());
     this.calls.close();
     this.streams.close();
-    this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed'));
+    this.closing.abort(storeClosedError());
     return Promise.resolve();
   }
 
   private assertOpen(): void {
-    if (this.closing.signal.aborted)
-      throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
+    if (this.closing.signal.aborted) throw storeClosedError();
   }
 
   /** A lease operation: batched with the others of this turn, or its own request. */
@@ -412,8 +411,7 @@ export class HttpLeaseStore implements LeaseStore {
         res = await this.calls.request(method, path, headers, text, left);
       } catch (err) {
         lastError = err;
-        if (this.closing.signal.aborted)
-          throw new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
+        if (this.closing.signal.aborted) throw storeClosedError();
         const safe = retry === 'idempotent' ? connectionBroken(err) : neverSent(err);
         if (safe && attempt < this.attempts) continue;
         break;
