@@ -63,6 +63,14 @@ export class Lease implements AsyncDisposable {
   readonly value: string | undefined;
   readonly ttlMs: number;
 
+  /**
+   * @internal The client's bookkeeping: this lease's index in its client's list of held
+   * leases (-1 once settled), and whether its release is being handed to a waiter.
+   */
+  heldSlot = -1;
+  /** @internal */
+  handingOff = false;
+
   private readonly init: LeaseInit;
   /** Made on first read of `signal`: a lease nobody watches costs no AbortController. */
   private controller: AbortController | undefined;

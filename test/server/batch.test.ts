@@ -298,9 +298,10 @@ describe('HttpLeaseStore batching', () => {
       const key = uniqueKey('turn');
       const batches0 = await httpRequests(t.url, '/v1/batch');
       const singles0 = await httpRequests(t.url, '/v1/acquire');
-      // 20 distinct keys and 4 tries of one more key, asked in one turn.
+      // 12 distinct keys and 4 tries of one more key, asked in one turn: 16, the client's
+      // default largest batch.
       const results = await Promise.all([
-        ...Array.from({ length: 20 }, (_, i) =>
+        ...Array.from({ length: 12 }, (_, i) =>
           client.acquire(`${key}/${i}`, { ttl: 30_000, autoRenew: false }),
         ),
         ...Array.from({ length: 4 }, () =>
@@ -309,9 +310,9 @@ describe('HttpLeaseStore batching', () => {
       ]);
       assert.equal((await httpRequests(t.url, '/v1/batch')) - batches0, 1, 'one HTTP request');
       assert.equal((await httpRequests(t.url, '/v1/acquire')) - singles0, 0);
-      assert.ok(results.slice(0, 20).every((r) => r.status === 'acquired'));
+      assert.ok(results.slice(0, 12).every((r) => r.status === 'acquired'));
       const hot = results
-        .slice(20)
+        .slice(12)
         .map((r) => r.status)
         .sort();
       assert.deepEqual(hot, ['acquired', 'busy', 'busy', 'busy'], 'one of four gets the hot key');
@@ -320,9 +321,28 @@ describe('HttpLeaseStore batching', () => {
         results.flatMap((r) => (r.status === 'acquired' ? [r.lease.release()] : [])),
       );
       assert.equal((await httpRequests(t.url, '/v1/batch')) - releases0, 1);
-      for (let i = 0; i < 20; i++) {
+      for (let i = 0; i < 12; i++) {
         assert.equal((await store.inspect(`${key}/${i}`, OPTS())).holder, undefined, 'released');
       }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('splits a turn into requests of at most 16 operations by default', async () => {
+    const store = await HttpLeaseStore.connect({ url: t.url });
+    try {
+      const client = new LeaseClient({ store, ownerId: 'w' });
+      const key = uniqueKey('split16');
+      const before = await httpRequests(t.url, '/v1/batch');
+      const results = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          client.acquire(`${key}/${i}`, { ttl: 30_000, autoRenew: false }),
+        ),
+      );
+      assert.ok(results.every((r) => r.status === 'acquired'));
+      // 16 + 16 + 8.
+      assert.equal((await httpRequests(t.url, '/v1/batch')) - before, 3);
     } finally {
       await store.close();
     }

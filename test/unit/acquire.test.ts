@@ -143,6 +143,38 @@ describe('LeaseClient.acquire', () => {
   });
 });
 
+describe('LeaseClient held leases', () => {
+  it('tracks leases released in any order, and close() releases the rest at the store', async () => {
+    const { state, client } = setup();
+    const leases: Lease[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await client.acquire(`held/${i}`, { ttl: 10_000, autoRenew: false });
+      assert.equal(r.status, 'acquired');
+      if (r.status === 'acquired') leases.push(r.lease);
+    }
+    const held = (): string[] =>
+      client
+        .heldLeases()
+        .map((l) => l.key)
+        .sort();
+    // First, a middle one, the last one, then one moved into a freed slot.
+    await leases[2]!.release();
+    await leases[5]!.release();
+    await leases[0]!.release();
+    assert.deepEqual(held(), ['held/1', 'held/3', 'held/4']);
+    await leases[0]!.release(); // twice: no effect on the others
+    assert.deepEqual(held(), ['held/1', 'held/3', 'held/4']);
+    const again = await client.acquire('held/2', { ttl: 10_000, autoRenew: false });
+    assert.equal(again.status, 'acquired');
+    assert.deepEqual(held(), ['held/1', 'held/2', 'held/3', 'held/4']);
+    await client.close();
+    assert.deepEqual(held(), []);
+    for (let i = 0; i < 6; i++) {
+      assert.equal(state.rows.get(`held/${i}`)?.leaseId, undefined, `held/${i} released`);
+    }
+  });
+});
+
 describe('waiting without a thundering herd', () => {
   it('32 waiters of one client on a hot key: each handoff costs a couple of store calls, not one per waiter', async () => {
     const clock = new ManualClock();
