@@ -63,8 +63,9 @@ interface Pending {
 }
 
 /**
- * Sends the acquire, renew and release operations asked for in one event-loop turn as one
- * `POST /v1/batch` (split by the server's limits), like the Redis store sends one turn's
+ * Sends the acquire, renew and release operations asked for in one event-loop turn together
+ * as `POST /v1/batch` requests of at most `limits.maxOps` (16 by default, within the server's
+ * limits; see {@link DEFAULT_BATCH_LIMITS}), like the Redis store sends one turn's
  * commands in one write. Thirty-two workers over one store then cost the server a few HTTP
  * requests per round instead of thirty-two, and the store behind it sees them together. A
  * lone operation goes to its own endpoint, so nothing waits for company.
