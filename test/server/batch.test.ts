@@ -4,6 +4,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import { newLeaseId } from '../../src/core/ids.js';
 import { createLeaseServer } from '../../src/server/server.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
+import type { BatchLimits } from '../../src/stores/http/batcher.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import { openEvents } from '../support/event-stream.js';
 import { uniqueKey } from '../support/keys.js';
@@ -329,45 +330,31 @@ describe('HttpLeaseStore batching', () => {
     }
   });
 
-  it('splits a turn into requests of at most 16 operations by default', async () => {
-    const store = await HttpLeaseStore.connect({ url: t.url });
-    try {
-      const client = new LeaseClient({ store, ownerId: 'w' });
-      const key = uniqueKey('split16');
-      const before = await httpRequests(t.url, '/v1/batch');
-      const results = await Promise.all(
-        Array.from({ length: 40 }, (_, i) =>
-          client.acquire(`${key}/${i}`, { ttl: 30_000, autoRenew: false }),
-        ),
-      );
-      assert.ok(results.every((r) => r.status === 'acquired'));
-      // 16 + 16 + 8.
-      assert.equal((await httpRequests(t.url, '/v1/batch')) - before, 3);
-    } finally {
-      await store.close();
-    }
-  });
-
-  it('splits a turn into batches by the server’s operation limit', async () => {
-    const store = await HttpLeaseStore.connect({
-      url: t.url,
-      batch: { maxOps: 8, maxBytes: 1 << 20 },
-    });
+  /** Asks for `calls` distinct keys in one turn; resolves to the batch requests it took. */
+  async function batchRequestsFor(calls: number, batch?: BatchLimits): Promise<number> {
+    const store = await HttpLeaseStore.connect({ url: t.url, ...(batch ? { batch } : {}) });
     try {
       const client = new LeaseClient({ store, ownerId: 'w' });
       const key = uniqueKey('split');
       const before = await httpRequests(t.url, '/v1/batch');
       const results = await Promise.all(
-        Array.from({ length: 20 }, (_, i) =>
+        Array.from({ length: calls }, (_, i) =>
           client.acquire(`${key}/${i}`, { ttl: 30_000, autoRenew: false }),
         ),
       );
       assert.ok(results.every((r) => r.status === 'acquired'));
-      // 8 + 8 + 4.
-      assert.equal((await httpRequests(t.url, '/v1/batch')) - before, 3);
+      return (await httpRequests(t.url, '/v1/batch')) - before;
     } finally {
       await store.close();
     }
+  }
+
+  it('splits a turn into requests of at most 16 operations by default', async () => {
+    assert.equal(await batchRequestsFor(40), 3, '16 + 16 + 8');
+  });
+
+  it('splits a turn into batches by the operation limit asked for', async () => {
+    assert.equal(await batchRequestsFor(20, { maxOps: 8, maxBytes: 1 << 20 }), 3, '8 + 8 + 4');
   });
 
   it('sends a lone operation on its own endpoint', async () => {
