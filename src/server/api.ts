@@ -175,7 +175,6 @@ export async function renewRoute(
   }
   metrics.renewals.inc({ result: 'lost' });
   const heldMs = tracker.ended(key, token);
-  metrics.leasesTracked.set(tracker.size);
   if (heldMs !== undefined) {
     metrics.leasesLost.inc({ reason: 'renew_lost' });
     metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
@@ -221,7 +220,6 @@ export async function releaseRoute(
   }
   const prefix = leaseIdPrefix(leaseId);
   const heldMs = tracker.ended(key, token);
-  metrics.leasesTracked.set(tracker.size);
   if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
   hub.publish({ type: 'released', key, token: token.toString(), leaseIdPrefix: prefix });
   logger.debug({ key, lease: prefix, token: token.toString() }, 'lease released');
@@ -298,7 +296,6 @@ export async function acquireRoute(
   observe('acquired');
   const prefix = leaseIdPrefix(leaseId);
   tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
-  metrics.leasesTracked.set(tracker.size);
   hub.publish({
     type: 'acquired',
     key,
