@@ -222,7 +222,13 @@ export class FastHistogram<L extends string> extends FastMetric<L, HistogramSeri
       ...rest,
       labels: { ...labels, ...sharedLabels },
     }));
-    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      values,
+      aggregator: this.aggregator,
+    };
   }
 
   private exportValues(): ExportedValue[] {

@@ -126,16 +126,21 @@ export class ServerMetrics {
 
   /** Times one store request and records it under `op`. */
   async timeStore<T>(op: string, fn: () => Promise<T>): Promise<T> {
-    const series = this.storeSeries(op);
     const started = performance.now();
-    let outcome = series.error;
+    let ok = false;
     try {
       const value = await fn();
-      outcome = series.ok;
+      ok = true;
       return value;
     } finally {
-      outcome.observe((performance.now() - started) / 1000);
+      this.storeRequestDone(op, ok, started);
     }
+  }
+
+  /** Records a store request of `op` started at `started` (`performance.now()`) as done now. */
+  storeRequestDone(op: string, ok: boolean, started: number): void {
+    const series = this.storeSeries(op);
+    (ok ? series.ok : series.error).observe((performance.now() - started) / 1000);
   }
 
   /** The two series of `op` (ok, error), resolved once per op. */

@@ -220,6 +220,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     pollMs: store.capabilities.watch === 'push' ? 2000 : 250,
     shutdown: shutdown.signal,
     streams,
+    storeOptions: Object.freeze({ timeoutMs: requestTimeoutMs, signal: shutdown.signal }),
   };
 
   const app = fastify({

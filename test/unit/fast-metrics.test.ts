@@ -45,7 +45,11 @@ function pair(openMetrics = false): Pair {
   return {
     prom,
     fast,
-    promCounter: new Counter({ ...counter, labelNames: [...counter.labelNames], registers: [prom] }),
+    promCounter: new Counter({
+      ...counter,
+      labelNames: [...counter.labelNames],
+      registers: [prom],
+    }),
     fastCounter: new FastCounter({ ...counter, registers: [fast] }),
     promHistogram: new Histogram({
       ...histogram,
