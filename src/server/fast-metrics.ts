@@ -123,18 +123,14 @@ export class FastCounter<L extends string> extends FastMetric<L, CounterSeries> 
   }
 
   /** What prom-client's `Counter.get()` answers. */
-  async get(): Promise<object> {
-    return this.snapshot();
-  }
-
-  private snapshot(): object {
-    return {
+  get(): Promise<object> {
+    return Promise.resolve({
       help: this.help,
       name: this.name,
       type: this.type,
       values: this.listed.map((s) => ({ value: s.value, labels: s.labels })),
       aggregator: this.aggregator,
-    };
+    });
   }
 
   protected newSeries(
@@ -206,29 +202,29 @@ export class FastHistogram<L extends string> extends FastMetric<L, HistogramSeri
   }
 
   /** What prom-client's `Histogram.getForPromString()` answers (what the registry renders). */
-  async getForPromString(): Promise<object> {
-    return {
+  getForPromString(): Promise<object> {
+    return Promise.resolve({
       name: this.name,
       help: this.help,
       type: this.type,
       values: this.exportValues(),
       aggregator: this.aggregator,
-    };
+    });
   }
 
   /** What prom-client's `Histogram.get()` answers: each value's labels with the series' own. */
-  async get(): Promise<object> {
+  get(): Promise<object> {
     const values = this.exportValues().map(({ labels, sharedLabels, ...rest }) => ({
       ...rest,
       labels: { ...labels, ...sharedLabels },
     }));
-    return {
+    return Promise.resolve({
       name: this.name,
       help: this.help,
       type: this.type,
       values,
       aggregator: this.aggregator,
-    };
+    });
   }
 
   private exportValues(): ExportedValue[] {
