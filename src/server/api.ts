@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument, isLeaseholdError } from '../core/errors.js';
 import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
@@ -13,8 +14,9 @@ import {
 } from '../core/validate.js';
 import { acquireWaiting } from './acquire-wait.js';
 import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
-import { storeOptions, type ServerContext } from './context.js';
+import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
+import type { ServerMetrics } from './metrics.js';
 import { holderJson, stateJson } from './json.js';
 import { linkedSignal } from '../stores/http/linked-signal.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
@@ -51,30 +53,38 @@ export interface ClientWatch {
 
 /**
  * Watches for the HTTP client going away before its answer is sent: `left` turns true, and
- * `signal()` (made on first use: most acquisitions never wait, and an AbortController per
- * request is measurable) fires.
+ * `signal()` fires. Nothing is registered per request: `left` reads the response's state
+ * (Node marks a response destroyed when it emits `close`, and only a response whose client
+ * left is destroyed before it finished), and the `close` listener and AbortController are made
+ * on the first `signal()` (most acquisitions never wait; a listener or an AbortController per
+ * request is measurable).
  */
 export function clientWatch(reply: FastifyReply): ClientWatch {
-  let left = false;
-  let ac: AbortController | undefined;
-  const res = reply.raw;
-  res.once('close', () => {
-    if (res.writableFinished) return;
-    left = true;
-    ac?.abort(new Error('client went away'));
-  });
-  return {
-    get left() {
-      return left;
-    },
-    signal() {
-      if (ac === undefined) {
-        ac = new AbortController();
-        if (left) ac.abort(new Error('client went away'));
+  return new ResponseWatch(reply.raw);
+}
+
+class ResponseWatch implements ClientWatch {
+  private ac: AbortController | undefined;
+
+  constructor(private readonly res: ServerResponse) {}
+
+  get left(): boolean {
+    return this.res.destroyed && !this.res.writableFinished;
+  }
+
+  signal(): AbortSignal {
+    if (this.ac === undefined) {
+      const ac = new AbortController();
+      this.ac = ac;
+      if (this.left) ac.abort(new Error('client went away'));
+      else {
+        this.res.once('close', () => {
+          if (!this.res.writableFinished) ac.abort(new Error('client went away'));
+        });
       }
-      return ac.signal;
-    },
-  };
+    }
+    return this.ac.signal;
+  }
 }
 
 /** Registers the lease routes of `/v1`: acquire, renew, release, get, list. */
@@ -108,7 +118,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
         `token ${principal.name} may not read ${JSON.stringify(key)}`,
       );
     }
-    const state = await metrics.timeStore('inspect', () => store.inspect(key, storeOptions(ctx)));
+    const state = await metrics.timeStore('inspect', () => store.inspect(key, ctx.storeOptions));
     return stateJson(state);
   });
 
@@ -119,7 +129,7 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
     if (limit > 10_000) throw invalidArgument('limit', 'must be from 1 to 10000', q.limit);
     const prefixes = readablePrefixes(principalOf(req), prefix);
     const lists = await Promise.all(
-      prefixes.map((p) => metrics.timeStore('list', () => store.list(p, limit, storeOptions(ctx)))),
+      prefixes.map((p) => metrics.timeStore('list', () => store.list(p, limit, ctx.storeOptions))),
     );
     const byKey = new Map<string, LeaseState>();
     for (const list of lists) for (const s of list) byKey.set(s.key, s);
@@ -148,34 +158,33 @@ export async function renewRoute(
   const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
   const leaseId = b.leaseId.toLowerCase();
   let answer;
+  const started = performance.now();
   try {
-    answer = await metrics.timeStore('renew', () =>
-      store.renew({ key, leaseId, token, ttlMs }, storeOptions(ctx)),
-    );
+    answer = await store.renew({ key, leaseId, token, ttlMs }, ctx.storeOptions);
   } catch (err) {
+    metrics.storeRequestDone('renew', false, started);
     metrics.renewals.inc({ result: 'unavailable' });
     throw err;
   }
+  metrics.storeRequestDone('renew', true, started);
   const prefix = leaseIdPrefix(leaseId);
   if (answer.status === 'renewed') {
     metrics.renewals.inc({ result: 'renewed' });
     tracker.renewed(key, token, ttlMs);
     hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
-    return {
-      status: 'renewed',
-      ...(answer.expiresAtWallMs === undefined ? {} : { expiresAtWallMs: answer.expiresAtWallMs }),
-    };
+    const renewed: { status: 'renewed'; expiresAtWallMs?: number } = { status: 'renewed' };
+    if (answer.expiresAtWallMs !== undefined) renewed.expiresAtWallMs = answer.expiresAtWallMs;
+    return renewed;
   }
   // The store says lost. If that token's lease is still live, the caller presented someone
   // else's token with a wrong lease id: not_owner. Otherwise the lease is gone for good.
-  const state = await metrics.timeStore('inspect', () => store.inspect(key, storeOptions(ctx)));
+  const state = await metrics.timeStore('inspect', () => store.inspect(key, ctx.storeOptions));
   if (state.holder !== undefined && state.holder.token === token) {
     metrics.renewals.inc({ result: 'not_owner' });
     throw new ApiError('not_owner', `no lease on ${key} with this lease id and token ${token}`);
   }
   metrics.renewals.inc({ result: 'lost' });
   const heldMs = tracker.ended(key, token);
-  metrics.leasesTracked.set(tracker.size);
   if (heldMs !== undefined) {
     metrics.leasesLost.inc({ reason: 'renew_lost' });
     metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
@@ -204,14 +213,15 @@ export async function releaseRoute(
   const token = parseToken(rawToken, tokenField);
   const leaseId = rawLeaseId.toLowerCase();
   let answer;
+  const started = performance.now();
   try {
-    answer = await metrics.timeStore('release', () =>
-      store.release({ key, leaseId, token }, storeOptions(ctx)),
-    );
+    answer = await store.release({ key, leaseId, token }, ctx.storeOptions);
   } catch (err) {
+    metrics.storeRequestDone('release', false, started);
     metrics.releases.inc({ result: 'unavailable' });
     throw err;
   }
+  metrics.storeRequestDone('release', true, started);
   metrics.releases.inc({ result: answer.status });
   if (answer.status === 'not_owner') {
     throw new ApiError(
@@ -221,10 +231,12 @@ export async function releaseRoute(
   }
   const prefix = leaseIdPrefix(leaseId);
   const heldMs = tracker.ended(key, token);
-  metrics.leasesTracked.set(tracker.size);
   if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
-  hub.publish({ type: 'released', key, token: token.toString(), leaseIdPrefix: prefix });
-  logger.debug({ key, lease: prefix, token: token.toString() }, 'lease released');
+  const tokenText = token.toString();
+  hub.publish({ type: 'released', key, token: tokenText, leaseIdPrefix: prefix });
+  if (logger.isLevelEnabled('debug')) {
+    logger.debug({ key, lease: prefix, token: tokenText }, 'lease released');
+  }
   return { status: 'released' };
 }
 
@@ -251,18 +263,18 @@ export async function acquireRoute(
   const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
   const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
   const started = performance.now();
-  const observe = (result: string): void => {
-    metrics.acquisitions.inc({ result });
-    metrics.acquireWait.observe({ result }, (performance.now() - started) / 1000);
-  };
   const request = { key, leaseId, ownerId, ttlMs, value };
   let answer;
   try {
     if (waitMs === 0) {
       // One attempt, bounded by the store request timeout: no wait to cancel.
-      answer = await metrics.timeStore('acquire', () =>
-        ctx.store.tryAcquire(request, storeOptions(ctx)),
-      );
+      try {
+        answer = await ctx.store.tryAcquire(request, ctx.storeOptions);
+      } catch (err) {
+        metrics.storeRequestDone('acquire', false, started);
+        throw err;
+      }
+      metrics.storeRequestDone('acquire', true, started);
     } else {
       const link = linkedSignal([client.signal(), ctx.shutdown]);
       try {
@@ -279,50 +291,53 @@ export async function acquireRoute(
     }
   } catch (err) {
     if (isLeaseholdError(err, 'ERR_ABORTED') && client.left) {
-      observe('cancelled');
+      acquireAnswered(metrics, 'cancelled', performance.now() - started);
       // Nobody is listening any more; the answer goes nowhere but completes the request.
       throw new ApiError('unavailable', 'the client went away while waiting');
     }
-    observe('unavailable');
+    acquireAnswered(metrics, 'unavailable', performance.now() - started);
     throw err;
   }
-  const waitedMs = Math.round(performance.now() - started);
+  const elapsedMs = performance.now() - started;
+  const waitedMs = Math.round(elapsedMs);
   if (answer.status === 'busy') {
-    observe('busy');
+    acquireAnswered(metrics, 'busy', elapsedMs);
     throw new ApiError(
       'busy',
       `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${answer.holder.remainingMs}ms more`,
       { holder: holderJson(answer.holder), retryAfterMs: answer.retryAfterMs },
     );
   }
-  observe('acquired');
+  acquireAnswered(metrics, 'acquired', elapsedMs);
   const prefix = leaseIdPrefix(leaseId);
+  const token = answer.token.toString();
   tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
-  metrics.leasesTracked.set(tracker.size);
-  hub.publish({
-    type: 'acquired',
-    key,
-    token: answer.token.toString(),
-    ownerId,
-    leaseIdPrefix: prefix,
-    ttlMs,
-  });
-  logger.debug({ key, ownerId, lease: prefix, token: answer.token.toString() }, 'lease acquired');
+  hub.publish({ type: 'acquired', key, token, ownerId, leaseIdPrefix: prefix, ttlMs });
+  if (logger.isLevelEnabled('debug')) {
+    logger.debug({ key, ownerId, lease: prefix, token }, 'lease acquired');
+  }
   if (client.left) {
     // The client left while we waited: nobody will renew or release this grant, so end it now.
     await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
     throw new ApiError('unavailable', 'the client went away; its grant was released');
   }
-  return {
+  const acquired: AcquiredJson = {
     status: 'acquired',
     key,
     leaseId,
-    token: answer.token.toString(),
+    token,
     ownerId,
     ttlMs,
     waitedMs,
-    ...(answer.expiresAtWallMs === undefined ? {} : { expiresAtWallMs: answer.expiresAtWallMs }),
   };
+  if (answer.expiresAtWallMs !== undefined) acquired.expiresAtWallMs = answer.expiresAtWallMs;
+  return acquired;
+}
+
+/** Counts an acquire's answer and the time it took, by result. */
+function acquireAnswered(metrics: ServerMetrics, result: string, elapsedMs: number): void {
+  metrics.acquisitions.inc({ result });
+  metrics.acquireWait.observe({ result }, elapsedMs / 1000);
 }
 
 /** The answer of a grant: what `/v1/acquire` returns. */
@@ -346,7 +361,7 @@ async function releaseGhost(
   prefix: string,
 ): Promise<void> {
   try {
-    const r = await ctx.store.release({ key, leaseId, token }, storeOptions(ctx));
+    const r = await ctx.store.release({ key, leaseId, token }, ctx.storeOptions);
     ctx.tracker.ended(key, token);
     if (r.status === 'released') {
       ctx.hub.publish({

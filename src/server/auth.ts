@@ -97,12 +97,18 @@ export function authorizeKey(principal: Principal, verb: Verb, key: string): voi
   if (!principal.verbs.has(verb)) {
     throw new ApiError('permission_denied', `token ${principal.name} may not ${verb}`);
   }
-  if (!principal.prefixes.some((p) => key.startsWith(p))) {
+  if (!coversKey(principal.prefixes, key)) {
     throw new ApiError(
       'permission_denied',
       `token ${principal.name} may not ${verb} keys outside ${principal.prefixes.map((p) => JSON.stringify(p)).join(', ')}`,
     );
   }
+}
+
+/** Whether one of `prefixes` starts `key` (a loop: this runs for every lease operation). */
+function coversKey(prefixes: readonly string[], key: string): boolean {
+  for (let i = 0; i < prefixes.length; i++) if (key.startsWith(prefixes[i]!)) return true;
+  return false;
 }
 
 /**
@@ -127,7 +133,7 @@ export function readablePrefixes(principal: Principal, prefix: string): string[]
 
 /** True when `principal` may read `key`. */
 export function mayRead(principal: Principal, key: string): boolean {
-  return principal.verbs.has('read') && principal.prefixes.some((p) => key.startsWith(p));
+  return principal.verbs.has('read') && coversKey(principal.prefixes, key);
 }
 
 function parseEntry(raw: AuthTokenConfig, i: number): Entry {

@@ -50,14 +50,10 @@ export function registerBatchRoute(
       const principal = principalOf(req);
       const client = clientWatch(reply);
       const ops = (req.body as { ops: BatchOp[] }).ops;
+      const fail = (err: unknown): BatchResult => failed(ctx, req.id, err);
       // Started in order (each runs synchronously up to its store request), answered together.
       const results = await Promise.all(
-        ops.map((op) =>
-          runOp(ctx, principal, client, op).then(
-            (body): BatchResult => ({ httpStatus: 200, body }),
-            (err: unknown) => failed(ctx, req.id, err),
-          ),
-        ),
+        ops.map((op) => runOp(ctx, principal, client, op).then(succeeded, fail)),
       );
       return { results };
     },
@@ -85,6 +81,10 @@ async function runOp(
         'token',
       );
   }
+}
+
+function succeeded(body: object): BatchResult {
+  return { httpStatus: 200, body };
 }
 
 /** An operation's error as its own request's error handler would have answered it. */

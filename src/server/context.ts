@@ -21,14 +21,12 @@ export interface ServerContext {
   readonly shutdown: AbortSignal;
   /** Open event streams, ended on shutdown. */
   readonly streams: Set<ServerResponse>;
-}
-
-/**
- * Store request options: the server's request timeout, and a signal that fires on shutdown.
- * No per-request derived signal: stores bound their own work by `timeoutMs`.
- */
-export function storeOptions(ctx: ServerContext): StoreRequestOptions {
-  return { timeoutMs: ctx.requestTimeoutMs, signal: ctx.shutdown };
+  /**
+   * Options of every store request: the server's request timeout, and a signal that fires on
+   * shutdown. One frozen object for all of them; no per-request derived signal: stores bound
+   * their own work by `timeoutMs`.
+   */
+  readonly storeOptions: StoreRequestOptions;
 }
 
 declare module 'fastify' {

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { validateKey } from '../core/validate.js';
 import { acquireRoute, clientWatch, principalOf, releaseRoute } from './api.js';
 import { mayRead, ANONYMOUS } from './auth.js';
-import { storeOptions, type ServerContext } from './context.js';
+import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
 import { CAMPAIGN_BODY, ELECTION_PARAMS, RESIGN_BODY } from './schemas.js';
 
@@ -75,7 +75,7 @@ export function registerElectionRoutes(app: FastifyInstance, ctx: ServerContext)
       );
     }
     const state = await ctx.metrics.timeStore('inspect', () =>
-      ctx.store.inspect(key, storeOptions(ctx)),
+      ctx.store.inspect(key, ctx.storeOptions),
     );
     const h = state.holder;
     return {

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { FastCounter, FastHistogram, type HistogramSeries } from './fast-metrics.js';
 
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
 const HELD_BUCKETS = [0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 86400];
@@ -7,61 +8,70 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 /**
  * The server's Prometheus metrics (DESIGN §7), in a registry of its own so that several servers
  * in one process (tests) do not collide. Labels are bounded: results, verbs, routes and status
- * codes — never keys, owners or lease ids.
+ * codes — never keys, owners or lease ids. The counters and histograms counted on every lease
+ * operation are {@link FastCounter}s and {@link FastHistogram}s (prom-client's label checks and
+ * hashing on each count were ~2% of the server's CPU); the registry renders them as prom-client
+ * would.
  */
 export class ServerMetrics {
   readonly registry: Registry;
-  readonly acquisitions: Counter<'result'>;
-  readonly acquireWait: Histogram<'result'>;
-  readonly renewals: Counter<'result'>;
-  readonly releases: Counter<'result'>;
-  readonly leasesLost: Counter<'reason'>;
-  readonly timeHeld: Histogram<'end'>;
+  readonly acquisitions: FastCounter<'result'>;
+  readonly acquireWait: FastHistogram<'result'>;
+  readonly renewals: FastCounter<'result'>;
+  readonly releases: FastCounter<'result'>;
+  readonly leasesLost: FastCounter<'reason'>;
+  readonly timeHeld: FastHistogram<'end'>;
   readonly leasesTracked: Gauge;
-  readonly storeRequests: Histogram<'op' | 'outcome'>;
-  readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
-  readonly authFailures: Counter<'code'>;
+  readonly storeRequests: FastHistogram<'op' | 'outcome'>;
+  readonly httpRequests: FastHistogram<'method' | 'route' | 'status'>;
+  readonly authFailures: FastCounter<'code'>;
   readonly sseClients: Gauge;
-  readonly eventsPublished: Counter<'type'>;
-  readonly fenceDecisions: Counter<'result'>;
+  readonly eventsPublished: FastCounter<'type'>;
+  readonly fenceDecisions: FastCounter<'result'>;
 
-  constructor(options: { storeKind: string; defaultMetrics?: boolean }) {
+  constructor(options: {
+    storeKind: string;
+    defaultMetrics?: boolean;
+    /** How many leases the server tracks as live, read at each scrape. */
+    liveLeases: () => number;
+  }) {
+    const { liveLeases } = options;
     const registry = new Registry();
     registry.setDefaultLabels({ store: options.storeKind });
     this.registry = registry;
     const r = [registry];
-    this.acquisitions = new Counter({
+    this.acquisitions = new FastCounter({
       name: 'leasehold_acquisitions_total',
       help: 'Acquire requests answered, by result (acquired, busy, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.acquireWait = new Histogram({
+    this.acquireWait = new FastHistogram({
       name: 'leasehold_acquire_wait_seconds',
       help: 'Time from an acquire request to its answer, including any bounded wait, by result.',
       labelNames: ['result'],
       buckets: WAIT_BUCKETS,
       registers: r,
     });
-    this.renewals = new Counter({
+    this.renewals = new FastCounter({
       name: 'leasehold_renewals_total',
       help: 'Renew requests answered, by result (renewed, lost, not_owner, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.releases = new Counter({
+    this.releases = new FastCounter({
       name: 'leasehold_releases_total',
       help: 'Release requests answered, by result (released, not_owner, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.leasesLost = new Counter({
+    this.leasesLost = new FastCounter({
       name: 'leasehold_leases_lost_total',
       help: 'Leases that ended without a release: renewal answered lost, or expiry noticed by the server.',
       labelNames: ['reason'],
       registers: r,
     });
-    this.timeHeld = new Histogram({
+    this.timeHeld = new FastHistogram({
       name: 'leasehold_lease_held_seconds',
       help: 'How long leases granted by this server were held, by how they ended (released, expired).',
       labelNames: ['end'],
@@ -72,22 +82,26 @@ export class ServerMetrics {
       name: 'leasehold_leases_live',
       help: 'Leases granted through this server and not yet seen released or expired.',
       registers: r,
+      // Read when scraped rather than set on every grant and end.
+      collect() {
+        this.set(liveLeases());
+      },
     });
-    this.storeRequests = new Histogram({
+    this.storeRequests = new FastHistogram({
       name: 'leasehold_store_request_seconds',
       help: 'Latency of requests from the server to its lease store, by operation and outcome.',
       labelNames: ['op', 'outcome'],
       buckets: LATENCY_BUCKETS,
       registers: r,
     });
-    this.httpRequests = new Histogram({
+    this.httpRequests = new FastHistogram({
       name: 'leasehold_http_request_seconds',
       help: 'HTTP requests served, by method, route pattern and status code.',
       labelNames: ['method', 'route', 'status'],
       buckets: LATENCY_BUCKETS,
       registers: r,
     });
-    this.authFailures = new Counter({
+    this.authFailures = new FastCounter({
       name: 'leasehold_auth_failures_total',
       help: 'Requests refused by authentication or authorization, by error code.',
       labelNames: ['code'],
@@ -98,13 +112,13 @@ export class ServerMetrics {
       help: 'Open server-sent event streams.',
       registers: r,
     });
-    this.eventsPublished = new Counter({
+    this.eventsPublished = new FastCounter({
       name: 'leasehold_events_total',
       help: 'Lease events published on the event stream, by type.',
       labelNames: ['type'],
       registers: r,
     });
-    this.fenceDecisions = new Counter({
+    this.fenceDecisions = new FastCounter({
       name: 'leasehold_fence_decisions_total',
       help: 'Fence decisions reported by protected resources (POST /v1/fence-decisions), by result (applied, duplicate, stale_fence).',
       labelNames: ['result'],
@@ -116,29 +130,39 @@ export class ServerMetrics {
   /** Times one store request and records it under `op`. */
   async timeStore<T>(op: string, fn: () => Promise<T>): Promise<T> {
     const started = performance.now();
-    let outcome: 'ok' | 'error' = 'error';
+    let ok = false;
     try {
       const value = await fn();
-      outcome = 'ok';
+      ok = true;
       return value;
     } finally {
-      this.storeRequests.observe(
-        this.storeLabels(op, outcome),
-        (performance.now() - started) / 1000,
-      );
+      this.storeRequestDone(op, ok, started);
     }
   }
 
-  /** One frozen label object per (op, outcome), instead of a timer closure and a merge per call. */
-  private readonly labelCache = new Map<string, { op: string; outcome: string }>();
-
-  private storeLabels(op: string, outcome: string): { op: string; outcome: string } {
-    const k = `${op}\u0000${outcome}`;
-    let labels = this.labelCache.get(k);
-    if (labels === undefined) {
-      labels = Object.freeze({ op, outcome });
-      this.labelCache.set(k, labels);
-    }
-    return labels;
+  /** Records a store request of `op` started at `started` (`performance.now()`) as done now. */
+  storeRequestDone(op: string, ok: boolean, started: number): void {
+    const series = this.storeSeries(op);
+    (ok ? series.ok : series.error).observe((performance.now() - started) / 1000);
   }
+
+  /** The two series of `op` (ok, error), resolved once per op. */
+  private readonly storeSeriesByOp = new Map<string, StoreSeries>();
+
+  private storeSeries(op: string): StoreSeries {
+    let series = this.storeSeriesByOp.get(op);
+    if (series === undefined) {
+      series = {
+        ok: this.storeRequests.child({ op, outcome: 'ok' }),
+        error: this.storeRequests.child({ op, outcome: 'error' }),
+      };
+      this.storeSeriesByOp.set(op, series);
+    }
+    return series;
+  }
+}
+
+interface StoreSeries {
+  readonly ok: HistogramSeries;
+  readonly error: HistogramSeries;
 }

@@ -184,6 +184,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   const metrics = new ServerMetrics({
     storeKind: store.kind,
     defaultMetrics: options.processMetrics,
+    liveLeases: () => tracker.size,
   });
   const hub = new EventHub((type) => metrics.eventsPublished.inc({ type }));
   const shutdown = new AbortController();
@@ -194,7 +195,6 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     onExpired: (l) => {
       metrics.leasesLost.inc({ reason: 'expired' });
       metrics.timeHeld.observe({ end: 'expired' }, l.heldMs / 1000);
-      metrics.leasesTracked.set(tracker.size);
       hub.publish({
         type: 'expired',
         key: l.key,
@@ -220,6 +220,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     pollMs: store.capabilities.watch === 'push' ? 2000 : 250,
     shutdown: shutdown.signal,
     streams,
+    storeOptions: Object.freeze({ timeoutMs: requestTimeoutMs, signal: shutdown.signal }),
   };
 
   const app = fastify({

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Unwatch } from '../core/store.js';
 import { validateKey, validatePrefix } from '../core/validate.js';
 import { ANONYMOUS, mayRead, readablePrefixes } from './auth.js';
-import { storeOptions, type ServerContext } from './context.js';
+import type { ServerContext } from './context.js';
 import type { ServerEvent } from './event-hub.js';
 import { ApiError } from './http-errors.js';
 import { EVENTS_QUERY } from './schemas.js';
@@ -89,7 +89,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
         setImmediate(() => {
           changePending = false;
           if (closed) return;
-          ctx.store.inspect(key, storeOptions(ctx)).then(
+          ctx.store.inspect(key, ctx.storeOptions).then(
             (state) => {
               if (state.holder === undefined) send(ctx.hub.stamp({ type: 'changed', key }));
             },

@@ -85,6 +85,22 @@ describe('HTTP API: waiting, events, expiry', () => {
     assert.ok((busy.body['retryAfterMs'] as number) > 0);
   });
 
+  it('counts a lease as live in /metrics from its grant to its release', async () => {
+    const LIVE = /^leasehold_leases_live\{[^}]*\} (\d+)/gm;
+    const before = await metric(t.url, LIVE);
+    const key = uniqueKey('live');
+    const a = await post(t.url, '/v1/acquire', { key, ttl: '60s' });
+    assert.equal(a.status, 200);
+    assert.equal(await metric(t.url, LIVE), before + 1);
+    const r = await post(t.url, '/v1/release', {
+      key,
+      leaseId: a.body['leaseId'],
+      token: a.body['token'],
+    });
+    assert.equal(r.status, 200);
+    assert.equal(await metric(t.url, LIVE), before);
+  });
+
   it('refuses a wait above the server maximum, naming wait', async () => {
     const a = await post(t.url, '/v1/acquire', { key: uniqueKey('w'), ttl: '5s', wait: '2h' });
     assert.equal(a.status, 400);

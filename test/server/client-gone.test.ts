@@ -60,5 +60,10 @@ describe('HTTP API: a client that leaves during an acquisition that does not wai
       const state = await store.inspect(key);
       return state.lastToken === 1n && state.holder === undefined ? true : undefined;
     });
+    // The server no longer counts the abandoned grant as a live lease.
+    await eventually('the released grant to leave leasehold_leases_live', async () => {
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      return /^leasehold_leases_live\{[^}]*\} 0$/m.test(text) ? true : undefined;
+    });
   });
 });
