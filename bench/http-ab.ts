@@ -3,6 +3,8 @@
 //     [--base DIR]      also a server and client built elsewhere (DIR/src/...), e.g. the code before
 //     [--prof DIR]      write the server's CPU profile (node --cpu-prof) into DIR
 //     [--no-inprocess]  skip the in-process groupCommit subject
+//     [--stores 1]      HttpLeaseStores the clients share (1, like the in-process subject's one store;
+//                       `npm run bench` also measures 4)
 // Alternates windows of in-process SQLite with groupCommit (the server's setting) and this
 // build's server with this build's client (and the same two of the base build); prints medians of
 // cycles/s, p50/p99, client CPU ms/cycle (this process) and server CPU ms/cycle (read from
@@ -30,6 +32,7 @@ const clients = Number(opt('--clients') ?? 32);
 const baseDir = opt('--base');
 const profDir = opt('--prof');
 const inProcess = !args.includes('--no-inprocess');
+const storeCount = Number(opt('--stores') ?? 1);
 const here = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
 interface Build {
@@ -156,7 +159,7 @@ async function httpSubject(build: Build, db: string): Promise<Subject> {
     join(build.dir, 'src/stores/http/store.js')
   )) as typeof HttpModule;
   const stores = await Promise.all(
-    Array.from({ length: 4 }, () => HttpLeaseStore.connect({ url: server.url })),
+    Array.from({ length: storeCount }, () => HttpLeaseStore.connect({ url: server.url })),
   );
   const pid = server.child.pid!;
   console.error(`${build.name}: server pid ${pid}`);
@@ -208,7 +211,7 @@ try {
   }
   const load1 = loadavg()[0]!;
   console.log(
-    `${clients} clients, ${rounds} rounds × ${windowMs / 1000} s, medians; load average ${load0.toFixed(2)} → ${load1.toFixed(2)}`,
+    `${clients} clients over ${storeCount} store(s), ${rounds} rounds × ${windowMs / 1000} s, medians; load average ${load0.toFixed(2)} → ${load1.toFixed(2)}`,
   );
   const rows = [...results].map(([name, ws]) => ({
     subject: name,
