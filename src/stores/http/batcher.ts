@@ -25,8 +25,8 @@ export interface BatchLimits {
  * operations per request, not the server's 128: a turn of 32 calls leaves as two requests, and
  * the workers settle into two groups with a request in flight each, so the server works on one
  * group's batch while the client answers the other's. One request per turn keeps both sides in
- * lock step, each idle while the other works (decision 006: +13% cycles/s at 32 workers; no
- * change at 64 and 100, where a turn already leaves as several requests).
+ * lock step, each idle while the other works (decision 006: +13% cycles/s at 32 workers; −2
+ * to −3%, within noise, at 64 and 100, where a turn leaves as several requests anyway).
  */
 export const DEFAULT_BATCH_LIMITS: BatchLimits = Object.freeze({
   maxOps: 16,
