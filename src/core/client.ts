@@ -20,6 +20,7 @@ import {
   type HandOffLeaseStore,
   type LeaseStore,
   type QueueingLeaseStore,
+  type StoreAcquireRequest,
   type StoreAcquireResult,
 } from './store.js';
 import type { LeaseState, Token } from './types.js';
@@ -71,6 +72,16 @@ export interface LeaseClientOptions {
    * hand-off off (strict release-then-compete). Defaults to 16.
    */
   readonly maxHandOffRun?: number;
+  /**
+   * On stores with token blocks (memory, Redis: `capabilities.tokenBlocks`), each store grant
+   * reserves this many more tokens, and a lease released while another acquisition of this
+   * client waits for the key (same TTL and value) passes to that waiter **without a store
+   * call**: the waiter's lease acts under the same store lease (same lease id, expiry and
+   * renewals) with the next token of the block, so every holder still has a larger token
+   * than the one before and fences work unchanged (decision 007). Counts toward
+   * `maxHandOffRun`. From 0 to 63; defaults to 0 (off: every holder is a store grant).
+   */
+  readonly localSuccessors?: number;
 }
 
 /** Options for one {@link LeaseClient.acquire}. */
@@ -110,6 +121,7 @@ export const CLIENT_DEFAULTS = Object.freeze({
   pollIntervalPushMs: 2000,
   pollIntervalNoneMs: 250,
   maxHandOffRun: 16,
+  localSuccessors: 0,
 });
 
 interface ResolvedAcquire {
@@ -163,8 +175,11 @@ export class LeaseClient {
   /** The live lease of this client on each key (a store has one holder per key). */
   private readonly heldByKey: Record<string, Lease> = Object.create(null) as Record<string, Lease>;
   private readonly maxHandOffRun: number;
-  private readonly handOffHook = (lease: Lease): Promise<ReleaseResult> | undefined =>
-    this.handOff(lease);
+  /** Tokens each store grant reserves: 1 + local successors, 1 when the store cannot. */
+  private readonly tokenBlock: number;
+  private readonly handOffHook = (
+    lease: Lease,
+  ): Promise<ReleaseResult> | (() => void) | undefined => this.handOff(lease);
   private readonly onLeaseSettled = (lease: Lease): void => {
     const slot = lease.heldSlot;
     if (slot >= 0) {
@@ -218,6 +233,15 @@ export class LeaseClient {
       throw invalidArgument('maxHandOffRun', 'must be an integer from 0 to 1000000', run);
     }
     this.maxHandOffRun = run;
+    const successors = options.localSuccessors ?? CLIENT_DEFAULTS.localSuccessors;
+    if (!Number.isInteger(successors) || successors < 0 || successors >= LIMITS.maxTokenBlock) {
+      throw invalidArgument(
+        'localSuccessors',
+        `must be an integer from 0 to ${LIMITS.maxTokenBlock - 1}`,
+        successors,
+      );
+    }
+    this.tokenBlock = store.capabilities.tokenBlocks === true ? successors + 1 : 1;
     this.events = new LeaseEvents(this.logger);
     // Every pending acquire listens on the close signal; many at once is normal, not a leak.
     setMaxListeners(0, this.closing.signal);
@@ -366,20 +390,78 @@ export class LeaseClient {
   }
 
   /**
-   * Called by a lease of this client as it is released: when another acquisition of this
-   * client waits for the same key and the store can do it, the key goes straight to that
-   * waiter in one atomic release-and-acquire. Undefined means "release as usual".
+   * Called by a lease of this client as it is released, when another acquisition of this
+   * client waits for the same key: the key goes to that waiter under the same store lease
+   * with the next token of its block (local succession, no store call; a function to run once
+   * the release is reported), or when the store can, in one atomic release-and-acquire.
+   * Undefined means "release as usual".
    */
-  private handOff(lease: Lease): Promise<ReleaseResult> | undefined {
-    if (this.maxHandOffRun === 0 || !canHandOff(this.store)) return undefined;
-    const waiter = this.waiting.get(lease.key)?.claimHead(this.maxHandOffRun);
-    if (waiter === undefined) return undefined;
+  private handOff(lease: Lease): Promise<ReleaseResult> | (() => void) | undefined {
+    if (this.maxHandOffRun === 0 || this.closing.signal.aborted) return undefined;
+    const spare = lease.blockEnd > lease.token;
+    if (!spare && !canHandOff(this.store)) return undefined;
+    const queue = this.waiting.get(lease.key);
+    const waiter = queue?.claimHead(this.maxHandOffRun);
+    if (queue === undefined || waiter === undefined) return undefined;
+    if (spare) {
+      const succeed = this.localSuccession(lease, waiter);
+      if (succeed !== undefined) return succeed;
+    }
+    if (!canHandOff(this.store)) {
+      queue.unclaim(waiter);
+      return undefined;
+    }
     lease.handingOff = true;
     this.heldByKey[lease.key] = lease;
     return this.transfer(this.store, lease, waiter).finally(() => {
       lease.handingOff = false;
       if (this.heldByKey[lease.key] === lease) delete this.heldByKey[lease.key];
     });
+  }
+
+  /**
+   * The grant of `lease`'s next token to `waiter` under the same store lease, or undefined
+   * when the waiter asked for another TTL or value (the store's record would not match), or
+   * less than half the lease's window is left (a store grant would give it a whole one).
+   */
+  private localSuccession(lease: Lease, waiter: Waiter): (() => void) | undefined {
+    const req = waiter.request;
+    if (req.ttlMs !== lease.ttlMs || req.value !== lease.value) return undefined;
+    let now: number;
+    try {
+      now = this.guard.now();
+    } catch {
+      return undefined;
+    }
+    if (lease.deadline - now < (req.ttlMs - req.driftMs) / 2) return undefined;
+    return () => {
+      waiter.claimed = false;
+      const successor = this.grant(
+        req,
+        lease.leaseId,
+        lease.token + 1n,
+        lease.validFrom,
+        waiter.startedAt,
+        {
+          storeToken: lease.storeToken,
+          blockEnd: lease.blockEnd,
+          grantedAt: now,
+        },
+      );
+      if (successor === undefined) {
+        // Cannot happen within one synchronous step (half a window was left); never leak it.
+        this.releaseLateGrant(
+          req.key,
+          lease.leaseId,
+          Promise.resolve({ status: 'acquired', token: lease.storeToken }),
+        );
+      } else if (waiter.gone) {
+        void successor.release();
+      } else {
+        waiter.lease = successor;
+      }
+      waiter.wakeup.notify();
+    };
   }
 
   private async transfer(
@@ -397,8 +479,8 @@ export class LeaseClient {
       undefined,
       (o) =>
         store.releaseAndAcquire(
-          { key: from.key, leaseId: from.leaseId, token: from.token },
-          { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value },
+          { key: from.key, leaseId: from.leaseId, token: from.storeToken },
+          this.storeRequest(req, leaseId),
           o,
         ),
       (late) =>
@@ -519,11 +601,7 @@ export class LeaseClient {
       this.clock,
       timeoutMs,
       signal,
-      (o) =>
-        this.store.tryAcquire(
-          { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value },
-          o,
-        ),
+      (o) => this.store.tryAcquire(this.storeRequest(req, leaseId), o),
       (late) => this.releaseLateGrant(req.key, leaseId, late),
     );
     if (!settled.ok) {
@@ -560,6 +638,7 @@ export class LeaseClient {
     token: Token,
     sentAt: number,
     startedAt: number,
+    under?: { readonly storeToken: Token; readonly blockEnd: Token; readonly grantedAt: number },
   ): Lease | undefined {
     if (typeof token !== 'bigint' || token < 1n || token > LIMITS.maxToken) {
       throw new LeaseholdError(
@@ -579,6 +658,10 @@ export class LeaseClient {
       leaseId,
       ownerId: this.ownerId,
       token,
+      // A store grant reserved `tokenBlock` tokens (the store checked they fit in int64).
+      blockEnd:
+        under?.blockEnd ?? (this.tokenBlock > 1 ? token + BigInt(this.tokenBlock - 1) : token),
+      ...(under === undefined ? {} : { storeToken: under.storeToken, grantedAt: under.grantedAt }),
       value: req.value,
       ttlMs: req.ttlMs,
       driftMs: req.driftMs,
@@ -635,16 +718,13 @@ export class LeaseClient {
       waitMs + 3 * requestTimeoutMs,
       signal,
       (o) =>
-        store.acquireQueued(
-          { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value },
-          {
-            timeoutMs: waitMs,
-            signal: o.signal,
-            requestTimeoutMs,
-            now: () => this.guard.now(),
-            pollIntervalMs: this.pollIntervalMs,
-          },
-        ),
+        store.acquireQueued(this.storeRequest(req, leaseId), {
+          timeoutMs: waitMs,
+          signal: o.signal,
+          requestTimeoutMs,
+          now: () => this.guard.now(),
+          pollIntervalMs: this.pollIntervalMs,
+        }),
       (late) => this.releaseLateGrant(req.key, leaseId, late),
     );
     if (!settled.ok) {
@@ -692,6 +772,12 @@ export class LeaseClient {
     }
     const waitedMs = now - startedAt;
     return { status: 'acquired', lease, waitedMs };
+  }
+
+  /** The store request for one acquisition, with the token block when local succession is on. */
+  private storeRequest(req: HandOffRequest, leaseId: string): StoreAcquireRequest {
+    const r = { key: req.key, leaseId, ownerId: this.ownerId, ttlMs: req.ttlMs, value: req.value };
+    return this.tokenBlock > 1 ? { ...r, tokenBlock: this.tokenBlock } : r;
   }
 
   /** A grant the caller will never see (timed out, aborted, too late) is released, not leaked. */

@@ -77,6 +77,13 @@ export class KeyWaiters {
     return head;
   }
 
+  /** Gives back a claim {@link claimHead} made when no hand-off could be done after all. */
+  unclaim(waiter: Waiter): void {
+    if (!waiter.claimed) return;
+    waiter.claimed = false;
+    if (this.handOffRun > 0) this.handOffRun--;
+  }
+
   /**
    * Subscribes once for every waiter on the key (the first caller starts it, the others
    * await the same subscription). A failed subscription is retried by the next joiner.

@@ -7,6 +7,8 @@ import type { LossReason, ReleaseResult, RenewResult } from './results.js';
 import type { LeaseStore } from './store.js';
 import type { Token } from './types.js';
 
+const RELEASED: ReleaseResult = Object.freeze({ status: 'released' });
+
 /** The state of a {@link Lease}: `held` until it is lost or released, then never again. */
 export type LeaseStatus = 'held' | 'lost' | 'released';
 
@@ -21,21 +23,37 @@ export interface LeaseInit {
   readonly leaseId: string;
   readonly ownerId: string;
   readonly token: Token;
+  /**
+   * The store lease this lease acts under, when it is a local successor (decision 007): the
+   * token the store's record holds (renew and release send it) and the last token of the
+   * block that store grant reserved. Absent for a lease the store granted itself: `token`
+   * is then both, unless `blockEnd` says the grant reserved more.
+   */
+  readonly storeToken?: Token;
+  readonly blockEnd?: Token;
   readonly value: string | undefined;
   readonly ttlMs: number;
   /** The clock-drift allowance subtracted from every deadline. */
   readonly driftMs: number;
-  /** Monotonic time taken before the acquire request was sent. */
+  /**
+   * Monotonic time taken before the request that established the store lease's current
+   * validity was sent: the acquire, or for a local successor its predecessor's last
+   * confirmed renewal (the deadline is measured from it).
+   */
   readonly sentAt: number;
+  /** When this lease began, for `heldMs`; defaults to `sentAt`. */
+  readonly grantedAt?: number;
   /** Background renewal cadence, or undefined to renew only by hand. */
   readonly renewEveryMs: number | undefined;
   /** Timeout for a release request, and the cap on a renewal's. */
   readonly requestTimeoutMs: number;
   /**
    * Offered the release first: returns the outcome when it passed the key straight to a
-   * waiter (one atomic release-and-acquire), undefined to release as usual.
+   * waiter (one atomic release-and-acquire), a function when the key passes to a local
+   * successor under the same store lease (called once the release is reported), or
+   * undefined to release as usual.
    */
-  readonly handOff?: (lease: Lease) => Promise<ReleaseResult> | undefined;
+  readonly handOff?: (lease: Lease) => Promise<ReleaseResult> | (() => void) | undefined;
   readonly onSettled: (lease: Lease) => void;
 }
 
@@ -70,6 +88,13 @@ export class Lease implements AsyncDisposable {
   heldSlot = -1;
   /** @internal */
   handingOff = false;
+  /**
+   * @internal The store lease's token (what renew and release send) and the last token its
+   * grant reserved: equal to `token` unless this lease is or may have local successors.
+   */
+  readonly storeToken: Token;
+  /** @internal */
+  readonly blockEnd: Token;
 
   private readonly init: LeaseInit;
   /** Made on first read of `signal`: a lease nobody watches costs no AbortController. */
@@ -96,9 +121,11 @@ export class Lease implements AsyncDisposable {
     this.leaseId = init.leaseId;
     this.ownerId = init.ownerId;
     this.token = init.token;
+    this.storeToken = init.storeToken ?? init.token;
+    this.blockEnd = init.blockEnd ?? init.token;
     this.value = init.value;
     this.ttlMs = init.ttlMs;
-    this.grantedAt = init.sentAt;
+    this.grantedAt = init.grantedAt ?? init.sentAt;
     this.lastRenewSentAt = init.sentAt;
     this.currentDeadline = init.sentAt + init.ttlMs - init.driftMs;
     if (init.renewEveryMs !== undefined) this.renewAt = init.sentAt + init.renewEveryMs;
@@ -108,6 +135,14 @@ export class Lease implements AsyncDisposable {
   /** Local monotonic time (same clock as the client's `now()`) at which this lease stops being valid. */
   get deadline(): number {
     return this.currentDeadline;
+  }
+
+  /**
+   * @internal When the request behind the store lease's current validity was sent (the
+   * acquire or the last confirmed renewal): a local successor measures its deadline from it.
+   */
+  get validFrom(): number {
+    return this.lastRenewSentAt;
   }
 
   /** Aborts when the lease stops being valid; its reason is a `LeaseholdError('ERR_LEASE_LOST')`. */
@@ -208,15 +243,23 @@ export class Lease implements AsyncDisposable {
     const heldMs = this.heldMs();
     const wasHeld = this.statusValue === 'held';
     this.end('released');
-    const { key, leaseId, token } = this;
+    const { key, leaseId } = this;
     const handedOff = wasHeld ? this.init.handOff?.(this) : undefined;
     let result: ReleaseResult;
-    if (handedOff !== undefined) {
+    if (typeof handedOff === 'function') {
+      // A local successor takes over the store lease: nothing to ask the store. Reported
+      // first, so that observers see this lease end before the next one begins.
+      result = RELEASED;
+      this.emitReleased(result, heldMs);
+      handedOff();
+      return result;
+    } else if (handedOff !== undefined) {
       result = await handedOff;
     } else {
       const { store, clock } = this.init;
+      const storeToken = this.storeToken;
       const settled = await boundedRequest(clock, this.init.requestTimeoutMs, undefined, (o) =>
-        store.release({ key, leaseId, token }, o),
+        store.release({ key, leaseId, token: storeToken }, o),
       );
       if (settled.ok) {
         result = settled.value;
@@ -225,18 +268,21 @@ export class Lease implements AsyncDisposable {
         result = { status: 'unavailable', cause: settled.error };
       }
     }
-    if (this.init.events.active) {
-      this.init.events.emit({
-        type: 'released',
-        key,
-        ownerId: this.ownerId,
-        token,
-        leaseIdPrefix: leaseIdPrefix(leaseId),
-        result: result.status,
-        heldMs,
-      });
-    }
+    this.emitReleased(result, heldMs);
     return result;
+  }
+
+  private emitReleased(result: ReleaseResult, heldMs: number): void {
+    if (!this.init.events.active) return;
+    this.init.events.emit({
+      type: 'released',
+      key: this.key,
+      ownerId: this.ownerId,
+      token: this.token,
+      leaseIdPrefix: leaseIdPrefix(this.leaseId),
+      result: result.status,
+      heldMs,
+    });
   }
 
   private renewOnce(): Promise<RenewResult> {
@@ -273,7 +319,7 @@ export class Lease implements AsyncDisposable {
     );
     const settled = await boundedRequest(clock, timeoutMs, undefined, (o) =>
       store.renew(
-        { key: this.key, leaseId: this.leaseId, token: this.token, ttlMs: this.ttlMs },
+        { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs },
         o,
       ),
     );

@@ -19,6 +19,15 @@ export interface StoreAcquireRequest {
   readonly ownerId: string;
   readonly ttlMs: number;
   readonly value: string | undefined;
+  /**
+   * How many tokens the grant reserves (1 when absent): the grant's own token `t`, and every
+   * later grant for the key gets a token ≥ `t + tokenBlock`, so `t + 1 … t + tokenBlock − 1`
+   * are free for the client's local successors under this store lease (decision 007). The
+   * record keeps `t` (renew and release compare it); `inspect`'s `lastToken` shows the top of
+   * the block. Sent only to stores with `capabilities.tokenBlocks`, from 1 to
+   * `LIMITS.maxTokenBlock`. An idempotent retry answers `t` again.
+   */
+  readonly tokenBlock?: number;
 }
 
 /** The identity of one granted lease: renew and release are conditional on all of it. */
@@ -49,8 +58,8 @@ export type Unwatch = () => void;
  * The lease contract every backend implements, and that `test/contract/` checks.
  *
  * - `tryAcquire` is one atomic step at the store: if the key is free, released or expired
- *   *by the store's clock*, it grants a token greater than every token ever granted for the
- *   key and an expiry of store-now + ttl (or longer, never shorter); otherwise it answers
+ *   *by the store's clock*, it grants a token greater than every token ever granted (or
+ *   reserved by a `tokenBlock`) for the key and an expiry of store-now + ttl (or longer, never shorter); otherwise it answers
  *   `busy` without writing anything. If the key's live holder has the same lease id, the
  *   store answers `acquired` with that holder's token (a retried request is idempotent).
  * - `renew` extends the lease only for the same key, lease id and token while unexpired;

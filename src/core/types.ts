@@ -67,4 +67,9 @@ export interface StoreCapabilities {
   readonly minTtlMs: number;
   /** TTLs are rounded up to a multiple of this at the store (1 for ms-precise stores). */
   readonly ttlGranularityMs: number;
+  /**
+   * The store honours {@link StoreAcquireRequest.tokenBlock}: a grant can reserve the tokens
+   * after its own for the client's local successors (decision 007). Absent means no.
+   */
+  readonly tokenBlocks?: boolean;
 }

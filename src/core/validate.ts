@@ -13,6 +13,11 @@ export const LIMITS = Object.freeze({
   maxWaitMs: 86_400_000,
   /** The largest token: int64's maximum, what Postgres bigint and etcd revisions hold. */
   maxToken: 9_223_372_036_854_775_807n,
+  /**
+   * The most tokens one grant may reserve for local successors (decision 007): 64 keeps the
+   * Redis store's time floor (TIME_ms × 1024) ahead of the counter at 16 grants of a key per ms.
+   */
+  maxTokenBlock: 64,
 });
 
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;

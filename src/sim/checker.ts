@@ -46,6 +46,11 @@ export interface HistoryFigures {
   readonly grants: number;
   /** Grants made by a hand-off (`releaseAndAcquire`), a subset of `grants`. */
   readonly handOffs: number;
+  /**
+   * Acquisitions a client answered with a token of its store lease's block, without a store
+   * grant of their own (local succession, decision 007). 0 when the history has no store events.
+   */
+  readonly localSuccessions: number;
   readonly fencedWritesAttempted: number;
   readonly unfencedWritesAttempted: number;
   readonly staleWritesRejected: number;
@@ -166,6 +171,7 @@ export function checkHistory(
     figures: {
       grants: grants.length,
       handOffs: storeEvents.filter((e) => e.action === 'grant' && e.handOff === true).length,
+      localSuccessions: countLocalSuccessions(clientEvents, storeEvents),
       fencedWritesAttempted: writes.filter((w) => w.phase === 'invoke' && w.fenced !== false)
         .length,
       unfencedWritesAttempted: writes.filter((w) => w.phase === 'invoke' && w.fenced === false)
@@ -178,6 +184,20 @@ export function checkHistory(
       minSlackMs: i4.minSlack,
     },
   };
+}
+
+function countLocalSuccessions(client: ClientEvent[], store: StoreEvent[]): number {
+  if (store.length === 0) return 0;
+  const granted = new Set<string>();
+  for (const e of store)
+    if (e.action === 'grant') granted.add(`${e.key}\u0000${e.lease}\u0000${e.token}`);
+  return client.filter(
+    (e) =>
+      e.type === 'acquire' &&
+      e.phase === 'ok' &&
+      e.lease !== undefined &&
+      !granted.has(`${e.key}\u0000${e.lease}\u0000${e.token}`),
+  ).length;
 }
 
 function isClientEvent(e: HistoryEvent): e is ClientEvent {
@@ -770,6 +790,7 @@ export function formatFigures(f: {
   runs: number;
   grants: number;
   handOffs?: number;
+  localSuccessions?: number;
   fencedWritesAttempted: number;
   staleWritesRejected: number;
   staleWritesAccepted: number;
@@ -783,6 +804,7 @@ export function formatFigures(f: {
     `runs=${f.runs}`,
     `grants=${f.grants}`,
     ...(f.handOffs === undefined ? [] : [`hand_offs=${f.handOffs}`]),
+    ...(f.localSuccessions === undefined ? [] : [`local_successions=${f.localSuccessions}`]),
     `fenced_writes_attempted=${f.fencedWritesAttempted}`,
     `stale_writes_rejected=${f.staleWritesRejected}`,
     `stale_writes_accepted=${f.staleWritesAccepted}`,

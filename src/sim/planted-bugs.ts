@@ -20,14 +20,19 @@ import type { MemoryLeaseState } from '../stores/memory/store.js';
  * - `hand_off_reuse_token`: a hand-off (`releaseAndAcquire`) grants the waiter the token of
  *   the lease it just released; plain acquisitions are right (breaks I2, I5, and I1 when the
  *   two holders' writes meet at the fence).
+ * - `ignore_token_block`: the store claims token blocks but reserves nothing, so the next
+ *   grant reuses a token a client's local successor holds (breaks I2, and I1 when the two
+ *   holders' writes meet at the fence).
  */
-export type PlantedBug = 'revive_lost' | 'reuse_token' | 'hand_off_reuse_token';
+export type PlantedBug =
+  'revive_lost' | 'reuse_token' | 'hand_off_reuse_token' | 'ignore_token_block';
 
 /** The planted bugs, for CLI validation. */
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   'revive_lost',
   'reuse_token',
   'hand_off_reuse_token',
+  'ignore_token_block',
 ];
 
 /**
@@ -52,11 +57,15 @@ export class PlantedBugStore extends ForwardingLeaseStore {
     request: StoreAcquireRequest,
     o: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
+    if (this.bug === 'ignore_token_block' && request.tokenBlock !== undefined) {
+      const { tokenBlock: _ignored, ...rest } = request;
+      return this.inner.tryAcquire(rest, o);
+    }
     if (this.bug === 'reuse_token') {
       const row = this.state.rows.get(request.key);
       const live =
         row !== undefined && row.leaseId !== undefined && row.expiresAt > this.clock.now();
-      if (row !== undefined && !live && row.lastToken > 0n) row.lastToken -= 1n;
+      if (row !== undefined && !live && row.lastToken > 0n) row.topToken = row.lastToken - 1n;
     }
     return this.inner.tryAcquire(request, o);
   }
@@ -92,7 +101,7 @@ export class PlantedBugStore extends ForwardingLeaseStore {
       row.leaseId === undefined &&
       row.lastToken === release.token
     )
-      row.lastToken -= 1n;
+      row.topToken = row.lastToken - 1n;
     const acquired = this.tryAcquire(acquire, o);
     return { released: (await released).status, acquired: await acquired };
   }

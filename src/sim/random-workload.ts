@@ -38,8 +38,10 @@ const POOLED_SHARE = 0.4;
  *
  * On a share of seeds ({@link POOLED_SHARE}) a worker runs 2–3 tasks on its one client, so a
  * release finds a waiter of the same client and the key is handed off (`releaseAndAcquire`);
- * the seed also picks the client's `maxHandOffRun`. That choice comes from its own stream,
- * named by the seed: the other seeds replay exactly as before hand-off existed.
+ * the seed also picks the client's `maxHandOffRun`, and on half of those seeds
+ * `localSuccessors` (the key passed locally under one store lease, decision 007). Those
+ * choices come from their own streams, named by the seed: the other seeds replay exactly
+ * as before hand-off existed.
  */
 export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> {
   const world = new SimWorld({
@@ -71,11 +73,15 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
     pooled ? shape.int(i === 0 ? 2 : 1, 3) : 1,
   );
   const maxHandOffRun = pooled ? shape.pick([1, 2, 16]) : undefined;
+  // Half of the pooled seeds pass the key locally under one store lease (decision 007).
+  const local = new SeededRandom(`local:${options.seed}`);
+  const localSuccessors = pooled && local.chance(0.5) ? local.pick([1, 3, 8]) : undefined;
   const workers: SimWorker[] = [];
   for (let i = 0; i < workerCount; i++) {
     const w = world.addWorker(`w${i + 1}`, {
       pollIntervalMs: Math.max(50, Math.floor(ttlMs / 4)),
       ...(maxHandOffRun === undefined ? {} : { maxHandOffRun }),
+      ...(localSuccessors === undefined ? {} : { localSuccessors }),
     });
     world.network.setProfile(w.name, 'store', link);
     workers.push(w);

@@ -31,6 +31,8 @@ export interface SweepResult {
   readonly grants: number;
   /** Grants made by a hand-off (`releaseAndAcquire`). */
   readonly handOffs: number;
+  /** Acquisitions answered by local succession (decision 007). */
+  readonly localSuccessions: number;
   readonly fencedWritesAttempted: number;
   readonly unfencedWritesAttempted: number;
   readonly staleWritesRejected: number;
@@ -64,6 +66,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
   const sum = {
     grants: 0,
     handOffs: 0,
+    localSuccessions: 0,
     fencedWritesAttempted: 0,
     unfencedWritesAttempted: 0,
     staleWritesRejected: 0,

@@ -85,6 +85,7 @@ export class SimWorld {
     if (options.priorTokens) {
       state.rows.set(options.priorTokens.key, {
         lastToken: options.priorTokens.lastToken,
+        topToken: options.priorTokens.lastToken,
         leaseId: undefined,
         ownerId: undefined,
         expiresAt: Number.NEGATIVE_INFINITY,
@@ -122,7 +123,12 @@ export class SimWorld {
   /** Adds a worker process with its own client; its lease events go into the history. */
   addWorker(
     name: string,
-    options: { pollIntervalMs?: number; requestTimeoutMs?: number; maxHandOffRun?: number } = {},
+    options: {
+      pollIntervalMs?: number;
+      requestTimeoutMs?: number;
+      maxHandOffRun?: number;
+      localSuccessors?: number;
+    } = {},
   ): SimWorker {
     const proc = new SimProcess(name, this.clock);
     // Store operations as this process sends and reads them (I5), outside the network.
@@ -147,14 +153,20 @@ export class SimWorld {
         ? {}
         : { requestTimeout: options.requestTimeoutMs }),
       ...(options.maxHandOffRun === undefined ? {} : { maxHandOffRun: options.maxHandOffRun }),
+      ...(options.localSuccessors === undefined
+        ? {}
+        : { localSuccessors: options.localSuccessors }),
     });
+    // By lease id and token: local successors share their store lease's id (decision 007).
     const held = new Map<string, Lease>();
+    const id = (e: { leaseIdPrefix: string; token: bigint }): string =>
+      `${e.leaseIdPrefix}:${e.token}`;
     client.on('acquired', (e) => {
       for (const l of client.heldLeases())
-        if (l.token === e.token && l.key === e.key) held.set(e.leaseIdPrefix, l);
+        if (l.token === e.token && l.key === e.key) held.set(id(e), l);
     });
     client.on('renewed', (e) => {
-      const lease = held.get(e.leaseIdPrefix);
+      const lease = held.get(id(e));
       this.history.record({
         type: 'renew',
         phase: 'ok',
@@ -173,7 +185,7 @@ export class SimWorld {
       });
     });
     client.on('renew_failed', (e) => {
-      const lease = held.get(e.leaseIdPrefix);
+      const lease = held.get(id(e));
       this.history.record({
         type: 'renew',
         phase: 'unavailable',
@@ -186,8 +198,8 @@ export class SimWorld {
       });
     });
     client.on('lost', (e) => {
-      const lease = held.get(e.leaseIdPrefix);
-      held.delete(e.leaseIdPrefix);
+      const lease = held.get(id(e));
+      held.delete(id(e));
       this.history.record({
         type: 'lost',
         t: this.clock.now(),

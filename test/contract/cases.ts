@@ -806,6 +806,71 @@ export const contractCases: ContractCase[] = [
     },
   },
   {
+    name: 'a grant with a token block keeps the block from every later grant (stores with tokenBlocks)',
+    async run(h) {
+      await withStores(h, 2, async ([s, other]) => {
+        if (s!.capabilities.tokenBlocks !== true) return;
+        const key = uniqueKey('block');
+        const req = (ownerId: string, tokenBlock?: number): StoreAcquireRequest => ({
+          key,
+          leaseId: randomUUID(),
+          ownerId,
+          ttlMs: 10_000,
+          value: undefined,
+          ...(tokenBlock === undefined ? {} : { tokenBlock }),
+        });
+        const tokenOf = (r: { status: string; token?: bigint }): bigint => {
+          assert.equal(r.status, 'acquired');
+          return r.token!;
+        };
+        const r1 = req('one', 8);
+        const t1 = tokenOf(await s!.tryAcquire(r1, OPTS()));
+        // The record keeps the grant's own token; observers see the top of the block.
+        const held = await other!.inspect(key, OPTS());
+        assert.equal(held.holder?.token, t1);
+        assert.equal(held.lastToken, t1 + 7n, 'lastToken is the top of the block');
+        // A retry of the same request answers the same token and reserves nothing more.
+        assert.equal(tokenOf(await s!.tryAcquire(r1, OPTS())), t1);
+        assert.equal((await other!.inspect(key, OPTS())).lastToken, t1 + 7n);
+        // Renew and release compare the grant's own token, not the block's.
+        const ref = { key, leaseId: r1.leaseId, token: t1 };
+        assert.equal(
+          (await s!.renew({ ...ref, token: t1 + 1n, ttlMs: 10_000 }, OPTS())).status,
+          'lost',
+        );
+        assert.equal((await s!.renew({ ...ref, ttlMs: 10_000 }, OPTS())).status, 'renewed');
+        assert.equal((await s!.release({ ...ref, token: t1 + 7n }, OPTS())).status, 'not_owner');
+        assert.equal((await s!.release(ref, OPTS())).status, 'released');
+        // The next grant, through another connection, is above the whole block.
+        const r2 = req('two');
+        const t2 = tokenOf(await other!.tryAcquire(r2, OPTS()));
+        assert.ok(t2 > t1 + 7n, `token ${t2} must exceed the reserved ${t1 + 7n}`);
+        assert.equal((await s!.inspect(key, OPTS())).lastToken, t2, 'a block of 1 is its token');
+        const ref2 = { key, leaseId: r2.leaseId, token: t2 };
+        if (canHandOff(s!)) {
+          // A hand-off's grant reserves its block too, and the next grant is above it.
+          const r3 = req('three', 4);
+          const h3 = await s.releaseAndAcquire(ref2, r3, OPTS());
+          assert.equal(h3.released, 'released');
+          const t3 = tokenOf(h3.acquired);
+          assert.ok(t3 > t2);
+          assert.equal((await other!.inspect(key, OPTS())).lastToken, t3 + 3n);
+          const h4 = await s.releaseAndAcquire(
+            { key, leaseId: r3.leaseId, token: t3 },
+            req('four'),
+            OPTS(),
+          );
+          assert.equal(h4.released, 'released');
+          const t4 = tokenOf(h4.acquired);
+          assert.ok(t4 > t3 + 3n, `hand-off token ${t4} must exceed the reserved ${t3 + 3n}`);
+          assert.equal((await s.inspect(key, OPTS())).lastToken, t4);
+        } else {
+          assert.equal((await s!.release(ref2, OPTS())).status, 'released');
+        }
+      });
+    },
+  },
+  {
     name: 'answers unavailable, never busy, when the store cannot answer',
     async run(h) {
       const s = await h.open();

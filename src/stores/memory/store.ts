@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../../core/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
+import { LIMITS } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
   StoreHandOffResult,
@@ -15,7 +16,10 @@ import type {
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 
 interface Row {
+  /** The holder's token (or the last holder's): renew and release compare it. */
   lastToken: bigint;
+  /** The highest token granted or reserved (`lastToken + tokenBlock − 1`); the next grant is above it. */
+  topToken: bigint;
   leaseId: string | undefined;
   ownerId: string | undefined;
   expiresAt: number;
@@ -46,6 +50,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   sharedAcrossProcesses: false,
   minTtlMs: 1,
   ttlGranularityMs: 1,
+  tokenBlocks: true,
 });
 
 /**
@@ -87,9 +92,14 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
         retryAfterMs: row.expiresAt - now,
       });
     }
-    const token = (row?.lastToken ?? 0n) + 1n;
+    const token = (row?.topToken ?? 0n) + 1n;
+    const top = token + BigInt((request.tokenBlock ?? 1) - 1);
+    if (top > LIMITS.maxToken) {
+      throw new LeaseholdError('ERR_UNAVAILABLE', `token space of ${request.key} is exhausted`);
+    }
     this.state.rows.set(request.key, {
       lastToken: token,
+      topToken: top,
       leaseId: request.leaseId,
       ownerId: request.ownerId,
       expiresAt: now + request.ttlMs,
@@ -201,7 +211,7 @@ function holderOf(row: Row, now: number): HolderInfo {
 function stateOf(key: string, row: Row | undefined, now: number): LeaseState {
   if (row === undefined) return { key, lastToken: 0n, holder: undefined };
   const live = row.leaseId !== undefined && row.expiresAt > now;
-  return { key, lastToken: row.lastToken, holder: live ? holderOf(row, now) : undefined };
+  return { key, lastToken: row.topToken, holder: live ? holderOf(row, now) : undefined };
 }
 
 /** Orders keys by UTF-8 bytes, the order SQL stores use. */

@@ -99,8 +99,10 @@ export async function runAcquire(
   ownerId: string,
   ttlMs: number,
   value: string | undefined,
+  tokenBlock = 1,
 ): Promise<AcquireReply> {
   const args: ScriptArg[] = [leaseId, ownerId, ttlMs, value === undefined ? '' : `=${value}`];
+  if (tokenBlock > 1) args.push(tokenBlock);
   return acquireReplyOf(asArray(await SCRIPTS.acquire.run(redis, [keys.record], args)), 0);
 }
 
@@ -125,6 +127,7 @@ export async function runHandOff(
   ownerId: string,
   ttlMs: number,
   value: string | undefined,
+  tokenBlock = 1,
 ): Promise<{ released: boolean; acquire: AcquireReply }> {
   const args: ScriptArg[] = [
     from.leaseId,
@@ -135,6 +138,7 @@ export async function runHandOff(
     ttlMs,
     value === undefined ? '' : `=${value}`,
   ];
+  if (tokenBlock > 1) args.push(tokenBlock);
   const reply = asArray(await SCRIPTS.handoff.run(redis, [keys.record], args));
   return { released: reply[0] === 1, acquire: acquireReplyOf(reply, 1) };
 }

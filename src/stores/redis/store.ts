@@ -78,6 +78,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   sharedAcrossProcesses: true,
   minTtlMs: 1,
   ttlGranularityMs: 1,
+  tokenBlocks: true,
 });
 
 /** The defaults of {@link RedisLeaseStoreOptions}. */
@@ -102,8 +103,10 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
  *   `{<key>}` hash tag lets your own keys for that resource share the slot.
  * - Tokens: `max(last + 1, TIME_ms × 1024)`. After Redis loses data (restart without
  *   persistence, failover to a replica that missed writes) the floor from server time still
- *   exceeds earlier tokens, provided a key never saw 1024 grants within one ms and the
+ *   exceeds earlier tokens, provided a key never used 1024 tokens within one ms and the
  *   server clock (of the new primary) did not step back. Hence `tokenDurability: 'best_effort'`.
+ *   A grant that reserves a token block (decision 007) counts as that many tokens: `last` is
+ *   the top of the previous grant's block (the record's `top` field).
  * - Asynchronous failover can lose a *grant*: two holders may both believe they hold the key
  *   for up to one TTL. The tokens still order them, so a fence at the resource
  *   (`RedisFence`, the Postgres fence …) rejects the older one. That fence is what makes
@@ -220,6 +223,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         request.ownerId,
         request.ttlMs,
         request.value,
+        request.tokenBlock,
       );
     } catch (err) {
       throw this.wrap(err, 'acquire');
@@ -247,6 +251,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         acquire.ownerId,
         acquire.ttlMs,
         acquire.value,
+        acquire.tokenBlock,
       );
     } catch (err) {
       throw this.wrap(err, 'hand-off');

@@ -1,10 +1,10 @@
 -- inspect.lua — a key's state for observers, read in one atomic step. Writes nothing.
 -- KEYS[1]  lease record (hash: token, id, owner, exp, v — see lease-acquire.lua)
--- Returns: {lastToken} when no live holder
+-- Returns: {lastToken} when no live holder (lastToken: the top of the last grant's token block)
 --          {lastToken, owner, token, remainingMs, leaseIdPrefix, v} with a live holder
 -- Time: from Redis TIME only.
-local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v')
-local last = rec[3] or '0'
+local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v', 'top')
+local last = rec[6] or rec[3] or '0'
 if not rec[1] then return {last} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
