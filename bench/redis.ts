@@ -119,6 +119,26 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
         },
       },
       {
+        name: 'leasehold, local successors 15',
+        hot: true,
+        onlyHot: true,
+        notes:
+          'LeaseClient({ localSuccessors: 15 }) (opt-in, decision 007): each store grant reserves 16 tokens and a release passes the key to the next of the 32 tasks with the next token, no store call; maxHandOffRun 16 as default, then an ordinary release',
+        make: (wait) => {
+          const client = new LeaseClient({
+            store: leaseholdStore(),
+            ownerId: 'bench',
+            localSuccessors: 15,
+          });
+          clients.push(client);
+          return async (key) => {
+            const r = await client.acquire(key, { ttl: TTL_MS, wait: wait ? 30_000 : 0 });
+            if (r.status !== 'acquired') throw new Error(`leasehold: ${r.status}`);
+            await r.lease.release();
+          };
+        },
+      },
+      {
         name: 'leasehold, hand-off off',
         hot: true,
         onlyHot: true,
