@@ -319,7 +319,15 @@ export async function acquireRoute(
   const prefix = leaseIdPrefix(leaseId);
   const token = answer.token.toString();
   tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
-  hub.publish({ type: 'acquired', key, token, ownerId, leaseIdPrefix: prefix, ttlMs });
+  hub.publish({
+    type: 'acquired',
+    key,
+    token,
+    ownerId,
+    leaseIdPrefix: prefix,
+    ttlMs,
+    ...(tokenBlock > 1 ? { tokenBlock } : {}),
+  });
   if (logger.isLevelEnabled('debug')) {
     logger.debug({ key, ownerId, lease: prefix, token }, 'lease acquired');
   }

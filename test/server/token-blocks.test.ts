@@ -151,16 +151,19 @@ describe('token blocks over HTTP: a server over a store that reserves them', () 
       assert.equal(t2, t1 + 8n, 'a later grant is above every reserved token');
       assert.equal(store.acquires.at(-1), undefined, 'no block asked, none sent');
       assert.equal((await state(t.url, key)).lastToken, t2.toString());
-      // The event stream speaks of the store lease: acquired/renewed/released with t1.
+      // The event stream speaks of the store lease (t1, and the block it reserved).
       const seen = (): string[] =>
         events.frames
           .filter((f) => f.event !== 'changed')
-          .map((f) => JSON.parse(f.data) as Record<string, unknown>)
-          .map((e) => `${String(e['type'])} ${String(e['token'])}`);
+          .map((f) => JSON.parse(f.data) as { type: string; token: string; tokenBlock?: number })
+          .map(
+            (e) =>
+              `${e.type} ${e.token}` + (e.tokenBlock === undefined ? '' : ` block ${e.tokenBlock}`),
+          );
       await eventually('four events', () => (seen().length >= 4 ? true : undefined));
       const mine = seen();
       assert.deepEqual(mine, [
-        `acquired ${t1}`,
+        `acquired ${t1} block 8`,
         `renewed ${t1}`,
         `released ${t1}`,
         `acquired ${t2}`,
