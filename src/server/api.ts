@@ -2,8 +2,10 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument, isLeaseholdError } from '../core/errors.js';
 import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
+import type { StoreAcquireRequest } from '../core/store.js';
 import type { LeaseState } from '../core/types.js';
 import {
+  LIMITS,
   parseToken,
   validateKey,
   validateOwnerId,
@@ -28,6 +30,7 @@ export interface AcquireBody {
   ownerId?: unknown;
   value?: unknown;
   leaseId?: string;
+  tokenBlock?: unknown;
 }
 export interface RenewBody {
   key: unknown;
@@ -261,9 +264,13 @@ export async function acquireRoute(
   }
   const value = validateValue(b.value, 'value');
   const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
+  const tokenBlock = validateTokenBlock(ctx, b.tokenBlock);
   const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
   const started = performance.now();
-  const request = { key, leaseId, ownerId, ttlMs, value };
+  const request: StoreAcquireRequest =
+    tokenBlock > 1
+      ? { key, leaseId, ownerId, ttlMs, value, tokenBlock }
+      : { key, leaseId, ownerId, ttlMs, value };
   let answer;
   try {
     if (waitMs === 0) {
@@ -312,7 +319,15 @@ export async function acquireRoute(
   const prefix = leaseIdPrefix(leaseId);
   const token = answer.token.toString();
   tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
-  hub.publish({ type: 'acquired', key, token, ownerId, leaseIdPrefix: prefix, ttlMs });
+  hub.publish({
+    type: 'acquired',
+    key,
+    token,
+    ownerId,
+    leaseIdPrefix: prefix,
+    ttlMs,
+    ...(tokenBlock > 1 ? { tokenBlock } : {}),
+  });
   if (logger.isLevelEnabled('debug')) {
     logger.debug({ key, ownerId, lease: prefix, token }, 'lease acquired');
   }
@@ -332,6 +347,28 @@ export async function acquireRoute(
   };
   if (answer.expiresAtWallMs !== undefined) acquired.expiresAtWallMs = answer.expiresAtWallMs;
   return acquired;
+}
+
+/**
+ * The `tokenBlock` of an acquire (1 when absent). Above 1 only over a store that reserves
+ * blocks (`capabilities.tokenBlocks`): another store would grant a single token, and the
+ * client's local successors would then reuse tokens that later grants also receive. Refused
+ * before anything reaches the store.
+ */
+function validateTokenBlock(ctx: ServerContext, raw: unknown): number {
+  if (raw === undefined) return 1;
+  const max = LIMITS.maxTokenBlock;
+  if (typeof raw !== 'number' || !Number.isInteger(raw) || raw < 1 || raw > max) {
+    throw invalidArgument('tokenBlock', `must be an integer from 1 to ${max}`, raw);
+  }
+  if (raw > 1 && ctx.store.capabilities.tokenBlocks !== true) {
+    throw invalidArgument(
+      'tokenBlock',
+      `must be 1 on this server: its ${ctx.store.kind} store cannot reserve token blocks (capabilities.tokenBlocks is false)`,
+      raw,
+    );
+  }
+  return raw;
 }
 
 /** Counts an acquire's answer and the time it took, by result. */

@@ -24,6 +24,12 @@ export interface ServerEvent {
   readonly ownerId?: string;
   readonly leaseIdPrefix?: string;
   readonly ttlMs?: number;
+  /**
+   * `acquired` events of a grant that reserved a token block (decision 007): its size. The
+   * holder's local successors use `token + 1 … token + tokenBlock − 1` without the server
+   * seeing them, and the next grant's token is at least `token + tokenBlock`.
+   */
+  readonly tokenBlock?: number;
   /** `fence` events: the fence's answer (`applied`, `duplicate`, `stale_fence`). */
   readonly result?: 'applied' | 'duplicate' | 'stale_fence';
   /** `fence` events: the fencing scope, when it is not the key itself. */

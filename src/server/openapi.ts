@@ -9,6 +9,7 @@ import {
   ERROR_BODY,
   EVENTS_QUERY,
   FENCE_DECISION_BODY,
+  INFO,
   LEASE_STATE,
   LIST_QUERY,
   RELEASE_BODY,
@@ -236,9 +237,9 @@ export function openApiDocument(version: string): Record<string, unknown> {
       },
       '/v1/info': {
         get: {
-          summary: 'Server version, store kind and capabilities',
+          summary: 'Server version, store kind and capabilities, auth mode, limits',
           security: [],
-          responses: { '200': { description: 'info' } },
+          responses: { '200': json(INFO, 'info') },
         },
       },
       '/healthz': {

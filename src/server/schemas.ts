@@ -5,6 +5,8 @@
  * checked after the schema by the core validators, which name the field in their messages.
  */
 
+import { LIMITS } from '../core/validate.js';
+
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 const duration = (description: string): Record<string, unknown> => ({
@@ -46,6 +48,12 @@ export const ACQUIRE_BODY = {
       ...LEASE_ID_SCHEMA,
       description:
         'Optional lease id chosen by the client, so a retried request is idempotent. Defaults to a new random UUID.',
+    },
+    tokenBlock: {
+      type: 'integer',
+      minimum: 1,
+      maximum: LIMITS.maxTokenBlock,
+      description: `How many tokens the grant reserves (decision 007): the grant's own token t, and every later grant for the key gets a token of at least t + tokenBlock, so t+1 … t+tokenBlock−1 are the client's for local successors under this lease. renew and release still present t; GET /v1/leases/{key} shows the top of the block as lastToken. From 1 to ${LIMITS.maxTokenBlock}; above 1 only when /v1/info says store.capabilities.tokenBlocks is true (else 400 invalid_argument, nothing granted). Defaults to 1.`,
     },
   },
 } as const;
@@ -223,7 +231,8 @@ export const LEASE_STATE = {
     key: KEY_SCHEMA,
     lastToken: {
       type: 'string',
-      description: 'Highest token ever granted for the key ("0" if never).',
+      description:
+        'Highest token ever granted for the key, or reserved by a grant with a tokenBlock ("0" if never). The holder\'s own token is holder.token.',
     },
     holder: { oneOf: [HOLDER, { type: 'null' }] },
   },
@@ -346,7 +355,11 @@ export const ELECTION_STATE = {
   properties: {
     name: { type: 'string' },
     key: KEY_SCHEMA,
-    lastEpoch: { type: 'string', description: 'Highest epoch ever granted ("0" if never).' },
+    lastEpoch: {
+      type: 'string',
+      description:
+        'Highest epoch ever granted, or reserved by an acquire with a tokenBlock ("0" if never).',
+    },
     leader: {
       oneOf: [
         {
@@ -362,6 +375,56 @@ export const ELECTION_STATE = {
         },
         { type: 'null' },
       ],
+    },
+  },
+} as const;
+
+export const INFO = {
+  type: 'object',
+  required: ['name', 'version', 'store', 'auth', 'limits'],
+  properties: {
+    name: { const: 'leasehold' },
+    version: { type: 'string' },
+    store: {
+      type: 'object',
+      required: ['kind', 'capabilities'],
+      properties: {
+        kind: { type: 'string', description: 'The store behind the server: sqlite, postgres, …' },
+        capabilities: {
+          type: 'object',
+          required: ['timeAuthority', 'tokenDurability', 'minTtlMs', 'tokenBlocks'],
+          properties: {
+            timeAuthority: { type: 'string', enum: ['store', 'machine_monotonic', 'injected'] },
+            tokenDurability: {
+              type: 'string',
+              enum: ['volatile', 'durable', 'replicated', 'best_effort'],
+            },
+            watch: { type: 'string', enum: ['push', 'none'] },
+            sharedAcrossProcesses: { type: 'boolean' },
+            minTtlMs: { type: 'integer' },
+            ttlGranularityMs: { type: 'integer' },
+            tokenBlocks: {
+              type: 'boolean',
+              description:
+                'Whether acquire accepts a tokenBlock above 1 (the store reserves the block; decision 007).',
+            },
+          },
+        },
+      },
+    },
+    auth: { type: 'string', enum: ['none', 'bearer'] },
+    limits: {
+      type: 'object',
+      properties: {
+        bodyLimitBytes: { type: 'integer' },
+        maxWaitMs: { type: 'integer' },
+        batchMaxOps: { type: 'integer' },
+        batchBodyLimitBytes: { type: 'integer' },
+        maxTokenBlock: {
+          type: 'integer',
+          description: 'The largest tokenBlock an acquire may ask for.',
+        },
+      },
     },
   },
 } as const;

@@ -12,6 +12,7 @@ import {
 import { pino, type Logger as PinoLogger } from 'pino';
 import { invalidArgument } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
+import { LIMITS } from '../core/validate.js';
 import { registerLeaseRoutes } from './api.js';
 import { registerBatchRoute } from './batch.js';
 import { registerElectionRoutes } from './elections.js';
@@ -312,13 +313,18 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   app.get('/v1/info', () => ({
     name: 'leasehold',
     version: VERSION,
-    store: { kind: store.kind, capabilities: store.capabilities },
+    store: {
+      kind: store.kind,
+      // Always present: a client must never assume blocks from a missing field.
+      capabilities: { ...store.capabilities, tokenBlocks: store.capabilities.tokenBlocks === true },
+    },
     auth: auth.enabled ? 'bearer' : 'none',
     limits: {
       bodyLimitBytes: bodyLimit,
       maxWaitMs,
       batchMaxOps: MAX_BATCH_OPS,
       batchBodyLimitBytes: batchBodyLimit,
+      maxTokenBlock: LIMITS.maxTokenBlock,
     },
   }));
   app.get('/healthz', () => ({ status: 'ok' }));

@@ -36,7 +36,9 @@ export interface HttpLeaseStoreOptions {
   /**
    * What the store behind the server can do. {@link HttpLeaseStore.connect} asks the server;
    * the constructor defaults to conservative values (`timeAuthority: 'store'`,
-   * `tokenDurability: 'best_effort'`, 100 ms minimum TTL).
+   * `tokenDurability: 'best_effort'`, 100 ms minimum TTL, no `tokenBlocks`). Claim
+   * `tokenBlocks` only for a server whose `/v1/info` says so: another server refuses an acquire
+   * with a block (400, `ERR_INVALID_ARGUMENT`).
    */
   readonly capabilities?: Partial<StoreCapabilities>;
   /** Extra CA certificates (PEM) to trust for an `https:` server. Defaults to the system's. */
@@ -64,6 +66,7 @@ const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
   sharedAcrossProcesses: true,
   minTtlMs: 100,
   ttlGranularityMs: 1,
+  tokenBlocks: false,
 });
 
 const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
@@ -176,6 +179,9 @@ export class HttpLeaseStore implements LeaseStore {
         tokenDurability: caps.tokenDurability ?? DEFAULT_CAPABILITIES.tokenDurability,
         minTtlMs: Math.max(DEFAULT_CAPABILITIES.minTtlMs, caps.minTtlMs ?? 0),
         ttlGranularityMs: caps.ttlGranularityMs ?? 1,
+        // Only an explicit true: a client that sent blocks to a server whose store grants
+        // single tokens would hand out tokens that later grants receive again.
+        tokenBlocks: caps.tokenBlocks === true,
       },
     });
   }
@@ -192,6 +198,9 @@ export class HttpLeaseStore implements LeaseStore {
         ownerId: request.ownerId,
         leaseId: request.leaseId,
         ...(request.value === undefined ? {} : { value: request.value }),
+        ...(request.tokenBlock === undefined || request.tokenBlock <= 1
+          ? {}
+          : { tokenBlock: request.tokenBlock }),
       },
       'idempotent',
       options,
