@@ -105,6 +105,55 @@ describe('RedisLeaseStore specifics', () => {
     });
   });
 
+  it('reserves token blocks exactly around 2^53 and beyond, and starts the next grant above the top', async () => {
+    const block = (key: string, tokenBlock: number) =>
+      store.tryAcquire(
+        { key, leaseId: randomUUID(), ownerId: 'o', ttlMs: 5000, value: undefined, tokenBlock },
+        OPTS(),
+      );
+    for (const last of [
+      5_000_000_000_000_000n,
+      9_007_199_254_740_980n, // the block crosses 2^53 in doubles
+      9_007_199_254_740_991n, // the decimal path from the start
+      9_223_372_036_854_775_700n,
+    ]) {
+      const key = `block-edge/${last}`;
+      const rec = store.keysOf(key).record;
+      await redis.hset(rec, 'token', last.toString());
+      const r = await block(key, 64);
+      assert.deepEqual(r.status === 'acquired' && r.token, last + 1n, `after ${last}`);
+      assert.equal(await redis.hget(rec, 'token'), (last + 1n).toString());
+      assert.equal(await redis.hget(rec, 'top'), (last + 64n).toString(), `top after ${last}`);
+      assert.equal((await store.inspect(key, OPTS())).lastToken, last + 64n);
+      await redis.hdel(rec, 'id'); // released
+      const next = await grant(key);
+      assert.deepEqual(next.status === 'acquired' && next.token, last + 65n, `next after ${last}`);
+      // A block of 1 over a record with a top keeps the field consistent (top = token).
+      assert.equal(await redis.hget(rec, 'top'), (last + 65n).toString());
+    }
+  });
+
+  it('refuses a block that would pass the largest 64-bit token and leaves the record as it was', async () => {
+    const key = 'block-exhausted';
+    const rec = store.keysOf(key).record;
+    await redis.hset(rec, 'token', '9223372036854775800');
+    await assert.rejects(
+      store.tryAcquire(
+        { key, leaseId: randomUUID(), ownerId: 'o', ttlMs: 5000, value: undefined, tokenBlock: 8 },
+        OPTS(),
+      ),
+      (err: unknown) => isLeaseholdError(err) && /exhausted/.test(err.message),
+    );
+    assert.deepEqual(await redis.hgetall(rec), { token: '9223372036854775800' });
+    // A block that just fits is granted.
+    const r = await store.tryAcquire(
+      { key, leaseId: randomUUID(), ownerId: 'o', ttlMs: 5000, value: undefined, tokenBlock: 7 },
+      OPTS(),
+    );
+    assert.deepEqual(r.status === 'acquired' && r.token, 9_223_372_036_854_775_801n);
+    assert.equal(await redis.hget(rec, 'top'), '9223372036854775807');
+  });
+
   it('with replicas: 1 and no replica to acknowledge, gives the grant back and answers unavailable', async () => {
     const waiting = new RedisLeaseStore({
       redis,
