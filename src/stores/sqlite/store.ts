@@ -298,13 +298,9 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     request: StoreAcquireRequest,
     _options?: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    try {
-      tokenBlockOf(request);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
     if (this.writes !== undefined) return this.acquireGrouped(request, 0);
     return this.run(() => {
+      tokenBlockOf(request);
       for (let attempt = 0; attempt < MAX_GRANT_ATTEMPTS; attempt++) {
         const nowUs = machineMonotonicUs();
         const read = this.readForGrant(request, nowUs);
@@ -331,6 +327,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     request: StoreAcquireRequest,
     attempt: number,
   ): Promise<StoreAcquireResult> {
+    // Checked before the grant joins a batch, where a throw would fail the whole batch.
+    tokenBlockOf(request);
     const read = await this.run(() => this.readForGrant(request, machineMonotonicUs()));
     if (read?.status === 'acquired') {
       // The caller's own lease (a retry): the read may have seen a grant that is committed but
