@@ -72,7 +72,15 @@ describe('PostgresLeaseStore', () => {
 
     for (let i = 0; i < 200; i++) {
       const r = await store.tryAcquire(
-        { key, leaseId: randomUUID(), ownerId: `contender-${i}`, ttlMs: 60_000, value: 'x' },
+        {
+          key,
+          leaseId: randomUUID(),
+          ownerId: `contender-${i}`,
+          ttlMs: 60_000,
+          value: 'x',
+          // Half of them ask for a token block: a busy answer writes nothing either way.
+          ...(i % 2 === 0 ? { tokenBlock: 8 } : {}),
+        },
         OPTS(),
       );
       assert.equal(r.status, 'busy');
@@ -90,7 +98,7 @@ describe('PostgresLeaseStore', () => {
     // The same statement inside an explicit transaction: still no xid after a busy answer.
     const sql = renderSql(
       Q.ACQUIRE.replaceAll('{{acquire_fn}}', acquireFunctionName(schema, 'coordination_lease')),
-      [key, randomUUID(), 60_000, 'probe', null],
+      [key, randomUUID(), 60_000, 'probe', null, 8],
     );
     await admin.query('BEGIN');
     const busy = await admin.query<{ status: string }>(sql);
@@ -363,13 +371,14 @@ describe('PostgresLeaseStore migrations and names', () => {
       assert.deepEqual(applied, [
         'coordination_lease/0001_lease.sql',
         'coordination_lease/0002_acquire_function.sql',
+        'coordination_lease/0003_token_block.sql',
       ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 2);
+      assert.equal(rows.rowCount, 3);
     } finally {
       await dropSchema(schema);
     }

@@ -5,6 +5,7 @@ import {
   checkout,
   lastResult,
   quoteIdent,
+  quoteLiteral,
   resolveConnection,
   unavailable,
   type PostgresConnectionOptions,
@@ -48,11 +49,18 @@ export interface PostgresEpochReport {
  *
  * The restored database cannot know the lost tokens, so the floor comes from outside its
  * state: `F = max(clock_ms × 1024, highest token in the table, atLeast)`, with the database's
- * clock. In one transaction, holding a lock that stops grants meanwhile:
- * - every row's counter is raised to `F` and its holder is cleared (restored leases are not
- *   trusted: a renewal from a pre-restore holder now fails, its token no longer matches);
+ * clock; the highest token counts the tokens reserved by a token block (decision 007, column
+ * `fencing_token_block`), not only the ones granted. In one transaction, holding a lock that
+ * stops grants meanwhile:
+ * - every row's counter is raised to `F`, its block cleared and its holder cleared (restored
+ *   leases are not trusted: a renewal from a pre-restore holder now fails, its token no
+ *   longer matches);
  * - a `BEFORE INSERT` trigger raises the first token of any key created later to `F + 1` —
- *   also for programs that insert with the seed's literal `1`.
+ *   also for programs that insert with the seed's literal `1`; a block reserved by that first
+ *   grant moves up with it (the row stores the block's size, not its top).
+ *
+ * A table restored from before migration 0003 has no block column; the floor is then taken
+ * from the tokens alone (there were no blocks), and the migration adds the column later.
  *
  * Run it after every restore, before clients come back; running it again is harmless (the
  * floor only grows). Assumptions, documented in docs/postgres.md: fewer than 1024 grants per
@@ -80,10 +88,24 @@ export async function advancePostgresFencingEpoch(
       // Conflicts with every grant, renew and release (ROW EXCLUSIVE) and with itself, but
       // not with readers: the floor and the raise see a table nobody changes meanwhile.
       await client.query(`LOCK TABLE ${lease} IN SHARE ROW EXCLUSIVE MODE`);
+      const blocks = hasBlockColumn(
+        lastResult(
+          await client.query(
+            `SELECT EXISTS (SELECT 1 FROM pg_attribute
+                            WHERE attrelid = ${quoteLiteral(lease)}::regclass
+                              AND attname = 'fencing_token_block' AND NOT attisdropped) AS blocks`,
+          ),
+        ).rows[0],
+      );
+      // The top of each row's last block; written so that a top at int64's maximum cannot
+      // overflow.
+      const top = blocks
+        ? 'fencing_token + (COALESCE(fencing_token_block, 1) - 1)'
+        : 'fencing_token';
       const row = lastResult(
         await client.query(
           `SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint * ${EPOCH_TOKENS_PER_MS})::text AS clock_floor,
-                  COALESCE(max(fencing_token), 0)::text AS highest
+                  COALESCE(max(${top}), 0)::text AS highest
            FROM ${lease}`,
         ),
       ).rows[0]!;
@@ -91,7 +113,8 @@ export async function advancePostgresFencingEpoch(
       const highest = parseBigint(row['highest']);
       if (highest > floor) floor = highest;
       if (atLeast > floor) floor = atLeast;
-      if (floor >= LIMITS.maxToken) {
+      // Room above the floor for a first grant's whole block.
+      if (floor > LIMITS.maxToken - BigInt(LIMITS.maxTokenBlock)) {
         throw invalidArgument('atLeast', 'leaves no room for later tokens below 2^63', floor);
       }
       const raised = lastResult(
@@ -99,7 +122,9 @@ export async function advancePostgresFencingEpoch(
           `UPDATE ${lease}
            SET fencing_token = ${floor}, owner_id = NULL, lease_until = '-infinity'::timestamptz,
                owner_name = NULL, value = NULL, details_owner_id = NULL
-           WHERE fencing_token < ${floor} OR owner_id IS NOT NULL`,
+               ${blocks ? ', fencing_token_block = NULL' : ''}
+           WHERE fencing_token < ${floor} OR owner_id IS NOT NULL
+                 ${blocks ? 'OR fencing_token_block IS NOT NULL' : ''}`,
         ),
       );
       await client.query(
@@ -131,4 +156,9 @@ export async function advancePostgresFencingEpoch(
   } finally {
     if (conn.ownPool) await conn.pool.end();
   }
+}
+
+/** Whether the lease table has migration 0003's `fencing_token_block` column. */
+function hasBlockColumn(row: Record<string, unknown> | undefined): boolean {
+  return row?.['blocks'] === true;
 }

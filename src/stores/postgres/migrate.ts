@@ -21,7 +21,11 @@ export interface Migration {
 }
 
 /** The lease store's migrations, in order. Files are never edited once released: add a new one. */
-export const LEASE_MIGRATION_FILES = ['0001_lease.sql', '0002_acquire_function.sql'] as const;
+export const LEASE_MIGRATION_FILES = [
+  '0001_lease.sql',
+  '0002_acquire_function.sql',
+  '0003_token_block.sql',
+] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
 export function leaseMigrations(schema: string, table: string): Migration[] {
@@ -32,6 +36,8 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
     notify_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_notify`)}`,
     notify_trigger: quoteIdent(`${table}_notify`),
     acquire_fn: acquireFunctionName(schema, table),
+    block_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_token_block`)}`,
+    block_trigger: quoteIdent(`${table}_token_block`),
     channel: quoteLiteral(channelName(schema, table)),
   };
   return LEASE_MIGRATION_FILES.map((file) => {
@@ -43,7 +49,7 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
   });
 }
 
-/** The escaped name of the grant function of one lease table (migration 0002). */
+/** The escaped name of the grant function of one lease table (migrations 0002, 0003). */
 export function acquireFunctionName(schema: string, table: string): string {
   return `${quoteIdent(schema)}.${quoteIdent(`${table}_acquire`)}`;
 }

@@ -17,9 +17,17 @@ const REMAINING = (row: string, now: string): string =>
   `CASE WHEN ${row}.lease_until > ${now} THEN ceil(extract(epoch FROM (${row}.lease_until - ${now})) * 1000)::int ELSE 0 END`;
 
 /**
+ * The highest token granted or reserved for a row (decision 007): the top of its last grant's
+ * token block (`fencing_token_block`, migration 0003; NULL = 1). Written so that it cannot
+ * overflow when the top is int64's maximum.
+ */
+const LAST_TOKEN = (row: string): string =>
+  `(${row}.fencing_token + (COALESCE(${row}.fencing_token_block, 1) - 1))::text`;
+
+/**
  * The grant, in one call that writes only when it may grant (DESIGN §2: a busy answer costs
- * no write). The statement lives in PL/pgSQL function `{{acquire_fn}}` (migration
- * `0002_acquire_function.sql`), so each session plans it once: a `cur` CTE reads the row, and
+ * no write). The statement lives in PL/pgSQL function `{{acquire_fn}}` (migrations
+ * `0002_acquire_function.sql`, `0003_token_block.sql`), so each session plans it once: a `cur` CTE reads the row, and
  * the INSERT's source is empty while a live holder exists, so a busy or already-held answer
  * takes no row lock, no xid and no WAL. The seed's plain `INSERT … ON CONFLICT DO UPDATE …
  * WHERE` would lock the conflicting row (set xmax) and take an xid even when its WHERE fails.
@@ -28,15 +36,19 @@ const REMAINING = (row: string, now: string): string =>
  * (ON CONFLICT locks it), so two racing grants cannot both win; the loser re-reads with a
  * fresh snapshot inside the same call and answers busy with the winner.
  *
- * Params: $1 key, $2 lease id (uuid), $3 ttl ms, $4 owner name, $5 value (or NULL).
- * Returns one row, or none after repeated lost races:
+ * The grant takes the token after the last grant's block and reserves `$6` tokens (its own
+ * included) for the client's local successors; it raises SQLSTATE 22003 when that block would
+ * end above int64's maximum (nothing written).
+ *
+ * Params: $1 key, $2 lease id (uuid), $3 ttl ms, $4 owner name, $5 value (or NULL),
+ * $6 token block (1..64). Returns one row, or none after repeated lost races:
  *   status 'acquired' | 'held' (the same lease id is live: idempotent retry) | 'busy',
  *   token (text), expires_ms (float8, wall clock, display only), remaining_ms (int),
  *   owner_id (text), owner_name, value, details_ok (bool: owner_name/value describe owner_id).
  */
 export const ACQUIRE = `
 SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, details_ok
-FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5)`;
+FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
 
 /**
  * The seed's renewal: only the same key, lease id and token while unexpired. A renewal that
@@ -70,11 +82,12 @@ WHERE resource_key = $1
 RETURNING 1 AS released`;
 
 /**
- * Params: $1 key. Returns token, live (bool), remaining_ms, owner_id, owner_name, value,
+ * Params: $1 key. Returns token (the holder's, or the last holder's), last_token (the top of
+ * the last grant's block), live (bool), remaining_ms, owner_id, owner_name, value,
  * details_ok — or no row when the key was never granted.
  */
 export const INSPECT = `
-SELECT fencing_token::text AS token,
+SELECT fencing_token::text AS token, ${LAST_TOKEN('l')} AS last_token,
        lease_until > clock_timestamp() AS live,
        ${REMAINING('l', 'clock_timestamp()')} AS remaining_ms,
        owner_id::text AS owner_id, owner_name, value,
@@ -87,7 +100,8 @@ FROM {{lease}} l WHERE resource_key = $1`;
  * Returns key plus the columns of INSPECT.
  */
 export const LIST_LIVE = `
-SELECT resource_key AS key, fencing_token::text AS token, true AS live,
+SELECT resource_key AS key, fencing_token::text AS token, ${LAST_TOKEN('l')} AS last_token,
+       true AS live,
        ${REMAINING('l', 'clock_timestamp()')} AS remaining_ms,
        owner_id::text AS owner_id, owner_name, value,
        details_owner_id IS NOT DISTINCT FROM owner_id AS details_ok

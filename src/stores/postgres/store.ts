@@ -1,5 +1,6 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
+import { LIMITS } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
   StoreAcquireRequest,
@@ -71,6 +72,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   sharedAcrossProcesses: true,
   minTtlMs: 1,
   ttlGranularityMs: 1,
+  tokenBlocks: true,
 });
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -90,6 +92,9 @@ const ACQUIRE_ATTEMPTS = 3;
  *   global pg type parser cannot corrupt them.
  * - Interoperates with the seed's own statements run by other programs on the same table:
  *   the lease id is the row's `owner_id`.
+ * - Token blocks (decision 007): a grant can reserve the tokens after its own (column
+ *   `fencing_token_block`, migration 0003); the next grant — also the seed's own upsert, which
+ *   a trigger lifts above the block — comes after the whole block.
  * - Waiting is woken by LISTEN/NOTIFY on one dedicated session per store.
  * - Durability: `synchronous_commit = on` per write (see `synchronousCommit`). After restoring
  *   the database from a backup, run {@link advancePostgresFencingEpoch} before clients
@@ -271,7 +276,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     const token = parseBigint(row['token']);
     return {
       key,
-      lastToken: token,
+      lastToken: parseBigint(row['last_token']),
       holder: row['live'] === true ? holderOf(row, token) : undefined,
     };
   }
@@ -280,7 +285,11 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     const result = await this.run(this.sql.list, [prefix, limit], options, false);
     return result.rows.map((row) => {
       const token = parseBigint(row['token']);
-      return { key: String(row['key']), lastToken: token, holder: holderOf(row, token) };
+      return {
+        key: String(row['key']),
+        lastToken: parseBigint(row['last_token']),
+        holder: holderOf(row, token),
+      };
     });
   }
 
@@ -360,7 +369,22 @@ export function parseBigint(value: unknown): bigint {
 }
 
 function acquireParams(request: StoreAcquireRequest): SqlParam[] {
-  return [request.key, request.leaseId, request.ttlMs, request.ownerId, request.value ?? null];
+  const block = request.tokenBlock ?? 1;
+  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
+    throw invalidArgument(
+      'tokenBlock',
+      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
+      block,
+    );
+  }
+  return [
+    request.key,
+    request.leaseId,
+    request.ttlMs,
+    request.ownerId,
+    request.value ?? null,
+    block,
+  ];
 }
 
 /** The grant function's row as an answer; undefined when it lost its races (no row). */

@@ -4,30 +4,40 @@
  * monotonic clock in microseconds, valid only with `@bootId`; `@expiresWallMs` is display only.
  */
 
-/** Params: key. Returns: lease_id, owner_id, token, expires_us, boot_id, value (or no row). */
+/**
+ * Params: key. Returns: lease_id, owner_id, token, token_block, expires_us, boot_id, value
+ * (or no row). token_block NULL means 1 (migration 0002).
+ */
 export const SELECT_LEASE = `
-SELECT lease_id, owner_id, token, expires_us, boot_id, value
+SELECT lease_id, owner_id, token, token_block, expires_us, boot_id, value
 FROM {{table}} WHERE key = @key`;
 
 /**
  * The grant, in one atomic statement: insert with token 1, or take over a free, released,
- * expired or previous-boot row with token + 1. Returns: token — or no row when a live holder
- * remains (the caller re-reads; a busy answer never reaches this statement in the common case).
+ * expired or previous-boot row with the token after the last grant's block
+ * (token + token_block, NULL = 1). `@tokenBlock` is this grant's block (NULL for 1). The
+ * statement writes nothing when the block would end above int64's maximum: `@roomTop` is that
+ * maximum − (block − 1), so the bound is compared without overflowing (SQLite turns an
+ * integer overflow into a REAL). Returns: token — or no row when a live holder remains or the
+ * token space is exhausted (the caller re-reads; a busy answer never reaches this statement
+ * in the common case).
  */
 export const ACQUIRE = `
-INSERT INTO {{table}} (key, lease_id, owner_id, token, expires_us, boot_id, expires_wall_ms, value)
-VALUES (@key, @leaseId, @ownerId, 1, @expiresUs, @bootId, @expiresWallMs, @value)
+INSERT INTO {{table}} (key, lease_id, owner_id, token, token_block, expires_us, boot_id, expires_wall_ms, value)
+VALUES (@key, @leaseId, @ownerId, 1, @tokenBlock, @expiresUs, @bootId, @expiresWallMs, @value)
 ON CONFLICT (key) DO UPDATE SET
   lease_id = excluded.lease_id,
   owner_id = excluded.owner_id,
-  token = {{table}}.token + 1,
+  token = {{table}}.token + coalesce({{table}}.token_block, 1),
+  token_block = excluded.token_block,
   expires_us = excluded.expires_us,
   boot_id = excluded.boot_id,
   expires_wall_ms = excluded.expires_wall_ms,
   value = excluded.value
-WHERE {{table}}.lease_id IS NULL
+WHERE ({{table}}.lease_id IS NULL
    OR {{table}}.boot_id <> @bootId
-   OR {{table}}.expires_us <= @nowUs
+   OR {{table}}.expires_us <= @nowUs)
+  AND {{table}}.token <= @roomTop - coalesce({{table}}.token_block, 1)
 RETURNING token`;
 
 /** Params: key, leaseId, token, bootId, nowUs, expiresUs, expiresWallMs. Changes 1 row or 0 (lost). */
@@ -43,7 +53,7 @@ WHERE key = @key AND lease_id = @leaseId AND token = @token`;
 
 /** Params: prefix, bootId, nowUs, limit. Returns live rows whose key starts with prefix, in key order. */
 export const LIST_LIVE = `
-SELECT key, lease_id, owner_id, token, expires_us, boot_id, value
+SELECT key, lease_id, owner_id, token, token_block, expires_us, boot_id, value
 FROM {{table}}
 WHERE key >= @prefix AND substr(key, 1, length(@prefix)) = @prefix
   AND lease_id IS NOT NULL AND boot_id = @bootId AND expires_us > @nowUs

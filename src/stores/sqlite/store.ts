@@ -3,6 +3,7 @@ import { closeSync, fsyncSync, openSync, readFileSync, realpathSync } from 'node
 import { dirname, resolve, basename, join } from 'node:path';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
+import { LIMITS } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
   StoreAcquireRequest,
@@ -48,6 +49,8 @@ interface LeaseRow {
   lease_id: string | null;
   owner_id: string | null;
   token: bigint;
+  /** Tokens the grant reserved, its own included (decision 007); null means 1. */
+  token_block: bigint | null;
   expires_us: bigint;
   boot_id: string;
   value: string | null;
@@ -60,9 +63,10 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   sharedAcrossProcesses: true,
   minTtlMs: 1,
   ttlGranularityMs: 1,
+  tokenBlocks: true,
 });
 
-const MIGRATIONS = ['0001_lease.sql'] as const;
+const MIGRATIONS = ['0001_lease.sql', '0002_token_block.sql'] as const;
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /**
@@ -78,6 +82,8 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  *   group commit the connection stays NORMAL and a grant waits for an fdatasync of the WAL
  *   instead (WalSync), which is the same guarantee.
  * - A busy answer is a read: no write lock, no WAL frame.
+ * - Token blocks (decision 007): a grant can reserve the tokens after its own (column
+ *   `token_block`, migration 0002); the next grant comes after the whole block.
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
  *
@@ -115,6 +121,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
   private readonly releaseTx: (params: Record<string, unknown>) => number;
   private readonly handOffTx: (params: {
     key: string;
+    nowUs: bigint;
     release: Record<string, unknown>;
     acquire: Record<string, unknown>;
   }) => {
@@ -211,10 +218,20 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     // A hand-off grants, so it commits with the grants' FULL sync (with group commit: it waits
     // for the WAL sync before answering).
     this.handOffTx = immediate(
-      (p: { key: string; release: Record<string, unknown>; acquire: Record<string, unknown> }) => {
+      (p: {
+        key: string;
+        nowUs: bigint;
+        release: Record<string, unknown>;
+        acquire: Record<string, unknown>;
+      }) => {
         const released = release.run(p.release).changes === 1;
         const granted = acquire.get(p.acquire);
         const holder = granted === undefined ? this.stmt.select.get({ key: p.key }) : undefined;
+        // Under the write lock the grant fails only for a live holder or an exhausted token
+        // space; the latter throws, which rolls the release back too (nothing written).
+        if (granted === undefined && (holder === undefined || !this.isLive(holder, p.nowUs))) {
+          throw exhaustedError(p.key);
+        }
         return { released, granted, holder };
       },
     );
@@ -283,6 +300,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
   ): Promise<StoreAcquireResult> {
     if (this.writes !== undefined) return this.acquireGrouped(request, 0);
     return this.run(() => {
+      tokenBlockOf(request);
       for (let attempt = 0; attempt < MAX_GRANT_ATTEMPTS; attempt++) {
         const nowUs = machineMonotonicUs();
         const read = this.readForGrant(request, nowUs);
@@ -309,6 +327,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     request: StoreAcquireRequest,
     attempt: number,
   ): Promise<StoreAcquireResult> {
+    // Checked before the grant joins a batch, where a throw would fail the whole batch.
+    tokenBlockOf(request);
     const read = await this.run(() => this.readForGrant(request, machineMonotonicUs()));
     if (read?.status === 'acquired') {
       // The caller's own lease (a retry): the read may have seen a grant that is committed but
@@ -353,7 +373,11 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     nowUs: bigint,
   ): StoreAcquireResult | undefined {
     const row = this.stmt.select.get({ key: request.key });
-    if (row === undefined || !this.isLive(row, nowUs)) return undefined;
+    if (row === undefined) return undefined;
+    if (!this.isLive(row, nowUs)) {
+      if (!hasRoom(row, request)) throw exhaustedError(request.key);
+      return undefined;
+    }
     if (row.lease_id === request.leaseId) return { status: 'acquired', token: row.token };
     return { status: 'busy', holder: holderOf(row, nowUs), retryAfterMs: remainingMs(row, nowUs) };
   }
@@ -363,10 +387,13 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     nowUs: bigint,
     expiresWallMs: number,
   ): Record<string, unknown> {
+    const block = tokenBlockOf(request);
     return {
       key: request.key,
       leaseId: request.leaseId,
       ownerId: request.ownerId,
+      tokenBlock: block === 1 ? null : BigInt(block),
+      roomTop: LIMITS.maxToken - BigInt(block - 1),
       expiresUs: nowUs + BigInt(request.ttlMs) * 1000n,
       bootId: this.bootId,
       expiresWallMs,
@@ -431,11 +458,13 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     acquire: StoreAcquireRequest,
     _options?: StoreRequestOptions,
   ): Promise<StoreHandOffResult> {
+    tokenBlockOf(acquire);
     const handed = await this.run(() => {
       const nowUs = machineMonotonicUs();
       const expiresWallMs = Date.now() + acquire.ttlMs;
       const r = this.handOffTx({
         key: acquire.key,
+        nowUs,
         release: { key: release.key, leaseId: release.leaseId, token: release.token },
         acquire: this.grantParams(acquire, nowUs, expiresWallMs),
       });
@@ -473,7 +502,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       const nowUs = machineMonotonicUs();
       return {
         key,
-        lastToken: row.token,
+        lastToken: topOf(row),
         holder: this.isLive(row, nowUs) ? holderOf(row, nowUs) : undefined,
       };
     });
@@ -484,7 +513,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       const nowUs = machineMonotonicUs();
       return this.stmt.list
         .all({ prefix, bootId: this.bootId, nowUs, limit: BigInt(limit) })
-        .map((row) => ({ key: row.key, lastToken: row.token, holder: holderOf(row, nowUs) }));
+        .map((row) => ({ key: row.key, lastToken: topOf(row), holder: holderOf(row, nowUs) }));
     });
   }
 
@@ -579,6 +608,33 @@ function openWalForSync(dbPath: string): number {
   return openSync(`${dbPath}-wal`, 'r');
 }
 
+/** The request's token block, checked (the contract allows 1 to LIMITS.maxTokenBlock). */
+function tokenBlockOf(request: StoreAcquireRequest): number {
+  const block = request.tokenBlock ?? 1;
+  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
+    throw invalidArgument(
+      'tokenBlock',
+      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
+      block,
+    );
+  }
+  return block;
+}
+
+/** The highest token granted or reserved by the row's last grant: its block's top. */
+function topOf(row: LeaseRow): bigint {
+  return row.token + (row.token_block ?? 1n) - 1n;
+}
+
+/** Whether a grant of `request`'s block after `row`'s would stay within int64. */
+function hasRoom(row: LeaseRow, request: StoreAcquireRequest): boolean {
+  return topOf(row) + BigInt(tokenBlockOf(request)) <= LIMITS.maxToken;
+}
+
+function exhaustedError(key: string): LeaseholdError {
+  return new LeaseholdError('ERR_UNAVAILABLE', `token space of ${key} is exhausted`);
+}
+
 function contentionError(key: string): LeaseholdError {
   return new LeaseholdError('ERR_UNAVAILABLE', `contention on ${key} did not settle`);
 }
@@ -642,7 +698,11 @@ function migrate(db: Database.Database, table: string): void {
       const name = `${table}/${file}`;
       if (applied.get(name) !== undefined) continue;
       const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
-      db.exec(text.replaceAll('{{table}}', `"${table}"`));
+      db.exec(
+        text
+          .replaceAll('{{table}}', `"${table}"`)
+          .replaceAll('{{block_guard}}', `"${table}_block_guard"`),
+      );
       record.run(name, BigInt(Date.now()));
     }
   }).immediate();
