@@ -77,10 +77,16 @@ SELECT (SELECT count(*) FROM lease)::int AS lease_ok,
        (SELECT count(*) FROM mark)::int AS marked,
        (SELECT count(*) FROM op)::int AS op_new`;
 
-/** The seed's validate-and-write check of the lease row (§4). Params as above. */
+/**
+ * The seed's validate-and-write check of the lease row (§4). Params as above. The token may
+ * be the grant's own or one of the block it reserved (a local successor under the same store
+ * lease, decision 007; lease table migration 0003): the fence's high-water mark still orders
+ * the holders within the block.
+ */
 const LEASE_CHECK = `
   SELECT 1 FROM {{lease}}
-  WHERE resource_key = $4 AND owner_id = $5::uuid AND fencing_token = $2::bigint
+  WHERE resource_key = $4 AND owner_id = $5::uuid
+    AND $2::bigint BETWEEN fencing_token AND fencing_token + (COALESCE(fencing_token_block, 1) - 1)
     AND lease_until > clock_timestamp()
   FOR UPDATE`;
 

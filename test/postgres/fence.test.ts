@@ -234,6 +234,38 @@ describe('PostgresFence', () => {
     await b.close();
   });
 
+  it('with lease validation, lets local successors under one store lease write in turn, and no token outside the block', async () => {
+    const key = uniqueKey('successors');
+    const a = new LeaseClient({ store, ownerId: 'writer-a', localSuccessors: 2 });
+    const first = (await a.acquire(key, { ttl: 10_000 })) as { lease: Lease };
+    const waiting = a.acquire(key, { ttl: 10_000, wait: 5_000 });
+    await first.lease.release();
+    const r2 = await waiting;
+    assert.equal(r2.status, 'acquired');
+    const second = (r2 as { lease: Lease }).lease;
+    assert.equal(second.token, first.lease.token + 1n);
+    assert.equal(second.leaseId, first.lease.leaseId, 'the same store lease');
+    const lease = { key, leaseId: second.leaseId };
+    const ok = await fence.write(
+      { scope: key, token: second.token, lease },
+      writeReport(key, second.token, 'by the successor'),
+    );
+    assert.equal(ok.status, 'applied');
+    // The earlier holder of the block is behind the high-water mark now.
+    const late = await fence.write({ scope: key, token: first.lease.token, lease }, () => {
+      assert.fail('a stale writer must not run');
+    });
+    assert.equal(late.status, 'stale_fence');
+    // A token above the block is not this lease's, though the store lease is live.
+    const beyond = await fence.write({ scope: key, token: first.lease.token + 3n, lease }, () =>
+      assert.fail('a token outside the block must not run'),
+    );
+    assert.equal(beyond.status, 'stale_fence');
+    assert.deepEqual(await logOf(key), [second.token]);
+    await second.release();
+    await a.close();
+  });
+
   it('answers duplicate for a repeated idempotency key within one generation, and runs nothing', async () => {
     const scope = uniqueKey('idem');
     let runs = 0;
