@@ -73,7 +73,8 @@ export interface LeaseClientOptions {
    */
   readonly maxHandOffRun?: number;
   /**
-   * On stores with token blocks (memory, Redis: `capabilities.tokenBlocks`), each store grant
+   * On stores with token blocks (`capabilities.tokenBlocks`: memory, SQLite, PostgreSQL, Redis,
+   * and HTTP when the server's store has them; not etcd), each store grant
    * reserves this many more tokens, and a lease released while another acquisition of this
    * client waits for the key (same TTL and value) passes to that waiter **without a store
    * call**: the waiter's lease acts under the same store lease (same lease id, expiry and
