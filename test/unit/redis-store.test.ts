@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { LeaseClient } from '../../src/core/client.js';
@@ -122,15 +124,74 @@ describe('RedisLeaseStore specifics', () => {
       await redis.hset(rec, 'token', last.toString());
       const r = await block(key, 64);
       assert.deepEqual(r.status === 'acquired' && r.token, last + 1n, `after ${last}`);
-      assert.equal(await redis.hget(rec, 'token'), (last + 1n).toString());
-      assert.equal(await redis.hget(rec, 'top'), (last + 64n).toString(), `top after ${last}`);
-      assert.equal((await store.inspect(key, OPTS())).lastToken, last + 64n);
+      // The token field is the block's top (what an earlier version reads as the last token);
+      // `own` holds the grant's own token for its lease id.
+      assert.equal(await redis.hget(rec, 'token'), (last + 64n).toString(), `top after ${last}`);
+      const id = await redis.hget(rec, 'id');
+      assert.equal(await redis.hget(rec, 'own'), `${last + 1n}:${id}`);
+      const seen = await store.inspect(key, OPTS());
+      assert.equal(seen.lastToken, last + 64n);
+      assert.equal(seen.holder?.token, last + 1n);
       await redis.hdel(rec, 'id'); // released
       const next = await grant(key);
       assert.deepEqual(next.status === 'acquired' && next.token, last + 65n, `next after ${last}`);
-      // A block of 1 over a record with a top keeps the field consistent (top = token).
-      assert.equal(await redis.hget(rec, 'top'), (last + 65n).toString());
+      // A block of 1 over a record that has `own` rewrites it for the new lease id.
+      assert.equal(await redis.hget(rec, 'token'), (last + 65n).toString());
+      const id2 = await redis.hget(rec, 'id');
+      assert.equal(await redis.hget(rec, 'own'), `${last + 65n}:${id2}`);
     }
+  });
+
+  it('a process of the version before token blocks still grants above a reserved block, and leaves the block holder alone', async () => {
+    const old = readFileSync(
+      fileURLToPath(
+        new URL('../../../test/fixtures/redis-acquire-before-token-blocks.lua', import.meta.url),
+      ),
+      'utf8',
+    );
+    const key = 'rolling-upgrade';
+    const rec = store.keysOf(key).record;
+    const oldAcquire = async (leaseId: string): Promise<unknown> =>
+      redis.eval(old, 1, rec, leaseId, 'old-process', 300, '');
+    // A new process takes the key with a block of 8, for a short TTL.
+    const blockHolder = randomUUID();
+    const r = await store.tryAcquire(
+      { key, leaseId: blockHolder, ownerId: 'new', ttlMs: 300, value: undefined, tokenBlock: 8 },
+      OPTS(),
+    );
+    const t = r.status === 'acquired' ? r.token : 0n;
+    // While it holds, the old process is told busy (its view of the token is the block's top).
+    const busy = (await oldAcquire(randomUUID())) as unknown[];
+    assert.equal(busy[0], 0);
+    // The new holder's renew and release work on its own token, not the top.
+    assert.equal(
+      (await store.renew({ key, leaseId: blockHolder, token: t + 7n, ttlMs: 300 }, OPTS())).status,
+      'lost',
+    );
+    assert.equal(
+      (await store.renew({ key, leaseId: blockHolder, token: t, ttlMs: 300 }, OPTS())).status,
+      'renewed',
+    );
+    assert.equal(
+      (await store.release({ key, leaseId: blockHolder, token: t }, OPTS())).status,
+      'released',
+    );
+    // Released: the old process grants, above the whole block (a local successor of the new
+    // process may have held t + 1 … t + 7).
+    const oldId = randomUUID();
+    const granted = (await oldAcquire(oldId)) as unknown[];
+    assert.equal(granted[0], 1);
+    assert.ok(
+      BigInt(granted[1] as string) > t + 7n,
+      `old grant ${String(granted[1])} inside the block`,
+    );
+    // The new version sees the old process's lease with its real token (the stale `own` of the
+    // block holder names another lease id and is ignored).
+    const seen = await store.inspect(key, OPTS());
+    assert.equal(seen.holder?.token, BigInt(granted[1] as string));
+    assert.equal(seen.lastToken, BigInt(granted[1] as string));
+    const busyNew = await grant(key);
+    assert.equal(busyNew.status === 'busy' && busyNew.holder.token, BigInt(granted[1] as string));
   });
 
   it('refuses a block that would pass the largest 64-bit token and leaves the record as it was', async () => {
@@ -151,7 +212,7 @@ describe('RedisLeaseStore specifics', () => {
       OPTS(),
     );
     assert.deepEqual(r.status === 'acquired' && r.token, 9_223_372_036_854_775_801n);
-    assert.equal(await redis.hget(rec, 'top'), '9223372036854775807');
+    assert.equal(await redis.hget(rec, 'token'), '9223372036854775807');
   });
 
   it('with replicas: 1 and no replica to acknowledge, gives the grant back and answers unavailable', async () => {

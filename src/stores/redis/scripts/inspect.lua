@@ -1,13 +1,19 @@
 -- inspect.lua — a key's state for observers, read in one atomic step. Writes nothing.
 -- KEYS[1]  lease record (hash: token, id, owner, exp, v — see lease-acquire.lua)
--- Returns: {lastToken} when no live holder (lastToken: the top of the last grant's token block)
+-- Returns: {lastToken} when no live holder (lastToken: the last token granted or reserved)
 --          {lastToken, owner, token, remainingMs, leaseIdPrefix, v} with a live holder
 -- Time: from Redis TIME only.
-local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v', 'top')
-local last = rec[6] or rec[3] or '0'
+local rec = redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v', 'own')
+local last = rec[3] or '0'
 if not rec[1] then return {last} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local left = tonumber(rec[2]) - now
 if left <= 0 then return {last} end
-return {last, rec[4], rec[3], left, string.sub(rec[1], 1, 8), rec[5]}
+-- The holder's own token: `own`'s when valid for its lease id (a token block), else `token`.
+local held = rec[3]
+if rec[6] then
+  local sep = string.find(rec[6], ':', 1, true)
+  if sep and string.sub(rec[6], sep + 1) == rec[1] then held = string.sub(rec[6], 1, sep - 1) end
+end
+return {last, rec[4], held, left, string.sub(rec[1], 1, 8), rec[5]}

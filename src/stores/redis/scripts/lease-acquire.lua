@@ -2,10 +2,13 @@
 -- decimal.lua by scripts.ts). Each entry script is one call into it.
 --
 -- A key's lease record is one hash that never expires (so its token never resets):
---   token  last granted token (decimal string)      id     lease id of the holder
+--   token  the last token granted or reserved (decimal string)      id  lease id of the holder
 --   owner  owner id      exp  expiry, Redis TIME in ms      v  '=' .. value, or ''
---   top    the last token reserved by that grant's token block (decision 007); absent in
---          records that never saw a block, where it equals token
+--   own    '<t>:<lease id>' when that grant reserved a token block (decision 007): its own
+--          token t, below `token` (the block's top). Valid only while its lease id is the
+--          record's `id`; otherwise (absent, or left by an earlier grant) the holder's token
+--          is `token`. So a process of an earlier version, which reads `token` as the last
+--          token, still grants above every reserved token.
 -- One hash holds the record and its counter: always one Redis Cluster slot.
 -- Time: from Redis TIME only (expiry and the token floor); never a client clock.
 --
@@ -28,24 +31,35 @@ local function lease_int_str(n)
   return string.format('%d%09d', hi, lo)
 end
 
+-- The holder's own token in record fields id, token, own (see above).
+local function lease_holder_token(id, token, own)
+  if own then
+    local sep = string.find(own, ':', 1, true)
+    if sep and string.sub(own, sep + 1) == id then return string.sub(own, 1, sep - 1) end
+  end
+  return token
+end
+
 -- Grants a lease on a free, released or expired key, or answers busy (writing nothing).
 -- block: how many tokens the grant reserves (1..64, a number): its own, and the next
 -- block − 1 for the client's local successors; the next grant comes after all of them.
 -- Returns: {1, token, nowMs}   granted (nowMs = Redis TIME in ms at the grant, an integer)
 --          {1, token}          the same live lease id asked again (idempotent retry)
 --          {0, owner, token, remainingMs, leaseIdPrefix, v}   busy
--- Token: max(last + 1, TIME_ms * 1024), last = the top of the previous grant's block. The
--- floor keeps tokens above every earlier one even when Redis lost the record (restart without
--- persistence, failover to a replica that missed writes), as long as a key never used 1024
--- tokens (grants times their blocks) within one ms and the clock did not step back.
+-- Token: max(last + 1, TIME_ms * 1024), last = the record's token (the top of the previous
+-- grant's block). The floor keeps tokens above every earlier one even when Redis lost the
+-- record (restart without persistence, failover to a replica that missed writes), as long as
+-- a key never used 1024 tokens (grants times their blocks) within one ms and the clock did
+-- not step back.
 local function lease_acquire(record, id, owner, ttl_ms, v, block)
-  local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v', 'top')
+  local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v', 'own')
   local now = lease_now_ms()
   if rec[1] and tonumber(rec[2]) > now then
-    if rec[1] == id then return {1, rec[3]} end
-    return {0, rec[4], rec[3], tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), rec[5]}
+    local held = lease_holder_token(rec[1], rec[3], rec[6])
+    if rec[1] == id then return {1, held} end
+    return {0, rec[4], held, tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), rec[5]}
   end
-  local last = rec[6] or rec[3] or '0'
+  local last = rec[3] or '0'
   local token, top
   if #last < 16 or (#last == 16 and last < '9007199254740991') then
     -- last < 2^53 - 1 (same-length decimals compare as strings), so last + 1 is an exact
@@ -54,7 +68,7 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block)
     local succ, floor = tonumber(last) + 1, now * 1024
     local t = succ > floor and succ or floor
     token = lease_int_str(t)
-    if block > 1 then top = lease_int_str(t + block - 1) elseif rec[6] then top = token end
+    top = block > 1 and lease_int_str(t + block - 1) or token
   else
     token = dec_incr(last)
     local floor = lease_int_str(now * 1024)
@@ -64,12 +78,13 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block)
     if dec_lt(LEASEHOLD_MAX_TOKEN, top) then
       return redis.error_reply('LEASEHOLD token space of this key is exhausted')
     end
-    if block == 1 and not rec[6] then top = nil end
   end
   local exp = lease_int_str(now + tonumber(ttl_ms))
-  if top then
-    redis.call('HSET', record, 'token', token, 'id', id, 'owner', owner, 'exp', exp, 'v', v,
-      'top', top)
+  if block > 1 or rec[6] then
+    -- Also when an earlier grant left `own`: a retried request with this lease id must not
+    -- find that one valid.
+    redis.call('HSET', record, 'token', top, 'id', id, 'owner', owner, 'exp', exp, 'v', v,
+      'own', token .. ':' .. id)
   else
     redis.call('HSET', record, 'token', token, 'id', id, 'owner', owner, 'exp', exp, 'v', v)
   end

@@ -1,11 +1,18 @@
 -- renew.lua — extends a live lease, only for the same lease id and token.
--- KEYS[1]  lease record (hash: token, id, owner, exp, v — see lease-acquire.lua)
+-- KEYS[1]  lease record (hash: token, id, owner, exp, v, own — see lease-acquire.lua)
 -- ARGV[1]  lease id      ARGV[2] token (decimal)      ARGV[3] ttl in ms
 -- Returns: nowMs (Redis TIME in ms, a string) when renewed | 0 when lost: expired (even if
 --          nobody took the key — a lost lease is never revived), released, or taken over.
 -- Time: from Redis TIME only.
-local rec = redis.call('HMGET', KEYS[1], 'id', 'token', 'exp')
-if rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] then return 0 end
+-- The holder's own token is `own`'s when that is valid for the id (a token block), else `token`.
+local rec = redis.call('HMGET', KEYS[1], 'id', 'token', 'exp', 'own')
+if rec[1] ~= ARGV[1] then return 0 end
+local held = rec[2]
+if rec[4] then
+  local sep = string.find(rec[4], ':', 1, true)
+  if sep and string.sub(rec[4], sep + 1) == ARGV[1] then held = string.sub(rec[4], 1, sep - 1) end
+end
+if held ~= ARGV[2] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not (tonumber(rec[3]) > now) then return 0 end
