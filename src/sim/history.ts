@@ -8,6 +8,8 @@
  * it out, and the checks that need it report "not checked". Tokens are decimal strings.
  */
 
+import { LIMITS } from '../core/validate.js';
+
 /** An operation on a lease, as the client invoked it and saw its outcome. */
 export type ClientOpType = 'acquire' | 'renew' | 'release';
 
@@ -109,6 +111,13 @@ export interface StoreOpEvent {
   readonly releaseToken?: string;
   /** Hand_off answer (`acquired` / `busy`): what its release did. */
   readonly released?: 'released' | 'not_owner';
+  /**
+   * Acquire and hand_off `invoke`: the token block the request asked for
+   * (`StoreAcquireRequest.tokenBlock`, decision 007), an integer from 2 to 64; absent means 1.
+   * A grant of token `t` with block `b` keeps `t` as the holder's token and makes every later
+   * grant for the key greater than `t + b − 1`.
+   */
+  readonly tokenBlock?: number;
 }
 
 /** A client's lease ended on its side (signal fired). */
@@ -269,6 +278,8 @@ const STORE_OP_ANSWERS: Readonly<Record<StoreOpFunction, ReadonlySet<string>>> =
 const WRITE_PHASES = new Set(['invoke', 'ok', 'stale', 'duplicate', 'unknown']);
 const RESOURCE_ACTIONS = new Set(['applied', 'rejected', 'duplicate']);
 const TOKEN_RE = /^[1-9][0-9]{0,18}$/;
+/** The largest `store_op` `tokenBlock` (`LIMITS.maxTokenBlock`). */
+const MAX_TOKEN_BLOCK = LIMITS.maxTokenBlock;
 
 /**
  * Parses JSON-lines history text. Blank lines and lines starting with `#` are skipped.
@@ -365,6 +376,13 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
         fail('"released" of a hand_off answer must be released or not_owner');
     }
     if (e.ttlMs !== undefined && !((e.ttlMs as number) > 0)) fail('"ttlMs" must be positive');
+    if (e.tokenBlock !== undefined) {
+      if (!(invoke && grants))
+        fail('"tokenBlock" belongs only on the invoke of an acquire or hand_off');
+      const b = e.tokenBlock;
+      if (typeof b !== 'number' || !Number.isInteger(b) || b < 2 || b > MAX_TOKEN_BLOCK)
+        fail(`"tokenBlock" must be an integer from 2 to ${MAX_TOKEN_BLOCK} (leave it out for 1)`);
+    }
     num('storeAt', true);
     str('error', true);
   } else if (type === 'lost') {

@@ -6,12 +6,15 @@
  *
  * The model, per key (the LeaseStore contract in src/core/store.ts):
  * - state: the holder (a lease label, none, or an unknown holder from before the history),
- *   the last granted token, and the holder's expiry `E` by the store's clock;
+ *   the last granted token (the holder's), the token block that grant reserved, and the
+ *   holder's expiry `E` by the store's clock;
  * - a lease is free at store time `T` when `E ≤ T`;
  * - `acquire(lease, ttl)`: free → `acquired(token)` with token **greater than** every earlier
  *   grant (gaps allowed: PostgreSQL sequences burn numbers, Redis floors tokens at TIME×1024,
- *   etcd uses revisions), `E = T + ttl`; held live by the same lease → `acquired` with the
- *   same token, expiry unchanged (an idempotent retry); held live by another → `busy`;
+ *   etcd uses revisions) **and above the top of every block reserved before** (a grant of `t`
+ *   with `tokenBlock` `b` keeps `t` as the holder's token and reserves `t … t + b − 1`, decision
+ *   007), `E = T + ttl`; held live by the same lease → `acquired` with the same token, expiry
+ *   unchanged, nothing more reserved (an idempotent retry); held live by another → `busy`;
  * - `renew(lease, token, ttl)`: same lease, same token, live → `renewed`, `E = T + ttl`;
  *   otherwise `lost`, no change;
  * - `release(lease, token)`: same lease and token → `released` (the key is free); a store may
@@ -86,6 +89,8 @@ export interface LeaseOp {
   readonly releaseToken: bigint | undefined;
   readonly released: 'released' | 'not_owner' | undefined;
   readonly ttlMs: number | undefined;
+  /** Acquire and hand_off: the token block asked for (`tokenBlock`; 1 when absent). */
+  readonly tokenBlock: number;
   readonly outcome: StoreOpOutcome;
   /** Acquire `acquired`: the token granted. */
   readonly granted: bigint | undefined;
@@ -228,6 +233,7 @@ export function collectLeaseOps(
       releaseToken: inv.releaseToken === undefined ? undefined : BigInt(inv.releaseToken),
       released: known ? ans.released : undefined,
       ttlMs: inv.ttlMs,
+      tokenBlock: inv.tokenBlock ?? 1,
       outcome: known ? (ans.phase as StoreOpOutcome) : 'info',
       granted: known && ans.token !== undefined ? BigInt(ans.token) : undefined,
       invokeT: inv.t,
@@ -257,12 +263,19 @@ const NO_LEASE = -3;
 /**
  * The model's state. `token`/`exact`: the last grant's token is `token` (exact), or some
  * unknown value above `token` (a grant whose answer was lost). The holder's token is always
- * the last grant's (a grant makes its lease the holder).
+ * the last grant's (a grant makes its lease the holder): renew, release and a hand-off's
+ * release compare it. `block`: how many tokens the last grant reserved (decision 007; 1 when
+ * it asked for no block), so the next grant's token must be greater than the top of that block,
+ * `token + block − 1` — or, when the last grant's token `g` is unknown (`g > token`), greater
+ * than `g + block − 1`, which is at least `token + block` ({@link floorOf}). An idempotent
+ * retry reserves nothing more: it keeps `block`. Renew and release keep it too (the floor
+ * stays the top of the holder's block after the key is released).
  */
 interface ModelState {
   readonly holder: number;
   readonly token: bigint;
   readonly exact: boolean;
+  readonly block: bigint;
   readonly zone: StoreTimeZone;
   readonly key: string;
   /** `key` without the holder (the search may write the holder canonically). */
@@ -271,12 +284,19 @@ interface ModelState {
   readonly lastAt: number;
 }
 
-function state(holder: number, token: bigint, exact: boolean, zone: StoreTimeZone): ModelState {
-  const rest = `${token}/${exact ? 1 : 0}/${zone.key}`;
+function state(
+  holder: number,
+  token: bigint,
+  exact: boolean,
+  block: bigint,
+  zone: StoreTimeZone,
+): ModelState {
+  const rest = `${token}/${exact ? 1 : 0}/${block}/${zone.key}`;
   return {
     holder,
     token,
     exact,
+    block,
     zone,
     key: `${holder}/${rest}`,
     rest,
@@ -284,10 +304,34 @@ function state(holder: number, token: bigint, exact: boolean, zone: StoreTimeZon
   };
 }
 
+/**
+ * The next grant's token must be greater than this: the top of the last grant's block
+ * (`token + block − 1`), or, when that grant's answer was lost (its token `g > token` is
+ * unknown), the least the top of its block can be, `(token + 1) + block − 1`. Sound: a grant
+ * above it is legal for some `g`, so a correct store is never flagged.
+ */
+function floorOf(s: ModelState): bigint {
+  return s.exact ? s.token + s.block - 1n : s.token + s.block;
+}
+
+/** Why `granted` cannot be the next grant in state `s`. */
+function notAbove(granted: bigint, s: ModelState): string {
+  const b = s.block;
+  if (s.exact)
+    return b === 1n
+      ? `token ${granted} is not greater than the last grant ${s.token}`
+      : `token ${granted} is not greater than ${s.token + b - 1n}, the top of the block of ${b} tokens the last grant ${s.token} reserved (${s.token}..${s.token + b - 1n})`;
+  return b === 1n
+    ? `token ${granted} is not greater than a grant above ${s.token} whose answer was lost`
+    : `token ${granted} is not greater than ${s.token + b}: a grant above ${s.token} whose answer was lost reserved a block of ${b} tokens`;
+}
+
 /** An operation prepared for the search: lease as an index, answer as the search reads it. */
 interface SearchOp {
   readonly src: LeaseOp;
   readonly lease: number;
+  /** Acquire and hand_off: the token block the grant reserves (1 when none). */
+  readonly block: bigint;
   /** Hand_off: the index of the lease it releases; {@link NO_LEASE} otherwise. */
   readonly releaseLease: number;
   readonly outcome: StoreOpOutcome;
@@ -324,18 +368,18 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
       let reason: string | undefined;
       if (op.outcome === 'acquired' || op.outcome === 'info') {
         // A new grant: the key must be free at T.
-        const floor = s.exact ? s.token : s.token + 1n;
+        const floor = floorOf(s);
         const tokenOk = op.outcome === 'info' || o.granted! > floor;
         const guard: ExpiryGuard = s.holder === NONE ? 'any' : 'expired';
         if (!tokenOk) {
-          reason = `token ${o.granted} is not greater than ${s.exact ? `the last grant ${s.token}` : `a grant above ${s.token} whose answer was lost`}`;
+          reason = notAbove(o.granted!, s);
         } else {
           const z = at(guard, ttl);
           if (z !== undefined)
             next.push(
               op.outcome === 'info'
-                ? state(op.lease, floor, false, z)
-                : state(op.lease, o.granted!, true, z),
+                ? state(op.lease, floor, false, op.block, z)
+                : state(op.lease, o.granted!, true, op.block, z),
             );
           else reason = timing(guard, `the key was held live by ${holderName}`);
         }
@@ -344,7 +388,7 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
         // An idempotent retry: same token, expiry unchanged.
         if (s.exact ? o.granted === s.token : o.granted! > s.token) {
           const z = at('live');
-          if (z !== undefined) next.push(state(s.holder, o.granted!, true, z));
+          if (z !== undefined) next.push(state(s.holder, o.granted!, true, s.block, z));
         } else
           reason ??= `a retry of ${names[op.lease]} got token ${o.granted}, not its own ${s.token}`;
       }
@@ -354,7 +398,7 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
           reason = `busy, but ${holderName} (the asking lease) held the key itself`;
         else {
           const z = at('live');
-          if (z !== undefined) next.push(state(s.holder, s.token, s.exact, z));
+          if (z !== undefined) next.push(state(s.holder, s.token, s.exact, s.block, z));
           else reason = timing('live', `busy, but ${holderName}'s lease had expired`);
         }
       }
@@ -378,17 +422,17 @@ function step(s: ModelState, op: SearchOp, names: readonly string[]): StepResult
         const guard: ExpiryGuard = o.f === 'renew' || op.outcome === 'info' ? 'live' : 'any';
         const z = o.f === 'renew' ? at(guard, o.ttlMs) : at(guard, undefined, true);
         if (z === undefined) return { next, reason: timing(guard, `${effect} too late`) };
-        next.push(state(o.f === 'renew' ? s.holder : NONE, t, true, z));
+        next.push(state(o.f === 'renew' ? s.holder : NONE, t, true, s.block, z));
         return { next };
       }
       // lost / not_owner: no change.
       if (canMismatch) {
         const z = at('any');
-        if (z !== undefined) next.push(state(s.holder, s.token, s.exact, z));
+        if (z !== undefined) next.push(state(s.holder, s.token, s.exact, s.block, z));
       }
       if (canMatch) {
         const z = at('expired');
-        if (z !== undefined) next.push(state(s.holder, t, true, z));
+        if (z !== undefined) next.push(state(s.holder, t, true, s.block, z));
       }
       return next.length > 0
         ? { next }
@@ -427,16 +471,17 @@ function handOffStep(
   const halves: { readonly s: ModelState; readonly freed: boolean }[] = [];
   if (want !== 'not_owner' && canMatch) {
     const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, true);
-    if (z !== undefined) halves.push({ s: state(NONE, rt, true, z), freed: true });
+    if (z !== undefined) halves.push({ s: state(NONE, rt, true, s.block, z), freed: true });
   }
   if (want !== 'released') {
     if (canMismatch) {
       const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, false);
-      if (z !== undefined) halves.push({ s: state(s.holder, s.token, s.exact, z), freed: false });
+      if (z !== undefined)
+        halves.push({ s: state(s.holder, s.token, s.exact, s.block, z), freed: false });
     }
     if (canMatch) {
       const z = s.zone.advance(o.storeLo, op.hi, 'expired', undefined, false);
-      if (z !== undefined) halves.push({ s: state(s.holder, rt, true, z), freed: false });
+      if (z !== undefined) halves.push({ s: state(s.holder, rt, true, s.block, z), freed: false });
     }
   }
   if (halves.length === 0) {
@@ -465,13 +510,17 @@ function handOffStep(
           ? 'a holder from before the history'
           : names[r.holder]!;
     if (op.outcome === 'acquired' || op.outcome === 'info') {
-      const floor = r.exact ? r.token : r.token + 1n;
+      const floor = floorOf(r);
       if (op.outcome === 'acquired' && !(o.granted! > floor)) {
-        reason ??= `token ${o.granted} is not greater than ${r.exact ? `the last grant ${r.token}` : `a grant above ${r.token} whose answer was lost`}`;
+        reason ??= notAbove(o.granted!, r);
       } else {
         const z = same(r.holder === NONE ? 'any' : 'expired', ttl);
         if (z !== undefined)
-          next.push(info ? state(op.lease, floor, false, z) : state(op.lease, o.granted!, true, z));
+          next.push(
+            info
+              ? state(op.lease, floor, false, op.block, z)
+              : state(op.lease, o.granted!, true, op.block, z),
+          );
         else
           reason ??= `hand-off granted while ${name} held the key live${h.freed ? '' : ` (its release of ${names[op.releaseLease]} did not take effect)`}`;
       }
@@ -482,7 +531,7 @@ function handOffStep(
         (r.exact ? o.granted === r.token : o.granted! > r.token)
       ) {
         const z = same('live');
-        if (z !== undefined) next.push(state(r.holder, o.granted!, true, z));
+        if (z !== undefined) next.push(state(r.holder, o.granted!, true, r.block, z));
       }
     } else {
       // busy
@@ -494,7 +543,7 @@ function handOffStep(
         reason ??= `busy, but ${name} (the asking lease) held the key itself`;
       else {
         const z = same('live');
-        if (z !== undefined) next.push(state(r.holder, r.token, r.exact, z));
+        if (z !== undefined) next.push(state(r.holder, r.token, r.exact, r.block, z));
         else reason ??= `busy, but ${name}'s lease had expired`;
       }
     }
@@ -587,9 +636,10 @@ function search(
   // :info operations with the same effect are interchangeable, so only the earliest-invoked
   // unlinearized one of each kind is a candidate (its window contains the others'): any
   // linearization using a later one can use it instead (the exchange keeps every operation
-  // inside its window, taking them in invocation order). Same kind: same function, lease, token
-  // and TTL — or any acquire of a lease no other operation still to be linearized mentions (a
-  // grant nobody can ever renew, release or retry), with the same TTL; a hand-off is such an
+  // inside its window, taking them in invocation order). Same kind: same function, lease, token,
+  // TTL and token block — or any acquire of a lease no other operation still to be linearized
+  // mentions (a grant nobody can ever renew, release or retry), with the same TTL and token
+  // block (the block is part of a grant's effect: it raises the floor); a hand-off is such an
   // acquire too once the lease it releases is neither the holder nor mentioned again (its
   // release can only answer not_owner). Without this, k lost acquires cost k! orders.
   const sameEffect = infoKinds(ops);
@@ -601,7 +651,7 @@ function search(
         (o.src.f === 'hand_off' &&
           mentionsLeft[o.releaseLease] === 1 &&
           holder !== o.releaseLease));
-    return anonymous ? `anonymous acquire/${o.src.ttlMs}` : sameEffect[id]!;
+    return anonymous ? `anonymous acquire/${o.src.ttlMs}/${o.block}` : sameEffect[id]!;
   };
   const candidates = (at: ModelState): number[] => {
     const holder = at.holder;
@@ -753,10 +803,12 @@ function infoKinds(ops: readonly SearchOp[]): string[] {
   return ops.map((o) => {
     if (o.outcome !== 'info') return '';
     const s = o.src;
-    if (s.f === 'acquire' && mentions.get(o.lease) === 1) return `anonymous acquire/${s.ttlMs}`;
+    // A grant's effect includes the block it reserves.
+    if (s.f === 'acquire' && mentions.get(o.lease) === 1)
+      return `anonymous acquire/${s.ttlMs}/${o.block}`;
     if (s.f === 'hand_off')
-      return `hand_off/${o.lease}/${o.releaseLease}/${s.releaseToken}/${s.ttlMs}`;
-    return `${s.f}/${o.lease}/${s.token}/${s.ttlMs}`;
+      return `hand_off/${o.lease}/${o.releaseLease}/${s.releaseToken}/${s.ttlMs}/${o.block}`;
+    return `${s.f}/${o.lease}/${s.token}/${s.ttlMs}/${o.block}`;
   });
 }
 
@@ -782,6 +834,7 @@ function prepare(list: readonly LeaseOp[], cutoff: number): { ops: SearchOp[]; n
     ops.push({
       src: o,
       lease,
+      block: BigInt(o.tokenBlock),
       releaseLease,
       outcome: pending ? 'info' : o.outcome,
       hi: pending ? Infinity : o.storeHi,
@@ -791,7 +844,7 @@ function prepare(list: readonly LeaseOp[], cutoff: number): { ops: SearchOp[]; n
 }
 
 function initialState(priorHolder: boolean): ModelState {
-  return state(priorHolder ? PRIOR : NONE, 0n, true, StoreTimeZone.unconstrained());
+  return state(priorHolder ? PRIOR : NONE, 0n, true, 1n, StoreTimeZone.unconstrained());
 }
 
 function checkKey(
@@ -886,13 +939,14 @@ function checkKey(
 
 /** One line for an operation: `o12 w1 acquire(L3, ttl 500) → acquired 7 [t 100..105, store 100..105]`. */
 export function describeLeaseOp(o: LeaseOp): string {
+  const block = o.tokenBlock > 1 ? `, block ${o.tokenBlock}` : '';
   const args =
     o.f === 'acquire'
-      ? `${o.lease}, ttl ${o.ttlMs}`
+      ? `${o.lease}, ttl ${o.ttlMs}${block}`
       : o.f === 'renew'
         ? `${o.lease}, token ${o.token}, ttl ${o.ttlMs}`
         : o.f === 'hand_off'
-          ? `release ${o.releaseLease} token ${o.releaseToken} → ${o.lease}, ttl ${o.ttlMs}`
+          ? `release ${o.releaseLease} token ${o.releaseToken} → ${o.lease}, ttl ${o.ttlMs}${block}`
           : `${o.lease}, token ${o.token}`;
   const answer =
     (o.outcome === 'acquired' ? `acquired ${o.granted}` : o.outcome) +

@@ -189,7 +189,11 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
     return this.track(
       'acquire',
       request.key,
-      { lease: this.labels.of(request.leaseId), ttlMs: request.ttlMs },
+      {
+        lease: this.labels.of(request.leaseId),
+        ttlMs: request.ttlMs,
+        tokenBlock: blockOf(request),
+      },
       () => this.inner.tryAcquire(request, o),
       (a) =>
         a.status === 'acquired'
@@ -242,6 +246,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
         ttlMs: acquire.ttlMs,
         releaseLease: this.labels.of(release.leaseId),
         releaseToken: release.token.toString(),
+        tokenBlock: blockOf(acquire),
       },
       () => super.handOff(release, acquire, o),
       (a) =>
@@ -263,7 +268,10 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
   private track<A>(
     f: StoreOpFunction,
     key: string,
-    args: Pick<StoreOpEvent, 'lease' | 'token' | 'ttlMs' | 'releaseLease' | 'releaseToken'>,
+    args: Pick<
+      StoreOpEvent,
+      'lease' | 'token' | 'ttlMs' | 'releaseLease' | 'releaseToken' | 'tokenBlock'
+    >,
     send: () => Promise<A>,
     answer: (a: A) => Pick<StoreOpEvent, 'phase' | 'token' | 'released'>,
   ): Promise<A> {
@@ -285,6 +293,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
             ttlMs: args.ttlMs,
             releaseLease: args.releaseLease,
             releaseToken: args.releaseToken,
+            tokenBlock: args.tokenBlock,
             storeAt: this.storeClock.now(),
           }
         : {
@@ -298,6 +307,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
             lease: args.lease,
             token: args.token,
             ttlMs: args.ttlMs,
+            tokenBlock: args.tokenBlock,
             storeAt: this.storeClock.now(),
           };
     this.history.record(invoke);
@@ -341,4 +351,10 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
     );
     return reply;
   }
+}
+
+/** The `store_op` `tokenBlock` of a grant request: its block when above 1, else absent. */
+function blockOf(request: StoreAcquireRequest): number | undefined {
+  const b = request.tokenBlock;
+  return b !== undefined && b > 1 ? b : undefined;
 }

@@ -9,7 +9,9 @@ import { checkLinearizability } from '../../src/sim/linearizability.js';
 // Property: a sequential execution of a real store (the memory store on a virtual clock),
 // recorded with windows widened around each operation's true instant and some answers lost,
 // is always accepted; the same execution with one answer changed to an impossible one (exact
-// windows) is always rejected.
+// windows) is always rejected. Grants ask for token blocks of 1 to 4 (decision 007), so lost
+// grants with blocks, retries and hand-offs with blocks are in the accepted histories, and a
+// new grant given the top of the last block is among the rejected ones.
 
 const opts = { timeoutMs: 1000, signal: new AbortController().signal };
 const json = (v: unknown) =>
@@ -29,6 +31,8 @@ interface Step {
   readonly proc: number;
   readonly kind: Kind;
   readonly ttl: number;
+  /** The token block a grant asks for (1: none). */
+  readonly block: number;
 }
 
 /** One executed store operation: its true store instant, request and answer. */
@@ -39,6 +43,8 @@ interface Executed {
   readonly lease: string;
   readonly token?: string;
   readonly ttlMs?: number;
+  /** Acquire/hand_off: the token block asked for, when above 1. */
+  readonly tokenBlock?: number;
   readonly answer: 'acquired' | 'busy' | 'renewed' | 'lost' | 'released' | 'not_owner';
   readonly granted?: string;
   /** Hand_off: the lease it releases, its token, and what the release answered. */
@@ -49,6 +55,8 @@ interface Executed {
   readonly fresh: boolean;
   /** Largest token granted before this operation (0 if none). */
   readonly maxBefore: bigint;
+  /** Largest token granted or reserved (top of a block) before this operation (0 if none). */
+  readonly topBefore: bigint;
 }
 
 const stepArb = fc.record({
@@ -66,6 +74,7 @@ const stepArb = fc.record({
     'stale_hand_off',
   ),
   ttl: fc.integer({ min: 20, max: 300 }),
+  block: fc.constantFrom(1, 1, 2, 4),
 });
 
 /** Runs the steps against the memory store, one at a time, at increasing store times. */
@@ -78,6 +87,7 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
   let holder: { lease: string; expiresAt: number } | undefined;
   let leases = 0;
   let max = 0n;
+  let top = 0n;
   const out: Executed[] = [];
   for (const s of steps) {
     await clock.advance(s.gap);
@@ -85,18 +95,21 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
     const proc = `p${s.proc}`;
     const mine = held.get(s.proc);
     const old = stale.get(s.proc);
-    const base = { at, proc, maxBefore: max };
+    const base = { at, proc, maxBefore: max, topBefore: top };
+    const block = s.block > 1 ? { tokenBlock: s.block } : {};
     if (s.kind === 'acquire' || (s.kind === 'retry' && mine !== undefined)) {
       const retry = s.kind === 'retry' && mine !== undefined;
       const lease = retry ? mine.lease : `L${++leases}`;
       const ttl = retry ? mine.ttl : s.ttl;
       const r = await store.tryAcquire(
-        { key: 'k', leaseId: lease, ownerId: proc, ttlMs: ttl, value: undefined },
+        { key: 'k', leaseId: lease, ownerId: proc, ttlMs: ttl, value: undefined, ...block },
         opts,
       );
       const fresh = r.status === 'acquired' && r.token > max;
       if (r.status === 'acquired') {
         if (fresh) holder = { lease, expiresAt: at + ttl };
+        // A retry reserves nothing more.
+        if (fresh) top = r.token + BigInt(s.block - 1);
         max = r.token > max ? r.token : max;
         if (mine !== undefined && !retry) stale.set(s.proc, mine);
         held.set(s.proc, { lease, token: r.token, ttl });
@@ -106,6 +119,7 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
         f: 'acquire',
         lease,
         ttlMs: ttl,
+        ...block,
         answer: r.status,
         ...(r.status === 'acquired' ? { granted: r.token.toString() } : {}),
         fresh,
@@ -115,7 +129,7 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
       const lease = `L${++leases}`;
       const r = await store.releaseAndAcquire(
         { key: 'k', leaseId: l.lease, token: l.token },
-        { key: 'k', leaseId: lease, ownerId: proc, ttlMs: s.ttl, value: undefined },
+        { key: 'k', leaseId: lease, ownerId: proc, ttlMs: s.ttl, value: undefined, ...block },
         opts,
       );
       const a = r.acquired;
@@ -123,6 +137,7 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
       if (a.status === 'acquired') {
         holder = { lease, expiresAt: at + s.ttl };
         max = a.token;
+        top = a.token + BigInt(s.block - 1);
         if (mine !== undefined) stale.set(s.proc, mine);
         held.set(s.proc, { lease, token: a.token, ttl: s.ttl });
       } else if (r.released === 'released') holder = undefined;
@@ -131,6 +146,7 @@ async function execute(steps: readonly Step[]): Promise<Executed[]> {
         f: 'hand_off',
         lease,
         ttlMs: s.ttl,
+        ...block,
         releaseLease: l.lease,
         releaseToken: l.token.toString(),
         released: r.released,
@@ -195,6 +211,7 @@ function record(
       lease: o.lease,
       ...(o.token === undefined ? {} : { token: o.token }),
       ...(o.ttlMs === undefined ? {} : { ttlMs: o.ttlMs }),
+      ...(o.tokenBlock === undefined ? {} : { tokenBlock: o.tokenBlock }),
       ...(o.releaseLease === undefined
         ? {}
         : { releaseLease: o.releaseLease, releaseToken: o.releaseToken }),
@@ -222,18 +239,20 @@ function impossible(o: Executed): Pick<StoreOpEvent, 'phase' | 'token' | 'releas
     // released token granted again — each on about half of the hand-offs.
     const busy = o.released === 'released' && (o.granted === undefined || BigInt(o.granted) % 2n);
     if (busy) return { phase: 'busy', released: 'released' };
-    if (o.answer === 'acquired' && o.fresh && o.maxBefore > 0n)
-      return { phase: 'acquired', token: o.maxBefore.toString(), released: o.released };
+    // The top of the last grant's block: reserved, never grantable again.
+    if (o.answer === 'acquired' && o.fresh && o.topBefore > 0n)
+      return { phase: 'acquired', token: o.topBefore.toString(), released: o.released };
     return undefined;
   }
   switch (o.answer) {
     case 'acquired':
-      // A new grant below or at an earlier one; a free (or own) key answered busy.
-      return o.fresh && o.maxBefore > 0n
-        ? { phase: 'acquired', token: o.maxBefore.toString() }
+      // A new grant at the top of the last grant's block (or below); a free (or own) key
+      // answered busy.
+      return o.fresh && o.topBefore > 0n
+        ? { phase: 'acquired', token: o.topBefore.toString() }
         : { phase: 'busy' };
     case 'busy':
-      return { phase: 'acquired', token: (o.maxBefore + 100n).toString() };
+      return { phase: 'acquired', token: (o.topBefore + 100n).toString() };
     case 'renewed':
       return { phase: 'lost' };
     case 'lost':

@@ -4,25 +4,48 @@ import { formatReport } from '../../src/sim/checker.js';
 import { runRandomSeed } from '../../src/sim/random-workload.js';
 
 describe('the random workload passes keys by local succession (decision 007)', () => {
-  it('seeds with local successors stay valid; a store that ignores token blocks is caught on every one', async () => {
+  it('seeds with local successors stay valid; a store that ignores token blocks is caught on every one, by I2 and I5', async () => {
     let seeds = 0;
     let successions = 0;
     let caught = 0;
+    let caughtByI5 = 0;
     for (let seed = 1; seed <= 80; seed++) {
       const clean = await runRandomSeed({ seed, fencing: true });
       assert.equal(clean.report.valid, true, `seed ${seed}\n${formatReport(clean.report)}`);
+      assert.equal(clean.report.invariants.I5.status, 'ok', `seed ${seed}`);
       if (clean.report.figures.localSuccessions === 0) continue;
       seeds++;
       successions += clean.report.figures.localSuccessions;
+      // The store requests record the block each grant asked for (absent when 1), so I5 knows
+      // what the store reserved.
+      const blocks = new Set(
+        clean.history.flatMap((e) =>
+          e.type === 'store_op' && e.phase === 'invoke' && (e.f === 'acquire' || e.f === 'hand_off')
+            ? [e.tokenBlock ?? 1]
+            : [],
+        ),
+      );
+      assert.equal(blocks.size, 1, `seed ${seed}: ${[...blocks].join(', ')}`);
+      assert.ok([...blocks][0]! > 1, `seed ${seed}: no store_op carries a tokenBlock`);
       // The same seed on a store that claims token blocks but reserves nothing: the next
-      // store grant reuses a token a local successor held.
+      // store grant reuses a token a local successor held (I2), and the next grant after a
+      // blocked one is inside its block (I5).
       const bug = await runRandomSeed({ seed, fencing: true, bug: 'ignore_token_block' });
       if (bug.report.invariants.I2.status === 'violated') caught++;
+      if (bug.report.invariants.I5.status === 'violated') {
+        caughtByI5++;
+        assert.match(
+          formatReport(bug.report),
+          /why: o\d+: token \d+ is not greater than \d+(, the top of the block|: a grant above)/,
+          `seed ${seed}`,
+        );
+      }
     }
     console.log(
-      `local succession: ${successions} local successions on ${seeds}/80 seeds; ignore_token_block caught on ${caught}`,
+      `local succession: ${successions} local successions on ${seeds}/80 seeds; ignore_token_block caught on ${caught} by I2, ${caughtByI5} by I5`,
     );
     assert.ok(seeds >= 8, `${seeds} seeds pass keys locally`);
     assert.equal(caught, seeds);
+    assert.equal(caughtByI5, seeds);
   });
 });
