@@ -46,23 +46,31 @@ export const DECIMAL_LUA = new URL('./scripts/decimal.lua', import.meta.url);
 const lua = (file: string): URL => new URL(`./scripts/${file}`, import.meta.url);
 
 /** The lease operations that acquire, release and handoff call into, one file per operation. */
+const LEASE_HOLDER_LUA = lua('lease-holder.lua');
 const LEASE_ACQUIRE_LUA = lua('lease-acquire.lua');
 const LEASE_RELEASE_LUA = lua('lease-release.lua');
 
 // Redis runs a script's whole body on every call, preludes included (each `local function`
 // is a new closure per call): each script gets only the preludes it calls into.
 const SCRIPTS = {
-  acquire: LuaScript.fromFiles('acquire', DECIMAL_LUA, LEASE_ACQUIRE_LUA, lua('acquire.lua')),
-  renew: LuaScript.fromFiles('renew', lua('renew.lua')),
-  release: LuaScript.fromFiles('release', LEASE_RELEASE_LUA, lua('release.lua')),
+  acquire: LuaScript.fromFiles(
+    'acquire',
+    DECIMAL_LUA,
+    LEASE_HOLDER_LUA,
+    LEASE_ACQUIRE_LUA,
+    lua('acquire.lua'),
+  ),
+  renew: LuaScript.fromFiles('renew', LEASE_HOLDER_LUA, lua('renew.lua')),
+  release: LuaScript.fromFiles('release', LEASE_HOLDER_LUA, LEASE_RELEASE_LUA, lua('release.lua')),
   handoff: LuaScript.fromFiles(
     'handoff',
     DECIMAL_LUA,
+    LEASE_HOLDER_LUA,
     LEASE_ACQUIRE_LUA,
     LEASE_RELEASE_LUA,
     lua('handoff.lua'),
   ),
-  inspect: LuaScript.fromFiles('inspect', lua('inspect.lua')),
+  inspect: LuaScript.fromFiles('inspect', LEASE_HOLDER_LUA, lua('inspect.lua')),
 } as const;
 
 /** The Redis names of one lease key, all under the `{key}` hash tag. */

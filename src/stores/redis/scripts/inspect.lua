@@ -10,10 +10,4 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local left = tonumber(rec[2]) - now
 if left <= 0 then return {last} end
--- The holder's own token: `own`'s when valid for its lease id (a token block), else `token`.
-local held = rec[3]
-if rec[6] then
-  local sep = string.find(rec[6], ':', 1, true)
-  if sep and string.sub(rec[6], sep + 1) == rec[1] then held = string.sub(rec[6], 1, sep - 1) end
-end
-return {last, rec[4], held, left, string.sub(rec[1], 1, 8), rec[5]}
+return {last, rec[4], lease_holder_token(rec[1], rec[3], rec[6]), left, string.sub(rec[1], 1, 8), rec[5]}

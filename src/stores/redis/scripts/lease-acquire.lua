@@ -31,15 +31,6 @@ local function lease_int_str(n)
   return string.format('%d%09d', hi, lo)
 end
 
--- The holder's own token in record fields id, token, own (see above).
-local function lease_holder_token(id, token, own)
-  if own then
-    local sep = string.find(own, ':', 1, true)
-    if sep and string.sub(own, sep + 1) == id then return string.sub(own, 1, sep - 1) end
-  end
-  return token
-end
-
 -- Grants a lease on a free, released or expired key, or answers busy (writing nothing).
 -- block: how many tokens the grant reserves (1..64, a number): its own, and the next
 -- block − 1 for the client's local successors; the next grant comes after all of them.

@@ -4,15 +4,8 @@
 -- Returns: nowMs (Redis TIME in ms, a string) when renewed | 0 when lost: expired (even if
 --          nobody took the key — a lost lease is never revived), released, or taken over.
 -- Time: from Redis TIME only.
--- The holder's own token is `own`'s when that is valid for the id (a token block), else `token`.
 local rec = redis.call('HMGET', KEYS[1], 'id', 'token', 'exp', 'own')
-if rec[1] ~= ARGV[1] then return 0 end
-local held = rec[2]
-if rec[4] then
-  local sep = string.find(rec[4], ':', 1, true)
-  if sep and string.sub(rec[4], sep + 1) == ARGV[1] then held = string.sub(rec[4], 1, sep - 1) end
-end
-if held ~= ARGV[2] then return 0 end
+if rec[1] ~= ARGV[1] or lease_holder_token(rec[1], rec[2], rec[4]) ~= ARGV[2] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not (tonumber(rec[3]) > now) then return 0 end
