@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { abortReason, MonotonicGuard, systemClock, type Clock } from './clock.js';
+import { TimeoutQueue } from './timeout-queue.js';
 import type { Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
 import {
@@ -159,6 +160,8 @@ export class LeaseClient {
   readonly ownerId: string;
   readonly store: LeaseStore;
   private readonly clock: Clock;
+  /** The timeouts of this client's store requests, its leases' included. */
+  private readonly timeouts: TimeoutQueue;
   private readonly guard: MonotonicGuard;
   private readonly driftRatio: number;
   private readonly requestTimeoutMs: number;
@@ -211,6 +214,7 @@ export class LeaseClient {
       options.ownerId === undefined ? defaultOwnerId() : validateOwnerId(options.ownerId);
     this.clock = options.clock ?? systemClock;
     this.guard = new MonotonicGuard(this.clock);
+    this.timeouts = new TimeoutQueue(this.clock);
     const ratio = options.clockDriftRatio ?? CLIENT_DEFAULTS.clockDriftRatio;
     if (typeof ratio !== 'number' || !(ratio >= 0 && ratio < 0.5)) {
       throw invalidArgument('clockDriftRatio', 'must be a number in [0, 0.5)', ratio);
@@ -329,7 +333,7 @@ export class LeaseClient {
           queue.join(waiter);
           const q = queue;
           const w = await q.subscribe(() =>
-            boundedRequest(this.clock, this.requestTimeoutMs, this.closing.signal, () =>
+            boundedRequest(this.timeouts, this.requestTimeoutMs, this.closing.signal, () =>
               this.store.watch(req.key, q.notifyHead),
             ),
           );
@@ -475,7 +479,7 @@ export class LeaseClient {
     const sentAt = this.guard.now();
     const windowMs = req.ttlMs - req.driftMs;
     const settled = await boundedRequest(
-      this.clock,
+      this.timeouts,
       Math.max(1, Math.min(this.requestTimeoutMs, windowMs)),
       undefined,
       (o) =>
@@ -554,7 +558,7 @@ export class LeaseClient {
     this.assertOpen();
     const k = validateKey(key);
     return this.unwrap(
-      await boundedRequest(this.clock, this.requestTimeoutMs, undefined, (o) =>
+      await boundedRequest(this.timeouts, this.requestTimeoutMs, undefined, (o) =>
         this.store.inspect(k, o),
       ),
     );
@@ -568,7 +572,7 @@ export class LeaseClient {
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
       throw invalidArgument('limit', 'must be an integer from 1 to 10000', limit);
     return this.unwrap(
-      await boundedRequest(this.clock, this.requestTimeoutMs, undefined, (o) =>
+      await boundedRequest(this.timeouts, this.requestTimeoutMs, undefined, (o) =>
         this.store.list(p, limit, o),
       ),
     );
@@ -583,6 +587,7 @@ export class LeaseClient {
     this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the lease client was closed'));
     const leases = [...this.held];
     await Promise.all(leases.map((l) => l.release()));
+    this.timeouts.trim();
   }
 
   private async attempt(
@@ -599,7 +604,7 @@ export class LeaseClient {
     // An answer later than the lease's usable window is worthless, so wait no longer than that.
     const timeoutMs = Math.max(1, Math.min(this.requestTimeoutMs, windowMs));
     const settled = await boundedRequest(
-      this.clock,
+      this.timeouts,
       timeoutMs,
       signal,
       (o) => this.store.tryAcquire(this.storeRequest(req, leaseId), o),
@@ -652,6 +657,7 @@ export class LeaseClient {
     const lease = new Lease({
       store: this.store,
       clock: this.clock,
+      timeouts: this.timeouts,
       guard: this.guard,
       events: this.events,
       logger: this.logger,
@@ -715,7 +721,7 @@ export class LeaseClient {
     const requestTimeoutMs = Math.max(1, Math.min(this.requestTimeoutMs, windowMs));
     // The store ends the wait itself; the slack covers its final check and clean-up.
     const settled = await boundedRequest(
-      this.clock,
+      this.timeouts,
       waitMs + 3 * requestTimeoutMs,
       signal,
       (o) =>
@@ -791,7 +797,7 @@ export class LeaseClient {
             { key, lease: leaseIdPrefix(leaseId), token: answer.token.toString() },
             'releasing a grant that arrived too late',
           );
-          await boundedRequest(this.clock, this.requestTimeoutMs, undefined, (o) =>
+          await boundedRequest(this.timeouts, this.requestTimeoutMs, undefined, (o) =>
             this.store.release({ key, leaseId, token: answer.token }, o),
           );
         },

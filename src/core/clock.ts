@@ -19,6 +19,13 @@ export interface Clock {
    */
   setTimeout(callback: () => void, ms: number, options?: { background?: boolean }): TimerHandle;
   clearTimeout(handle: TimerHandle): void;
+  /**
+   * Optional: whether a pending timer keeps the process alive (Node's `ref`/`unref`). A clock
+   * that has it is taken to make timers at a cost worth saving: the client then keeps an
+   * idle request-timeout timer armed, not holding the process, rather than clear it and make
+   * a new one for the next request (see TimeoutQueue).
+   */
+  retain?(handle: TimerHandle, keepAlive: boolean): void;
 }
 
 /** Node's largest timer delay; longer delays fire after 1 ms, so they are never used. */
@@ -35,6 +42,11 @@ export const systemClock: Clock = Object.freeze({
   },
   clearTimeout(handle: TimerHandle): void {
     clearTimeout(handle as ReturnType<typeof setTimeout>);
+  },
+  retain(handle: TimerHandle, keepAlive: boolean): void {
+    const t = handle as ReturnType<typeof setTimeout>;
+    if (keepAlive) t.ref();
+    else t.unref();
   },
 });
 

@@ -3,6 +3,7 @@ import { LeaseholdError } from './errors.js';
 import type { LeaseEvents, Logger } from './events.js';
 import { leaseIdPrefix } from './ids.js';
 import { boundedRequest, isProgrammerError } from './request.js';
+import type { TimeoutQueue } from './timeout-queue.js';
 import type { LossReason, ReleaseResult, RenewResult } from './results.js';
 import type { LeaseStore } from './store.js';
 import type { Token } from './types.js';
@@ -16,6 +17,8 @@ export type LeaseStatus = 'held' | 'lost' | 'released';
 export interface LeaseInit {
   readonly store: LeaseStore;
   readonly clock: Clock;
+  /** The client's request timeouts (renewals and the release use them). */
+  readonly timeouts: TimeoutQueue;
   readonly guard: MonotonicGuard;
   readonly events: LeaseEvents;
   readonly logger: Logger;
@@ -256,9 +259,9 @@ export class Lease implements AsyncDisposable {
     } else if (handedOff !== undefined) {
       result = await handedOff;
     } else {
-      const { store, clock } = this.init;
+      const { store, timeouts } = this.init;
       const storeToken = this.storeToken;
-      const settled = await boundedRequest(clock, this.init.requestTimeoutMs, undefined, (o) =>
+      const settled = await boundedRequest(timeouts, this.init.requestTimeoutMs, undefined, (o) =>
         store.release({ key, leaseId, token: storeToken }, o),
       );
       if (settled.ok) {
@@ -295,7 +298,7 @@ export class Lease implements AsyncDisposable {
   }
 
   private async doRenew(): Promise<RenewResult> {
-    const { guard, store, clock } = this.init;
+    const { guard, store, timeouts } = this.init;
     let sentAt: number;
     try {
       sentAt = guard.now();
@@ -317,7 +320,7 @@ export class Lease implements AsyncDisposable {
       1,
       Math.floor(Math.max(Math.min(left, 25), Math.min(this.init.requestTimeoutMs, left / 2))),
     );
-    const settled = await boundedRequest(clock, timeoutMs, undefined, (o) =>
+    const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
       store.renew(
         { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs },
         o,

@@ -1,7 +1,7 @@
-import type { Clock, TimerHandle } from './clock.js';
 import { LeaseholdError, isLeaseholdError } from './errors.js';
 import { onAbortOf } from './signals.js';
 import type { StoreRequestOptions } from './store.js';
+import { Timed, type TimeoutQueue } from './timeout-queue.js';
 
 /** The outcome of one bounded store request. */
 export type Settled<T> =
@@ -14,13 +14,13 @@ export type Settled<T> =
     };
 
 /**
- * Runs one store request under a timeout on the injected clock, and under the caller's
- * signal. Whichever comes first wins: a store answer that arrives after the timeout is
+ * Runs one store request under a timeout (in the client's {@link TimeoutQueue}, on its
+ * injected clock), and under the caller's signal. Whichever comes first wins: a store answer that arrives after the timeout is
  * not used (the caller treats the request as failed) but is handed to `onLate`, so a late
  * grant can be cleaned up.
  */
 export function boundedRequest<T>(
-  clock: Clock,
+  timeouts: TimeoutQueue,
   timeoutMs: number,
   outer: AbortSignal | undefined,
   run: (options: StoreRequestOptions) => Promise<T>,
@@ -37,17 +37,17 @@ export function boundedRequest<T>(
       aborted: true,
     });
   }
-  return new BoundedRequest<T>(timeoutMs, onLate).start(clock, outer, run);
+  return new BoundedRequest<T>(timeoutMs, onLate).start(timeouts, outer, run);
 }
 
 /**
- * One request in flight. It is also the `StoreRequestOptions` the store sees, so a request
- * costs one object, one promise and one timer: this runs twice per lease on the hot path.
+ * One request in flight. It is also the `StoreRequestOptions` the store sees and its own
+ * entry in the timeout queue, so a request costs one object and one promise (no timer of its
+ * own): this runs twice per lease on the hot path.
  */
-class BoundedRequest<T> implements StoreRequestOptions {
+class BoundedRequest<T> extends Timed implements StoreRequestOptions {
   private done = false;
-  private clock: Clock | undefined;
-  private timer: TimerHandle | undefined;
+  private timeouts: TimeoutQueue | undefined;
   private unsubscribe: (() => void) | undefined;
   private resolve: ((settled: Settled<T>) => void) | undefined;
   private pending: Promise<T> | undefined;
@@ -61,7 +61,9 @@ class BoundedRequest<T> implements StoreRequestOptions {
   constructor(
     readonly timeoutMs: number,
     private readonly onLate: ((late: Promise<T>) => void) | undefined,
-  ) {}
+  ) {
+    super();
+  }
 
   get signal(): AbortSignal {
     if (this.controller === undefined) {
@@ -72,15 +74,15 @@ class BoundedRequest<T> implements StoreRequestOptions {
   }
 
   start(
-    clock: Clock,
+    timeouts: TimeoutQueue,
     outer: AbortSignal | undefined,
     run: (options: StoreRequestOptions) => Promise<T>,
   ): Promise<Settled<T>> {
     const settled = new Promise<Settled<T>>((resolve) => {
       this.resolve = resolve;
     });
-    this.clock = clock;
-    this.timer = clock.setTimeout(() => this.timeOut(), this.timeoutMs);
+    this.timeouts = timeouts;
+    timeouts.add(this, this.timeoutMs);
     if (outer !== undefined) this.unsubscribe = onAbortOf(outer, (r) => this.abort(r));
     let pending: Promise<T>;
     try {
@@ -97,8 +99,7 @@ class BoundedRequest<T> implements StoreRequestOptions {
     return settled;
   }
 
-  private timeOut(): void {
-    this.timer = undefined;
+  onTimeout(): void {
     const error = new LeaseholdError(
       'ERR_UNAVAILABLE',
       `store did not answer within ${this.timeoutMs}ms`,
@@ -130,8 +131,7 @@ class BoundedRequest<T> implements StoreRequestOptions {
   private finish(settled: Settled<T>): void {
     if (this.done) return;
     this.done = true;
-    if (this.timer !== undefined) this.clock?.clearTimeout(this.timer);
-    this.timer = undefined;
+    this.timeouts?.remove(this);
     this.unsubscribe?.();
     this.resolve?.(settled);
   }
