@@ -162,6 +162,8 @@ export class LeaseClient {
   private readonly clock: Clock;
   /** The timeouts of this client's store requests, its leases' included. */
   private readonly timeouts: TimeoutQueue;
+  /** Its leases' renewal and deadline timers. */
+  private readonly leaseTimers: TimeoutQueue;
   private readonly guard: MonotonicGuard;
   private readonly driftRatio: number;
   private readonly requestTimeoutMs: number;
@@ -215,6 +217,7 @@ export class LeaseClient {
     this.clock = options.clock ?? systemClock;
     this.guard = new MonotonicGuard(this.clock);
     this.timeouts = new TimeoutQueue(this.clock);
+    this.leaseTimers = new TimeoutQueue(this.clock, { background: true });
     const ratio = options.clockDriftRatio ?? CLIENT_DEFAULTS.clockDriftRatio;
     if (typeof ratio !== 'number' || !(ratio >= 0 && ratio < 0.5)) {
       throw invalidArgument('clockDriftRatio', 'must be a number in [0, 0.5)', ratio);
@@ -588,6 +591,7 @@ export class LeaseClient {
     const leases = [...this.held];
     await Promise.all(leases.map((l) => l.release()));
     this.timeouts.trim();
+    this.leaseTimers.trim();
   }
 
   private async attempt(
@@ -656,8 +660,8 @@ export class LeaseClient {
     if (now >= sentAt + req.ttlMs - req.driftMs) return undefined;
     const lease = new Lease({
       store: this.store,
-      clock: this.clock,
       timeouts: this.timeouts,
+      leaseTimers: this.leaseTimers,
       guard: this.guard,
       events: this.events,
       logger: this.logger,

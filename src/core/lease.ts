@@ -1,9 +1,9 @@
-import type { Clock, MonotonicGuard, TimerHandle } from './clock.js';
+import type { MonotonicGuard } from './clock.js';
 import { LeaseholdError } from './errors.js';
 import type { LeaseEvents, Logger } from './events.js';
 import { leaseIdPrefix } from './ids.js';
 import { boundedRequest, isProgrammerError } from './request.js';
-import type { TimeoutQueue } from './timeout-queue.js';
+import { Timed, type TimeoutQueue } from './timeout-queue.js';
 import type { LossReason, ReleaseResult, RenewResult } from './results.js';
 import type { LeaseStore } from './store.js';
 import type { Token } from './types.js';
@@ -16,9 +16,10 @@ export type LeaseStatus = 'held' | 'lost' | 'released';
 /** Everything a Lease needs from the client that made it. */
 export interface LeaseInit {
   readonly store: LeaseStore;
-  readonly clock: Clock;
   /** The client's request timeouts (renewals and the release use them). */
   readonly timeouts: TimeoutQueue;
+  /** The client's lease timers (background: they never keep the process alive). */
+  readonly leaseTimers: TimeoutQueue;
   readonly guard: MonotonicGuard;
   readonly events: LeaseEvents;
   readonly logger: Logger;
@@ -109,9 +110,10 @@ export class Lease implements AsyncDisposable {
   private reason: LossReason | undefined;
   /**
    * One timer per lease, at the earlier of the next renewal and the deadline: a lease that is
-   * acquired and released at once costs one timer, not two.
+   * acquired and released at once costs one timer, not two. It is an entry in the client's
+   * lease-timer queue, not a Node timer of its own (see TimeoutQueue).
    */
-  private timer: TimerHandle | undefined;
+  private readonly timer = new LeaseTimer(() => this.onTimer());
   private timerAt = Number.POSITIVE_INFINITY;
   /** When the next background renewal is due; undefined while none is scheduled. */
   private renewAt: number | undefined;
@@ -397,10 +399,10 @@ export class Lease implements AsyncDisposable {
   private arm(): void {
     if (this.statusValue !== 'held') return;
     const at = Math.min(this.renewAt ?? Number.POSITIVE_INFINITY, this.currentDeadline);
-    if (this.timer !== undefined) {
+    const timers = this.init.leaseTimers;
+    if (timers.has(this.timer)) {
       if (at === this.timerAt) return;
-      this.init.clock.clearTimeout(this.timer);
-      this.timer = undefined;
+      timers.remove(this.timer);
     }
     let now: number;
     try {
@@ -410,19 +412,10 @@ export class Lease implements AsyncDisposable {
       return;
     }
     this.timerAt = at;
-    // Whole milliseconds: Node keeps one timer list per distinct delay, and a fractional
-    // delay per lease would make a new list (and a priority-queue insert) for every lease.
-    this.timer = this.init.clock.setTimeout(
-      () => this.onTimer(),
-      Math.max(0, Math.ceil(at - now)),
-      {
-        background: true,
-      },
-    );
+    timers.add(this.timer, Math.max(0, at - now), now);
   }
 
   private onTimer(): void {
-    this.timer = undefined;
     // Re-read the clock: a timer may fire early or late, the deadline is what counts.
     if (this.statusValue !== 'held') return;
     const left = this.remainingMs();
@@ -482,10 +475,7 @@ export class Lease implements AsyncDisposable {
     this.statusValue = reason === 'released' ? 'released' : 'lost';
     this.reason = reason;
     this.renewAt = undefined;
-    if (this.timer !== undefined) {
-      this.init.clock.clearTimeout(this.timer);
-      this.timer = undefined;
-    }
+    this.init.leaseTimers.remove(this.timer);
     this.controller?.abort(this.lossError());
     if (reason !== 'released') {
       this.init.events.emit({
@@ -503,5 +493,16 @@ export class Lease implements AsyncDisposable {
       );
     }
     this.init.onSettled(this);
+  }
+}
+
+/** A lease's entry in its client's lease-timer queue. */
+class LeaseTimer extends Timed {
+  constructor(private readonly fire: () => void) {
+    super();
+  }
+
+  onTimeout(): void {
+    this.fire();
   }
 }

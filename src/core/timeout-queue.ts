@@ -15,8 +15,8 @@ export abstract class Timed {
 }
 
 /**
- * The request timeouts of one client: one clock timer per distinct timeout, not one per
- * request.
+ * The request timeouts of one client (or, with `background`, its leases' timers): one clock
+ * timer per distinct timeout, not one per request.
  *
  * Requests with the same timeout, queued in the order they start, are also in deadline order;
  * each such list needs one timer, at its head's deadline. A Node timer per request cost about
@@ -37,20 +37,31 @@ export abstract class Timed {
 export class TimeoutQueue {
   private readonly lists = new Map<number, DeadlineList>();
   private readonly lazy: boolean;
+  /** Timers never keep the process alive (a held lease's renewal and deadline timers). */
+  readonly background: boolean;
 
-  constructor(readonly clock: Clock) {
+  constructor(
+    readonly clock: Clock,
+    options: { readonly background?: boolean } = {},
+  ) {
     this.lazy = typeof clock.retain === 'function';
+    this.background = options.background === true;
   }
 
-  /** Queues `entry` to time out `timeoutMs` from now. */
-  add(entry: Timed, timeoutMs: number): void {
+  /** Queues `entry` to time out `timeoutMs` after `now` (a reading of the queue's clock). */
+  add(entry: Timed, timeoutMs: number, now: number = this.clock.now()): void {
     const ms = Math.max(1, Math.ceil(timeoutMs));
     let list = this.lists.get(ms);
     if (list === undefined) {
       list = new DeadlineList(this, ms);
       this.lists.set(ms, list);
     }
-    list.push(entry, this.clock.now() + timeoutMs);
+    list.push(entry, now + timeoutMs);
+  }
+
+  /** Whether `entry` is queued (not yet fired or removed). */
+  has(entry: Timed): boolean {
+    return entry.timedList !== undefined;
   }
 
   /** Takes `entry` out of its queue; a no-op when it is not queued (fired or removed). */
@@ -85,6 +96,8 @@ export class TimeoutQueue {
     if (this.lists.get(list.ms) === list) this.lists.delete(list.ms);
   }
 }
+
+const BACKGROUND = Object.freeze({ background: true });
 
 /** @internal The entries of one timeout, oldest first, and the timer at the head's deadline. */
 class DeadlineList {
@@ -121,7 +134,7 @@ class DeadlineList {
     this.tail = entry;
     this.size++;
     if (this.timer === undefined) this.arm(this.ms);
-    else if (this.size === 1) this.queue.clock.retain?.(this.timer, true);
+    else if (this.size === 1 && !this.queue.background) this.queue.clock.retain?.(this.timer, true);
   }
 
   unlink(entry: Timed): void {
@@ -137,7 +150,7 @@ class DeadlineList {
     if (--this.size > 0 || this.timer === undefined) return;
     if (this.queue.isLazy()) {
       // Idle: the timer stays, without holding the process alive, for the next request.
-      this.queue.clock.retain?.(this.timer, false);
+      if (!this.queue.background) this.queue.clock.retain?.(this.timer, false);
     } else {
       this.disarm();
       this.queue.drop(this);
@@ -150,7 +163,11 @@ class DeadlineList {
   }
 
   private arm(delayMs: number): void {
-    this.timer = this.queue.clock.setTimeout(this.fire, delayMs);
+    this.timer = this.queue.clock.setTimeout(
+      this.fire,
+      delayMs,
+      this.queue.background ? BACKGROUND : undefined,
+    );
   }
 
   private onTimer(): void {
