@@ -20,6 +20,13 @@ export interface BenchResult {
   readonly cpuMsPer1000?: number;
   /** Server process CPU per 1,000 cycles, for subjects behind a server in another process. */
   readonly serverCpuMsPer1000?: number;
+  /**
+   * Median over interleaved rounds of this row's cycles/s (and client CPU per cycle) divided
+   * by the raw baseline's in the same round, where the suite measured that way; the table
+   * then shows it instead of the ratio of the medians.
+   */
+  readonly ratioToRaw?: number;
+  readonly cpuRatioToRaw?: number;
   readonly notes?: string;
 }
 

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
@@ -29,6 +29,46 @@ function percentile(sorted: number[], p: number): number {
 }
 
 const round = (x: number, d = 2): number => Math.round(x * 10 ** d) / 10 ** d;
+
+const RAW = 'raw SET NX PX + DEL';
+
+/** The floor rows' scripts (not leasehold's: they do the Redis work of its scripts, no logic). */
+const EMPTY_SCRIPT = 'return 1';
+const COMMANDS_ACQUIRE = [
+  "redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v', 'own')",
+  "redis.call('TIME')",
+  "redis.call('HSET', KEYS[1], 'token', '1839106906769408', 'id', ARGV[1], 'owner', ARGV[2], 'exp', '1796002839642', 'v', ARGV[4])",
+  "return {1, '1839106906769408', 1796002838642}",
+].join('\n');
+const COMMANDS_RELEASE = [
+  "redis.call('HMGET', KEYS[1], 'id', 'token', 'own')",
+  "redis.call('HDEL', KEYS[1], 'id', 'owner', 'exp', 'v')",
+  "redis.call('PUBLISH', ARGV[3], '')",
+  'return 1',
+].join('\n');
+const shaOf = (source: string): string => createHash('sha1').update(source).digest('hex');
+const FLOOR_SHAS = new Map(
+  [EMPTY_SCRIPT, COMMANDS_ACQUIRE, COMMANDS_RELEASE].map((s) => [s, shaOf(s)]),
+);
+
+/** EVALSHA of a floor script with one key (EVAL once when Redis does not have it yet). */
+async function runFloor(
+  redis: Redis,
+  source: string,
+  [key, ...args]: [string, ...Array<string | number>],
+): Promise<unknown> {
+  try {
+    return await redis.evalsha(FLOOR_SHAS.get(source)!, 1, key, ...args);
+  } catch (err) {
+    if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+    return redis.eval(source, 1, key, ...args);
+  }
+}
+
+function medianOf(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return round(sorted[Math.floor(sorted.length / 2)]!, 3);
+}
 
 interface Measured {
   readonly cyclesPerSec: number;
@@ -206,7 +246,37 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
         },
       },
       {
-        name: 'raw SET NX PX + DEL',
+        name: 'floor: two empty scripts',
+        hot: false,
+        notes:
+          "EVALSHA of a `return 1` script to acquire and another to release, same arguments as leasehold's: what any lock of one acquire script and one release script pays with nothing in them",
+        make: () => {
+          const redis = conn();
+          return async (key) => {
+            const k = `${run}fe:{${key}}`;
+            const id = randomUUID();
+            await runFloor(redis, EMPTY_SCRIPT, [k, id, 'bench', TTL_MS, '']);
+            await runFloor(redis, EMPTY_SCRIPT, [k, id, '1', `${k}:released`]);
+          };
+        },
+      },
+      {
+        name: "floor: the scripts' Redis commands",
+        hot: false,
+        notes:
+          'two scripts that run only the Redis commands of acquire.lua (HMGET, TIME, HSET) and release.lua (HMGET, HDEL, PUBLISH) with fixed values and no logic: the least these scripts can cost',
+        make: () => {
+          const redis = conn();
+          return async (key) => {
+            const k = `${run}fc:{${key}}`;
+            const id = randomUUID();
+            await runFloor(redis, COMMANDS_ACQUIRE, [k, id, 'bench', TTL_MS, '']);
+            await runFloor(redis, COMMANDS_RELEASE, [k, id, '1', `${k}:released`]);
+          };
+        },
+      },
+      {
+        name: RAW,
         hot: false,
         notes: 'no ownership check on DEL, no token: the limit',
         make: () => {
@@ -238,8 +308,9 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
     ];
 
     // Rounds interleave the subjects so that a burst of load from other processes on a
-    // shared machine does not land on one subject only; each row is the median round.
-    const rounds = opts.quick ? 1 : 3;
+    // shared machine does not land on one subject only; each row is the median round. The
+    // one-worker rows swing most (each cycle is two wake-ups of two processes): they run in
+    // many short rounds, and their ratio to the raw pair is the median of per-round ratios.
     const cases: Array<{ subject: Subject; workers: number; keys: 'distinct' | 'hot' }> = [];
     for (const keys of ['distinct', 'hot'] as const) {
       for (const workers of [1, 32]) {
@@ -255,11 +326,22 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
       cycle: c.subject.make(c.keys === 'hot'),
       runs: [] as Measured[],
     }));
-    for (let round = 0; round < rounds; round++) {
-      for (const [i, c] of cycles.entries()) {
-        c.runs.push(
-          await measure(c.cycle, c.workers, c.keys === 'hot', `${run}${i}-${round}:`, durationMs),
-        );
+    const single = cycles.filter((c) => c.workers === 1);
+    const others = cycles.filter((c) => c.workers !== 1);
+    const phases = [
+      { group: single, rounds: opts.quick ? 2 : 15, ms: opts.quick ? durationMs : durationMs / 5 },
+      { group: others, rounds: opts.quick ? 1 : 3, ms: durationMs },
+    ];
+    for (const phase of phases) {
+      for (let round = 0; round < phase.rounds; round++) {
+        // Alternate the order, so that no subject always follows the same one.
+        const order = round % 2 === 0 ? phase.group : [...phase.group].reverse();
+        for (const c of order) {
+          const i = cycles.indexOf(c);
+          c.runs.push(
+            await measure(c.cycle, c.workers, c.keys === 'hot', `${run}${i}-${round}:`, phase.ms),
+          );
+        }
       }
     }
     for (const c of cycles) {
@@ -267,6 +349,20 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
         Math.floor(c.runs.length / 2)
       ]!;
       const range = c.runs.map((r) => r.cyclesPerSec).join('/');
+      const raw = cycles.find(
+        (b) => b.subject.name === RAW && b.workers === c.workers && b.keys === c.keys,
+      );
+      const perRound =
+        c.workers === 1 && raw !== undefined && raw !== c
+          ? {
+              ratioToRaw: medianOf(
+                c.runs.map((r, i) => r.cyclesPerSec / raw.runs[i]!.cyclesPerSec),
+              ),
+              cpuRatioToRaw: medianOf(
+                c.runs.map((r, i) => r.cpuMsPer1000 / raw.runs[i]!.cpuMsPer1000),
+              ),
+            }
+          : {};
       results.push({
         suite: 'redis',
         subject: c.subject.name,
@@ -274,7 +370,8 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
         workers: c.workers,
         keys: c.keys,
         ...median,
-        notes: `${c.subject.notes ?? ''}; median of ${rounds} interleaved runs (cycles/s ${range})`,
+        ...perRound,
+        notes: `${c.subject.notes ?? ''}; median of ${c.runs.length} interleaved runs (cycles/s ${range})`,
       });
     }
 
@@ -327,6 +424,7 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
         };
       }),
     );
+    results.push(await idleRoundTrip(opts, conn()));
   } finally {
     for (const c of clients) await c.close().catch(() => undefined);
     for (const s of stores) await s.close().catch(() => undefined);
@@ -341,6 +439,34 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
     for (const c of connections) c.disconnect();
   }
   return results;
+}
+
+/**
+ * The floor under every handoff row: one `PING` round trip after the same 30 ms idle wait. A
+ * handoff needs at least that (the holder's release reaching Redis and the news reaching the
+ * waiter), and on a VM an idle process takes far longer to wake than a busy one.
+ */
+async function idleRoundTrip(opts: BenchOptions, redis: Redis): Promise<BenchResult> {
+  const rounds = opts.quick ? 20 : 100;
+  const samples: number[] = [];
+  await redis.ping();
+  for (let i = 0; i < rounds; i++) {
+    await sleep(30);
+    const t = performance.now();
+    await redis.ping();
+    samples.push(performance.now() - t);
+  }
+  samples.sort((a, b) => a - b);
+  return {
+    suite: 'redis',
+    subject: 'floor: one PING after the idle wait',
+    scenario: 'handoff',
+    workers: 1,
+    keys: 'n/a',
+    p50Ms: round(percentile(samples, 50), 3),
+    p99Ms: round(percentile(samples, 99), 3),
+    notes: `${samples.length} PINGs, each after 30 ms idle (as the handoff rows wait before the release)`,
+  };
 }
 
 interface HandoffRound {

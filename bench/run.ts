@@ -56,14 +56,24 @@ const header = [
   'p50 ms',
   'p99 ms',
   'cpu ms/1k',
+  'cpu vs raw',
   'server cpu ms/1k',
 ];
 const rows = all.map((r) => {
   const base = baselineOf(r);
+  // Per-round medians where the suite has them (marked ᵣ), else the ratio of the medians.
   const ratio =
-    base && r.cyclesPerSec !== undefined && base !== r
-      ? `${(r.cyclesPerSec / base.cyclesPerSec!).toFixed(2)}×`
-      : '';
+    r.ratioToRaw !== undefined
+      ? `${r.ratioToRaw.toFixed(2)}×ᵣ`
+      : base && r.cyclesPerSec !== undefined && base !== r
+        ? `${(r.cyclesPerSec / base.cyclesPerSec!).toFixed(2)}×`
+        : '';
+  const cpuRatio =
+    r.cpuRatioToRaw !== undefined
+      ? `${r.cpuRatioToRaw.toFixed(2)}×ᵣ`
+      : base && r.cpuMsPer1000 !== undefined && base.cpuMsPer1000 !== undefined && base !== r
+        ? `${(r.cpuMsPer1000 / base.cpuMsPer1000).toFixed(2)}×`
+        : '';
   return [
     r.suite,
     r.subject,
@@ -75,6 +85,7 @@ const rows = all.map((r) => {
     fmt(r.p50Ms, 2),
     fmt(r.p99Ms, 2),
     fmt(r.cpuMsPer1000, 0),
+    cpuRatio,
     fmt(r.serverCpuMsPer1000, 0),
   ];
 });
@@ -85,6 +96,11 @@ console.log(
 );
 console.log(line(header));
 for (const r of rows) console.log(line(r));
+if (all.some((r) => r.ratioToRaw !== undefined)) {
+  console.log(
+    '\n×ᵣ: median over interleaved rounds of the ratio to the raw baseline measured in the same round',
+  );
+}
 const noted = all.filter((r) => r.notes !== undefined && r.suite === 'http');
 if (noted.length > 0) console.log('\nnotes:');
 for (const r of noted)

@@ -15,6 +15,7 @@ interface Row {
   readonly keys: string;
   readonly cyclesPerSec?: number;
   readonly p50Ms?: number;
+  readonly ratioToRaw?: number;
 }
 
 // `npm run bench` is not part of CI (speed lives there, not in tests), but it must keep
@@ -63,6 +64,8 @@ describe('npm run bench -- --quick still runs', () => {
           ['memory', 'leasehold', 'cycle', 'hot', 32],
           ['redis', 'raw SET NX PX + DEL', 'cycle', 'distinct', 32],
           ['redis', 'leasehold', 'cycle', 'distinct', 1],
+          ['redis', 'floor: two empty scripts', 'cycle', 'distinct', 1],
+          ['redis', "floor: the scripts' Redis commands", 'cycle', 'distinct', 1],
           ['redis', 'leasehold, local successors 15', 'cycle', 'hot', 32],
           ['redis', 'redis-semaphore Mutex', 'cycle', 'hot', 32],
           ['redis', 'redlock 4 (1 instance)', 'handoff', 'hot', 2],
@@ -74,6 +77,14 @@ describe('npm run bench -- --quick still runs', () => {
             `no ${suite} row "${subject}" ${scenario} ${keys} ${workers}w in ${rows.length} rows`,
           );
         }
+        // One-worker Redis rows carry their per-round ratio to the raw pair of the same rounds.
+        const single = rows.find(
+          (r) => r.suite === 'redis' && r.subject === 'leasehold' && r.workers === 1,
+        );
+        assert.ok(
+          typeof single?.ratioToRaw === 'number' && single.ratioToRaw > 0,
+          `no per-round ratio on the one-worker Redis row: ${JSON.stringify(single)}`,
+        );
       } finally {
         tmp.remove();
       }
