@@ -414,9 +414,12 @@ describe('PostgresFence', () => {
       maxConnections: 2,
       onDecision: (d) => {
         // Read the committed mark from another connection: the decision is already final.
+        // Recorded in decision order; the reads may finish in any order (two connections).
+        const entry = { ...d, markInHook: -1n };
+        seen.push(entry);
         pending.push(
           watched.highWaterMark(d.scope).then((markInHook) => {
-            seen.push({ ...d, markInHook });
+            entry.markInHook = markInHook;
           }),
         );
       },
