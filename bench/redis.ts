@@ -65,6 +65,30 @@ async function runFloor(
   }
 }
 
+/** A floor row: an acquire script and a release script run with leasehold's arguments. */
+function floorSubject(
+  name: string,
+  notes: string,
+  [acquire, release]: readonly [string, string],
+  prefix: string,
+  conn: () => Redis,
+): Subject {
+  return {
+    name,
+    hot: false,
+    notes,
+    make: () => {
+      const redis = conn();
+      return async (key) => {
+        const k = `${prefix}{${key}}`;
+        const id = randomUUID();
+        await runFloor(redis, acquire, [k, id, 'bench', TTL_MS, '']);
+        await runFloor(redis, release, [k, id, '1', `${k}:released`]);
+      };
+    },
+  };
+}
+
 function medianOf(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return round(sorted[Math.floor(sorted.length / 2)]!, 3);
@@ -245,36 +269,20 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
           };
         },
       },
-      {
-        name: 'floor: two empty scripts',
-        hot: false,
-        notes:
-          "EVALSHA of a `return 1` script to acquire and another to release, same arguments as leasehold's: what any lock of one acquire script and one release script pays with nothing in them",
-        make: () => {
-          const redis = conn();
-          return async (key) => {
-            const k = `${run}fe:{${key}}`;
-            const id = randomUUID();
-            await runFloor(redis, EMPTY_SCRIPT, [k, id, 'bench', TTL_MS, '']);
-            await runFloor(redis, EMPTY_SCRIPT, [k, id, '1', `${k}:released`]);
-          };
-        },
-      },
-      {
-        name: "floor: the scripts' Redis commands",
-        hot: false,
-        notes:
-          'two scripts that run only the Redis commands of acquire.lua (HMGET, TIME, HSET) and release.lua (HMGET, HDEL, PUBLISH) with fixed values and no logic: the least these scripts can cost',
-        make: () => {
-          const redis = conn();
-          return async (key) => {
-            const k = `${run}fc:{${key}}`;
-            const id = randomUUID();
-            await runFloor(redis, COMMANDS_ACQUIRE, [k, id, 'bench', TTL_MS, '']);
-            await runFloor(redis, COMMANDS_RELEASE, [k, id, '1', `${k}:released`]);
-          };
-        },
-      },
+      floorSubject(
+        'floor: two empty scripts',
+        "EVALSHA of a `return 1` script to acquire and another to release, same arguments as leasehold's: what any lock of one acquire script and one release script pays with nothing in them",
+        [EMPTY_SCRIPT, EMPTY_SCRIPT],
+        `${run}fe:`,
+        conn,
+      ),
+      floorSubject(
+        "floor: the scripts' Redis commands",
+        'two scripts that run only the Redis commands of acquire.lua (HMGET, TIME, HSET) and release.lua (HMGET, HDEL, PUBLISH) with fixed values and no logic: the least these scripts can cost',
+        [COMMANDS_ACQUIRE, COMMANDS_RELEASE],
+        `${run}fc:`,
+        conn,
+      ),
       {
         name: RAW,
         hot: false,
@@ -329,7 +337,7 @@ export async function redisBenchmarks(opts: BenchOptions): Promise<BenchResult[]
     const single = cycles.filter((c) => c.workers === 1);
     const others = cycles.filter((c) => c.workers !== 1);
     const phases = [
-      { group: single, rounds: opts.quick ? 2 : 15, ms: opts.quick ? durationMs : durationMs / 5 },
+      { group: single, rounds: opts.quick ? 3 : 15, ms: durationMs / (opts.quick ? 2 : 5) },
       { group: others, rounds: opts.quick ? 1 : 3, ms: durationMs },
     ];
     for (const phase of phases) {

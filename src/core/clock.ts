@@ -22,8 +22,8 @@ export interface Clock {
   /**
    * Optional: whether a pending timer keeps the process alive (Node's `ref`/`unref`). A clock
    * that has it is taken to make timers at a cost worth saving: the client then keeps an
-   * idle request-timeout timer armed, not holding the process, rather than clear it and make
-   * a new one for the next request (see TimeoutQueue).
+   * idle timer armed, not holding the process, rather than clear it and make a new one for
+   * the next request or lease (see TimeoutQueue).
    */
   retain?(handle: TimerHandle, keepAlive: boolean): void;
 }

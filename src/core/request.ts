@@ -15,9 +15,9 @@ export type Settled<T> =
 
 /**
  * Runs one store request under a timeout (in the client's {@link TimeoutQueue}, on its
- * injected clock), and under the caller's signal. Whichever comes first wins: a store answer that arrives after the timeout is
- * not used (the caller treats the request as failed) but is handed to `onLate`, so a late
- * grant can be cleaned up.
+ * injected clock), and under the caller's signal. Whichever comes first wins: a store answer
+ * that arrives after the timeout is not used (the caller treats the request as failed) but is
+ * handed to `onLate`, so a late grant can be cleaned up.
  */
 export function boundedRequest<T>(
   timeouts: TimeoutQueue,
