@@ -1,9 +1,10 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
 import { LeaseClient } from '../src/core/client.js';
+import { LuaScript } from '../src/stores/redis/scripts.js';
 import { RedisLeaseStore } from '../src/stores/redis/store.js';
 import type { BenchOptions, BenchResult } from './lib.js';
 
@@ -33,43 +34,31 @@ const round = (x: number, d = 2): number => Math.round(x * 10 ** d) / 10 ** d;
 const RAW = 'raw SET NX PX + DEL';
 
 /** The floor rows' scripts (not leasehold's: they do the Redis work of its scripts, no logic). */
-const EMPTY_SCRIPT = 'return 1';
-const COMMANDS_ACQUIRE = [
-  "redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v', 'own')",
-  "redis.call('TIME')",
-  "redis.call('HSET', KEYS[1], 'token', '1839106906769408', 'id', ARGV[1], 'owner', ARGV[2], 'exp', '1796002839642', 'v', ARGV[4])",
-  "return {1, '1839106906769408', 1796002838642}",
-].join('\n');
-const COMMANDS_RELEASE = [
-  "redis.call('HMGET', KEYS[1], 'id', 'token', 'own')",
-  "redis.call('HDEL', KEYS[1], 'id', 'owner', 'exp', 'v')",
-  "redis.call('PUBLISH', ARGV[3], '')",
-  'return 1',
-].join('\n');
-const shaOf = (source: string): string => createHash('sha1').update(source).digest('hex');
-const FLOOR_SHAS = new Map(
-  [EMPTY_SCRIPT, COMMANDS_ACQUIRE, COMMANDS_RELEASE].map((s) => [s, shaOf(s)]),
+const EMPTY_SCRIPT = new LuaScript('floor-empty', 'return 1');
+const COMMANDS_ACQUIRE = new LuaScript(
+  'floor-acquire-commands',
+  [
+    "redis.call('HMGET', KEYS[1], 'id', 'exp', 'token', 'owner', 'v', 'own')",
+    "redis.call('TIME')",
+    "redis.call('HSET', KEYS[1], 'token', '1839106906769408', 'id', ARGV[1], 'owner', ARGV[2], 'exp', '1796002839642', 'v', ARGV[4])",
+    "return {1, '1839106906769408', 1796002838642}",
+  ].join('\n'),
 );
-
-/** EVALSHA of a floor script with one key (EVAL once when Redis does not have it yet). */
-async function runFloor(
-  redis: Redis,
-  source: string,
-  [key, ...args]: [string, ...Array<string | number>],
-): Promise<unknown> {
-  try {
-    return await redis.evalsha(FLOOR_SHAS.get(source)!, 1, key, ...args);
-  } catch (err) {
-    if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-    return redis.eval(source, 1, key, ...args);
-  }
-}
+const COMMANDS_RELEASE = new LuaScript(
+  'floor-release-commands',
+  [
+    "redis.call('HMGET', KEYS[1], 'id', 'token', 'own')",
+    "redis.call('HDEL', KEYS[1], 'id', 'owner', 'exp', 'v')",
+    "redis.call('PUBLISH', ARGV[3], '')",
+    'return 1',
+  ].join('\n'),
+);
 
 /** A floor row: an acquire script and a release script run with leasehold's arguments. */
 function floorSubject(
   name: string,
   notes: string,
-  [acquire, release]: readonly [string, string],
+  [acquire, release]: readonly [LuaScript, LuaScript],
   prefix: string,
   conn: () => Redis,
 ): Subject {
@@ -82,16 +71,21 @@ function floorSubject(
       return async (key) => {
         const k = `${prefix}{${key}}`;
         const id = randomUUID();
-        await runFloor(redis, acquire, [k, id, 'bench', TTL_MS, '']);
-        await runFloor(redis, release, [k, id, '1', `${k}:released`]);
+        await acquire.run(redis, [k], [id, 'bench', TTL_MS, '']);
+        await release.run(redis, [k], [id, '1', `${k}:released`]);
       };
     },
   };
 }
 
 function medianOf(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return round(sorted[Math.floor(sorted.length / 2)]!, 3);
+  return round(
+    percentile(
+      [...values].sort((a, b) => a - b),
+      50,
+    ),
+    3,
+  );
 }
 
 interface Measured {
