@@ -66,6 +66,9 @@ end
 -- Grants a lease on a free, released or expired key, or answers busy (writing nothing).
 -- block: how many tokens the grant reserves (1..64, a number): its own, and the next
 -- block − 1 for the client's local successors; the next grant comes after all of them.
+-- channel: the key's pub/sub channel, or nil. A grant publishes 'granted' on it (a release
+-- publishes ''), so that watchers of the key — election observers — learn of every new
+-- holder; waiters ignore it.
 -- Returns: {1, token, nowMs}   granted (nowMs = Redis TIME in ms at the grant, an integer)
 --          {1, token}          the same live lease id asked again (idempotent retry)
 --          {0, owner, token, remainingMs, leaseIdPrefix, v}   busy
@@ -74,7 +77,7 @@ end
 -- record (restart without persistence, failover to a replica that missed writes), as long as
 -- a key never used 1024 tokens (grants times their blocks) within one ms and the clock did
 -- not step back.
-local function lease_acquire(record, id, owner, ttl_ms, v, block)
+local function lease_acquire(record, id, owner, ttl_ms, v, block, channel)
   local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v', 'own')
   local now = lease_now_ms()
   if rec[1] and tonumber(rec[2]) > now then
@@ -99,5 +102,6 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block)
   else
     redis.call('HSET', record, 'token', token, 'id', id, 'owner', owner, 'exp', exp, 'v', v)
   end
+  if channel then redis.call('PUBLISH', channel, 'granted') end
   return {1, token, now}
 end
