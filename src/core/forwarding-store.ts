@@ -10,6 +10,7 @@ import {
   type StoreRenewResult,
   type StoreRequestOptions,
   type Unwatch,
+  type WatchChange,
 } from './store.js';
 import type { LeaseState, StoreCapabilities } from './types.js';
 
@@ -66,7 +67,7 @@ export class ForwardingLeaseStore implements LeaseStore {
   list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
     return this.inner.list(prefix, limit, options);
   }
-  watch(key: string, onChange: () => void): Promise<Unwatch> {
+  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     return this.inner.watch(key, onChange);
   }
   close(): Promise<void> {

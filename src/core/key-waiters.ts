@@ -1,6 +1,6 @@
 import type { Lease } from './lease.js';
 import type { Settled } from './request.js';
-import type { Unwatch } from './store.js';
+import type { Unwatch, WatchChange } from './store.js';
 import type { Wakeup } from './wakeup.js';
 
 /** What a releasing lease needs to know to hand its key straight to a waiter. */
@@ -47,8 +47,12 @@ export class KeyWaiters {
 
   constructor(private readonly onEmpty: () => void) {}
 
-  /** Wakes the first parked waiter; given to the store as the watch callback. */
-  readonly notifyHead = (): void => {
+  /**
+   * Wakes the first parked waiter; given to the store as the watch callback. A grant leaves
+   * the key held: it wakes nobody (a waiter would only be told busy again).
+   */
+  readonly notifyHead = (change?: WatchChange): void => {
+    if (change === 'granted') return;
     this.parked[0]?.wakeup.notify();
   };
 

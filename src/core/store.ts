@@ -51,6 +51,13 @@ export type StoreRenewResult =
 
 export type StoreReleaseResult = { readonly status: 'released' } | { readonly status: 'not_owner' };
 
+/**
+ * What a watch notification is known to be. `'granted'`: the store granted the key (it is held
+ * now), so a waiter need not re-check, while an observer of the holder does. No value: a
+ * release, an expiry, or a change the store cannot tell apart — the key may be free.
+ */
+export type WatchChange = 'granted';
+
 /** Stops a watch. Safe to call more than once. */
 export type Unwatch = () => void;
 
@@ -92,12 +99,15 @@ export interface LeaseStore {
 
   /**
    * Calls `onChange` (possibly spuriously, possibly coalesced) after anything that may have
-   * freed or changed `key`: a release, a grant, an expiry the store notices. Resolves once
-   * the subscription is live, so a caller that re-checks after it resolves cannot miss a
-   * release. Stores without notifications resolve at once and never call back
-   * (`capabilities.watch === 'none'`); waiters then rely on the holder's expiry and a poll.
+   * freed or changed `key`: a release or an expiry the store notices (no argument), and every
+   * grant made through this kind of store, by any process (`'granted'`, or no argument where
+   * the store cannot tell a grant from a release). Resolves once the subscription is live, so
+   * a caller that re-checks after it resolves misses neither a release nor a grant: waiters
+   * are woken when the key may be free, and election observers see every leader. Stores
+   * without notifications resolve at once and never call back (`capabilities.watch ===
+   * 'none'`); waiters then rely on the holder's expiry and a poll.
    */
-  watch(key: string, onChange: () => void): Promise<Unwatch>;
+  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch>;
 
   /** Releases connections and timers. Later calls throw `ERR_CLOSED`. */
   close(): Promise<void>;

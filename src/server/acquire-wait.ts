@@ -50,7 +50,10 @@ export async function acquireWaiting(
       if (left <= 0) return answer;
       if (!subscribed) {
         subscribed = true;
-        unwatch = await store.watch(request.key, wakeup.notify);
+        // A grant leaves the key held: only a change that may have freed it wakes us.
+        unwatch = await store.watch(request.key, (change) => {
+          if (change !== 'granted') wakeup.notify();
+        });
         continue; // re-check now that a release cannot slip by unnoticed
       }
       const untilExpiry = answer.retryAfterMs + 1 + Math.floor(Math.random() * 5);

@@ -10,7 +10,10 @@ export type ServerEventType =
   | 'lost'
   /** Best effort: a lease granted here ran out without a release (its holder vanished). */
   | 'expired'
-  /** The store reported that the key may have changed (only on streams for one exact key). */
+  /**
+   * The store reported that the key may have changed (only on streams for one exact key): it is
+   * free now (no `token`), or held by a holder the stream had not told of (`token`).
+   */
   | 'changed'
   /** A fence at a protected resource decided a write with a token of this key (reported to the server). */
   | 'fence';

@@ -78,11 +78,19 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
         res.write(chunk);
         if (res.writableLength > MAX_BUFFERED_BYTES) res.destroy();
       };
-      const send = (e: ServerEvent): void => write(frameOf(e));
+      // The holder's token this stream last told of (by `acquired` or `changed`).
+      let toldToken: string | undefined;
+      const send = (e: ServerEvent): void => {
+        if (e.type === 'acquired' || (e.type === 'changed' && e.token !== undefined))
+          toldToken = e.token;
+        write(frameOf(e));
+      };
       let changePending = false;
       // Store notifications may be coarse (SQLite sees every commit to the file, on any key),
       // and each one would send every waiter back to re-check. Relay one only when the key is
-      // actually free now; a failed read relays it anyway (a spurious wake-up is allowed).
+      // actually free now, or when it has a holder this stream has not told of (a grant made
+      // through another server or process: `changed` with the holder's token, which wakes
+      // observers, not waiters); a failed read relays it anyway (a spurious wake-up is allowed).
       const changed = (): void => {
         if (changePending || key === undefined) return;
         changePending = true;
@@ -91,7 +99,11 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
           if (closed) return;
           ctx.store.inspect(key, ctx.storeOptions).then(
             (state) => {
-              if (state.holder === undefined) send(ctx.hub.stamp({ type: 'changed', key }));
+              const h = state.holder;
+              if (h === undefined) send(ctx.hub.stamp({ type: 'changed', key }));
+              else if (h.token.toString() !== toldToken) {
+                send(ctx.hub.stamp({ type: 'changed', key, token: h.token.toString() }));
+              }
             },
             () => send(ctx.hub.stamp({ type: 'changed', key })),
           );

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { randomUUID } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
 import { LeaseClient } from '../../src/core/client.js';
 import type { Lease } from '../../src/core/lease.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from '../support/etcd-cluster.js';
+import { Gate } from '../support/gate.js';
 import { uniqueKey } from '../support/keys.js';
 import { elapse, eventually } from '../support/time.js';
 
@@ -150,6 +152,64 @@ describe('etcd store sessions: one etcd lease for many leases', () => {
     } finally {
       await client.close();
       await store.close();
+    }
+  });
+
+  it('a release answers released when the keepalive round sweeps the entry while the release is in flight', async () => {
+    // Under load, the sweep before a keepalive round also deleted entries whose release was
+    // still in flight; when its delete reached etcd first, the release's own delete found
+    // nothing and the owner was told `not_owner`. Both deletes travel over the client's one
+    // HTTP/2 connection, so a TCP hold cannot put one before the other: the release's delete
+    // is held at the client's KV call (a gate) until the round's sweep has done its part.
+    const etcd = new Etcd3({ hosts: cluster.endpoints });
+    const store = new EtcdLeaseStore({ client: etcd, minTtlMs: 1000, renewBatchMs: 0 });
+    const prefix = uniqueKey('session-release-race');
+    const opts = () => ({ timeoutMs: 5000, signal: new AbortController().signal });
+    try {
+      const grant = async (key: string) => {
+        const leaseId = randomUUID();
+        const r = await store.tryAcquire(
+          { key, leaseId, ownerId: 'race', ttlMs: 5000, value: undefined },
+          opts(),
+        );
+        assert.equal(r.status, 'acquired');
+        return { key, leaseId, token: (r as { token: bigint }).token };
+      };
+      const released = await grant(`${prefix}/released`);
+      const renewed = await grant(`${prefix}/renewed`);
+      const entries = await raw.getAll().prefix(`${released.key}/`).keys();
+      assert.equal(entries.length, 1);
+      const entryKey = entries[0]!;
+      // Every delete of the released lease's entry, in call order; the first (the release's)
+      // waits at the gate.
+      const gate = new Gate();
+      const deletes: Promise<unknown>[] = [];
+      const txn = etcd.kv.txn.bind(etcd.kv);
+      etcd.kv.txn = (req, options) => {
+        const deletesEntry = (req.success ?? []).some(
+          (op) =>
+            op.request_delete_range !== undefined &&
+            Buffer.from(op.request_delete_range.key as Buffer).toString('utf8') === entryKey,
+        );
+        if (!deletesEntry) return txn(req, options);
+        const sent =
+          deletes.length === 0 ? gate.wait().then(() => txn(req, options)) : txn(req, options);
+        deletes.push(sent);
+        return sent;
+      };
+      const release = store.release(released, opts());
+      await gate.reached;
+      // A renewal of the other lease of the same session runs a keepalive round, and the sweep
+      // before it; whatever delete the sweep sends reaches etcd before the held one.
+      assert.equal((await store.renew({ ...renewed, ttlMs: 5000 }, opts())).status, 'renewed');
+      await Promise.allSettled(deletes.slice(1));
+      gate.open();
+      assert.deepEqual(await release, { status: 'released' });
+      assert.deepEqual(await raw.getAll().prefix(`${released.key}/`).keys(), []);
+      assert.deepEqual(await store.release(renewed, opts()), { status: 'released' });
+    } finally {
+      await store.close();
+      etcd.close();
     }
   });
 });

@@ -61,7 +61,7 @@ describe('RedisLeaseStore specifics', () => {
   });
 
   it('increments a counter above the floor by one, exactly up to and past 2^53', async () => {
-    // Below 2^53 − 1 the script adds in doubles, from there on in decimal digits.
+    // The script adds in decimal digits (Lua doubles would round above 2^53).
     for (const last of [
       5_000_000_000_000_000n,
       9_007_199_254_740_990n,
@@ -115,8 +115,8 @@ describe('RedisLeaseStore specifics', () => {
       );
     for (const last of [
       5_000_000_000_000_000n,
-      9_007_199_254_740_980n, // the block crosses 2^53 in doubles
-      9_007_199_254_740_991n, // the decimal path from the start
+      9_007_199_254_740_980n, // the block crosses 2^53
+      9_007_199_254_740_991n, // the first token is 2^53
       9_223_372_036_854_775_700n,
     ]) {
       const key = `block-edge/${last}`;
@@ -139,6 +139,38 @@ describe('RedisLeaseStore specifics', () => {
       assert.equal(await redis.hget(rec, 'token'), (last + 65n).toString());
       const id2 = await redis.hget(rec, 'id');
       assert.equal(await redis.hget(rec, 'own'), `${last + 65n}:${id2}`);
+    }
+  });
+
+  it('reserves blocks whose top is odd or even just above 2^53 exactly, and the next grant never reuses the top', async () => {
+    // An odd integer above 2^53 is not a double: a top computed in Lua numbers came out one
+    // lower (…990 + 63 → …052), and the next grant was given the block's last token again.
+    const cases: Array<[last: bigint, block: number]> = [
+      [9_007_199_254_740_989n, 64], // top …053: odd, above 2^53
+      [9_007_199_254_740_988n, 64], // top …052: even
+      [9_007_199_254_740_929n, 64], // top 2^53 + 1: the first integer a double cannot hold
+      [9_007_199_254_740_928n, 64], // top 2^53 exactly
+      [9_007_199_254_740_990n, 3], // token 2^53 − 1, top 2^53 + 1
+      [9_007_199_254_740_990n, 4], // top 2^53 + 2
+      [9_007_199_254_740_991n, 2], // token 2^53, top 2^53 + 1
+      [9_007_199_254_740_992n, 2], // token 2^53 + 1 (odd), top 2^53 + 2
+    ];
+    for (const [last, tokenBlock] of cases) {
+      const key = `block-odd/${last}/${tokenBlock}`;
+      const rec = store.keysOf(key).record;
+      await redis.hset(rec, 'token', last.toString());
+      const r = await store.tryAcquire(
+        { key, leaseId: randomUUID(), ownerId: 'o', ttlMs: 5000, value: undefined, tokenBlock },
+        OPTS(),
+      );
+      const what = `after ${last} with a block of ${tokenBlock}`;
+      assert.deepEqual(r.status === 'acquired' && r.token, last + 1n, what);
+      const top = last + BigInt(tokenBlock);
+      assert.equal(await redis.hget(rec, 'token'), top.toString(), `top ${what}`);
+      assert.equal((await store.inspect(key, OPTS())).lastToken, top, `lastToken ${what}`);
+      await redis.hdel(rec, 'id'); // released
+      const next = await grant(key);
+      assert.deepEqual(next.status === 'acquired' && next.token, top + 1n, `next ${what}`);
     }
   });
 

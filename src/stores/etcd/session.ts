@@ -36,6 +36,12 @@ export interface HeldEntry {
    * release records the marker too, in the delete's transaction.
    */
   markOnRelease: boolean;
+  /**
+   * The delete of this entry in flight, if any. A release and the sweep before a keepalive
+   * round share it: a second delete would find the entry gone, and whichever reached etcd
+   * first would decide which caller is told the entry was never there.
+   */
+  deleting?: Promise<boolean> | undefined;
   /** Called once when the entry is found gone (deleted, or its session died). */
   onGone?: (() => void) | undefined;
   /**

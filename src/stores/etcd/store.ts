@@ -392,7 +392,8 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       const wasHeld = !e.ending && !e.gone;
       e.ending = true;
       // If this delete fails, the entry stays tracked and the next keepalive round retries.
-      const deleted = await this.deleteEntry(e, options);
+      // A delete the sweep already sent for it is this release's delete too.
+      const deleted = await this.deleteOnce(e, options);
       this.forget(e);
       return deleted && wasHeld ? { status: 'released' } : { status: 'not_owner' };
     }
@@ -589,7 +590,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   private async drop(e: HeldEntry, options: StoreRequestOptions): Promise<void> {
     e.ending = true;
     try {
-      await this.deleteEntry(e, options);
+      await this.deleteOnce(e, options);
       this.forget(e);
     } catch {
       // stays tracked; the next round's sweep retries
@@ -599,16 +600,31 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   /**
    * Before each keepalive round: deletes entries that are released-but-not-deleted, ghosts,
    * and entries whose TTL has passed since their last renewal. Those must not ride along on
-   * a session that other leases keep alive.
+   * a session that other leases keep alive. An entry whose delete is in flight (a release)
+   * is left to that delete.
    */
   private sweep(s: Session): void {
     const now = performance.now();
     for (const e of [...s.entries.values()]) {
-      if (e.waiting) continue;
+      if (e.waiting || e.deleting !== undefined) continue;
       if (e.ending || now > e.expiresLocal) {
         void this.drop(e, { timeoutMs: 5000, signal: new AbortController().signal });
       }
     }
+  }
+
+  /**
+   * Deletes a tracked entry, sharing a delete already in flight for it (see
+   * {@link HeldEntry.deleting}); a delete that fails may be sent again.
+   */
+  private deleteOnce(e: HeldEntry, options: StoreRequestOptions): Promise<boolean> {
+    if (e.deleting !== undefined) return e.deleting;
+    const p = this.deleteEntry(e, options);
+    e.deleting = p;
+    p.catch(() => {
+      if (e.deleting === p) e.deleting = undefined;
+    });
+    return p;
   }
 
   /** Deletes a tracked entry: by create revision, or by its exact value for a ghost. */

@@ -9,6 +9,7 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
+  WatchChange,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { parseToken } from '../../core/validate.js';
@@ -22,7 +23,7 @@ import {
 } from './batcher.js';
 import { connectionBroken, HttpApiError, neverSent, storeClosedError } from './client.js';
 import { linkedSignal } from './linked-signal.js';
-import { readSse } from './sse-reader.js';
+import { readSse, type SseFrame } from './sse-reader.js';
 import { PooledHttpTransport } from './pooled-transport.js';
 import { parseServerUrl } from './server-url.js';
 import { NodeHttpTransport } from './transport.js';
@@ -54,10 +55,17 @@ export interface HttpLeaseStoreOptions {
 }
 
 /**
- * Events after which the key may be free. `acquired` and `renewed` never free it; `changed`
- * (the store's own notification) may mean anything, so it wakes too.
+ * Events after which the key may be free. `renewed` never frees it; `changed` without a token
+ * (the store's own notification, relayed when the key is free) may mean anything, so it wakes
+ * too. `acquired`, and `changed` with a token (a grant the server learnt of from its store),
+ * tell of a grant: the watch reports them as `'granted'`.
  */
-const FREEING_EVENTS: ReadonlySet<string> = new Set(['released', 'expired', 'lost', 'changed']);
+const FREEING_EVENTS: ReadonlySet<string> = new Set(['released', 'expired', 'lost']);
+
+/** First reconnect delay of a dropped event stream until the server sends `retry:`. */
+const DEFAULT_RETRY_MS = 100;
+/** Repeated reconnect failures back off up to this (or the server's `retry:`, if longer). */
+const MAX_RETRY_MS = 2000;
 
 const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'store',
@@ -286,23 +294,26 @@ export class HttpLeaseStore implements LeaseStore {
 
   /**
    * Subscribes to the server's event stream for `key`; resolves once the server says the
-   * subscription is live. If the stream drops, `onChange` is called (a spurious wake-up is
-   * allowed) and the stream is re-opened until unwatched.
+   * subscription is live. Releases, expiries and the store's own notifications call
+   * `onChange()`, grants `onChange('granted')`. If the stream drops, `onChange` is called (a
+   * spurious wake-up is allowed) and the stream is re-opened until unwatched, after the
+   * server's `retry:` time (doubling on repeated failures), with `Last-Event-ID` set to the
+   * last event id seen.
    */
-  async watch(key: string, onChange: () => void): Promise<Unwatch> {
+  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     this.assertOpen();
     const stop = new AbortController();
     // Lives as long as the watch; detached when it stops.
     const { signal, dispose } = linkedSignal([stop.signal, this.closing.signal]);
     const path = `/v1/events?${new URLSearchParams({ key }).toString()}`;
-    const open = async (): Promise<AsyncGenerator<{ event: string }>> => {
+    let lastEventId: string | undefined;
+    let retryMs = DEFAULT_RETRY_MS;
+    const open = async (): Promise<AsyncGenerator<SseFrame>> => {
       let res: IncomingMessage;
+      const headers: Record<string, string> = { ...this.headers, accept: 'text/event-stream' };
+      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
       try {
-        res = await this.streams.stream(
-          path,
-          { ...this.headers, accept: 'text/event-stream' },
-          signal,
-        );
+        res = await this.streams.stream(path, headers, signal);
       } catch (err) {
         throw new LeaseholdError('ERR_UNAVAILABLE', `cannot reach ${this.url}: ${describe(err)}`, {
           cause: err,
@@ -313,38 +324,48 @@ export class HttpLeaseStore implements LeaseStore {
         for await (const c of res) text += String(c);
         throw this.unexpected({ status: res.statusCode ?? 0, body: parseObject(text) }, 'watch');
       }
-      const frames = readSse(res);
+      const frames = readSse(res, { onRetry: (ms) => (retryMs = ms) });
       for (;;) {
         const first = await frames.next();
         if (first.done === true)
           throw new LeaseholdError('ERR_UNAVAILABLE', 'event stream ended before it was ready');
+        if (first.value.id !== undefined) lastEventId = first.value.id;
         if (first.value.event === 'ready') return frames;
       }
     };
     // A release usually arrives as `released` plus the store's own `changed` in one chunk:
-    // wake the waiter once for both, or every waiter on a hot key re-checks twice.
-    let wakePending = false;
-    const wake = (): void => {
-      if (wakePending) return;
-      wakePending = true;
+    // wake the waiter once for both, or every waiter on a hot key re-checks twice. A grant in
+    // the same turn as a release is reported as the release (the key may be free again).
+    let pending: 'freed' | 'granted' | undefined;
+    const wake = (kind: 'freed' | 'granted'): void => {
+      const first = pending === undefined;
+      if (kind === 'freed' || first) pending = kind;
+      if (!first) return;
       setImmediate(() => {
-        wakePending = false;
-        if (!signal.aborted) onChange();
+        const k = pending;
+        pending = undefined;
+        if (signal.aborted) return;
+        if (k === 'granted') onChange('granted');
+        else onChange();
       });
     };
-    const pump = async (frames: AsyncGenerator<{ event: string }>): Promise<void> => {
+    const pump = async (frames: AsyncGenerator<SseFrame>): Promise<void> => {
       for (let attempt = 0; !signal.aborted; attempt++) {
         try {
           for await (const f of frames) {
             attempt = 0;
-            if (FREEING_EVENTS.has(f.event)) wake();
+            if (f.id !== undefined) lastEventId = f.id;
+            const kind = changeOf(f);
+            if (kind !== undefined) wake(kind);
           }
         } catch {
           // dropped: fall through to reconnect
         }
         if (signal.aborted) return;
+        // Events sent while the stream was down are not replayed: wake the waiter to re-check.
         onChange();
-        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)).unref());
+        const delay = Math.min(Math.max(MAX_RETRY_MS, retryMs), retryMs * 2 ** attempt);
+        await new Promise((r) => setTimeout(r, delay).unref());
         if (signal.aborted) return;
         try {
           frames = await open();
@@ -353,7 +374,7 @@ export class HttpLeaseStore implements LeaseStore {
         }
       }
     };
-    let frames: AsyncGenerator<{ event: string }>;
+    let frames: AsyncGenerator<SseFrame>;
     try {
       frames = await open();
     } catch (err) {
@@ -564,5 +585,19 @@ function parseObject(text: string): Record<string, unknown> {
     return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
   } catch {
     return {};
+  }
+}
+
+/** What one event on a key's stream says about the key, if anything. */
+function changeOf(f: SseFrame): 'freed' | 'granted' | undefined {
+  if (FREEING_EVENTS.has(f.event)) return 'freed';
+  if (f.event === 'acquired') return 'granted';
+  if (f.event !== 'changed') return undefined;
+  // `changed` carries the holder's token when the server saw the key granted, none when free.
+  try {
+    const data = JSON.parse(f.data) as { token?: unknown };
+    return typeof data.token === 'string' ? 'granted' : 'freed';
+  } catch {
+    return 'freed';
   }
 }

@@ -1,21 +1,23 @@
 import pg from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
-import type { Unwatch } from '../../core/store.js';
+import type { Unwatch, WatchChange } from '../../core/store.js';
 import { quoteIdent, unavailable, type PgConnectionConfig } from './client.js';
+import { GRANT_NOTICE } from './queries.js';
 
 /** Reconnect delays after the listening session is lost: doubling, capped. */
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5000;
 
 /**
- * One LISTEN session per store, shared by all its watchers. Payloads are keys; a
+ * One LISTEN session per store, shared by all its watchers. Payloads are keys (a release, from
+ * the table's trigger) or GRANT_NOTICE + key (a grant, from the acquire statement); a
  * notification wakes that key's watchers. When the session is lost it reconnects (with
  * backoff, while anyone watches), LISTENs again, and then wakes every watcher: a release
  * during the gap sent no notification we could see, so everyone re-checks — a read, which
  * costs no write.
  */
 export class Listener {
-  private readonly byKey = new Map<string, Set<() => void>>();
+  private readonly byKey = new Map<string, Set<(change?: WatchChange) => void>>();
   private client: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -34,12 +36,15 @@ export class Listener {
    * resolves cannot miss a release. Rejects `ERR_UNAVAILABLE` when the session cannot be
    * established (the client then waits by expiry timer and poll).
    */
-  async subscribe(key: string, onChange: () => void): Promise<Unwatch> {
+  async subscribe(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     if (this.closed)
       throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
     let set = this.byKey.get(key);
     if (set === undefined) this.byKey.set(key, (set = new Set()));
-    const entry = (): void => onChange();
+    const entry = (change?: WatchChange): void => {
+      if (change === undefined) onChange();
+      else onChange(change);
+    };
     set.add(entry);
     const unwatch = (): void => {
       set.delete(entry);
@@ -97,7 +102,9 @@ export class Listener {
     client.on('error', onLost);
     client.on('end', onLost);
     client.on('notification', (msg) => {
-      if (msg.channel === this.channel && msg.payload !== undefined) this.wake(msg.payload);
+      if (msg.channel !== this.channel || msg.payload === undefined) return;
+      if (msg.payload.startsWith(GRANT_NOTICE)) this.wake(msg.payload.slice(1), 'granted');
+      else this.wake(msg.payload);
     });
     try {
       await client.connect();
@@ -137,10 +144,10 @@ export class Listener {
     this.retryTimer.unref();
   }
 
-  private wake(key: string): void {
+  private wake(key: string, change?: WatchChange): void {
     const set = this.byKey.get(key);
     if (set === undefined) return;
-    for (const fn of [...set]) fn();
+    for (const fn of [...set]) fn(change);
   }
 
   private wakeAll(): void {

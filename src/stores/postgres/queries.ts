@@ -44,11 +44,23 @@ const LAST_TOKEN = (row: string): string =>
  * $6 token block (1..64). Returns one row, or none after repeated lost races:
  *   status 'acquired' | 'held' (the same lease id is live: idempotent retry) | 'busy',
  *   token (text), expires_ms (float8, wall clock, display only), remaining_ms (int),
- *   owner_id (text), owner_name, value, details_ok (bool: owner_name/value describe owner_id).
+ *   owner_id (text), owner_name, value, details_ok (bool: owner_name/value describe owner_id),
+ *   notified (a grant NOTIFYs the table's channel with payload GRANT_NOTICE + key, delivered at
+ *   commit, so that watchers of the key — election observers — learn of every new holder; a
+ *   busy answer evaluates no NOTIFY and still writes nothing).
  */
 export const ACQUIRE = `
-SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, details_ok
+SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, details_ok,
+  CASE WHEN status = 'acquired'
+    THEN pg_notify({{channel}}, chr(1) || $1) IS NULL END AS notified
 FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
+
+/**
+ * The first character of a grant's NOTIFY payload (the key follows). Keys never contain
+ * control characters, so a release's payload (the bare key, from the table's trigger) cannot
+ * start with it, and a listener of an earlier version finds no watcher for it.
+ */
+export const GRANT_NOTICE = '\u0001';
 
 /**
  * The seed's renewal: only the same key, lease id and token while unexpired. A renewal that

@@ -11,6 +11,7 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
+  WatchChange,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import {
@@ -18,6 +19,7 @@ import {
   checkIdentifier,
   lastResult,
   quoteIdent,
+  quoteLiteral,
   renderSql,
   resolveConnection,
   timeoutPrefix,
@@ -156,11 +158,15 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     });
     this.pool = conn.pool;
     this.ownPool = conn.ownPool;
-    this.listener = new Listener(conn.sessionConfig, channelName(this.schema, this.table));
+    const channel = channelName(this.schema, this.table);
+    this.listener = new Listener(conn.sessionConfig, channel);
     const lease = `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`;
     const acquireFn = acquireFunctionName(this.schema, this.table);
     const bind = (text: string): string =>
-      text.replaceAll('{{lease}}', lease).replaceAll('{{acquire_fn}}', acquireFn);
+      text
+        .replaceAll('{{lease}}', lease)
+        .replaceAll('{{acquire_fn}}', acquireFn)
+        .replaceAll('{{channel}}', quoteLiteral(channel));
     this.sql = {
       acquire: bind(Q.ACQUIRE),
       renew: bind(Q.RENEW),
@@ -293,7 +299,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     });
   }
 
-  async watch(key: string, onChange: () => void): Promise<Unwatch> {
+  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     this.assertOpen();
     await this.ensureReady();
     return this.listener.subscribe(key, onChange);

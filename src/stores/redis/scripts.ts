@@ -81,7 +81,7 @@ export interface LeaseKeys {
    * being one key it is always in one Cluster slot.
    */
   readonly record: string;
-  /** The pub/sub channel a release publishes on. */
+  /** The pub/sub channel a release (message '') and a grant (message 'granted') publish on. */
   readonly channel: string;
 }
 
@@ -109,8 +109,14 @@ export async function runAcquire(
   value: string | undefined,
   tokenBlock = 1,
 ): Promise<AcquireReply> {
-  const args: ScriptArg[] = [leaseId, ownerId, ttlMs, value === undefined ? '' : `=${value}`];
-  if (tokenBlock > 1) args.push(tokenBlock);
+  const args: ScriptArg[] = [
+    leaseId,
+    ownerId,
+    ttlMs,
+    value === undefined ? '' : `=${value}`,
+    tokenBlock,
+    keys.channel,
+  ];
   return acquireReplyOf(asArray(await SCRIPTS.acquire.run(redis, [keys.record], args)), 0);
 }
 

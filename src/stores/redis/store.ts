@@ -11,6 +11,7 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
+  WatchChange,
 } from '../../core/store.js';
 import type { LeaseState, StoreCapabilities } from '../../core/types.js';
 import {
@@ -375,7 +376,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     }
   }
 
-  async watch(key: string, onChange: () => void): Promise<Unwatch> {
+  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     if (!this.checked) await this.check;
     this.gate();
     this.subscriber ??= new ReleaseSubscriber(this.redis, this.wake, this.logger);

@@ -1,9 +1,9 @@
 import type { Logger } from '../../core/events.js';
-import type { Unwatch } from '../../core/store.js';
+import type { Unwatch, WatchChange } from '../../core/store.js';
 import type { RedisClient } from './scripts.js';
 
 interface Watcher {
-  readonly onChange: () => void;
+  readonly onChange: (change?: WatchChange) => void;
   /** Woken by a release and has not yet left: it passes the wake-up on when it leaves. */
   baton: boolean;
 }
@@ -20,7 +20,8 @@ export type WakeMode = 'one' | 'all';
 
 /**
  * One pub/sub connection per store, shared by every waiter on every key. A release publishes
- * on the key's channel; this connection turns that into wake-ups.
+ * on the key's channel; this connection turns that into wake-ups. A grant publishes
+ * 'granted' there too, told to every watcher of the key as `'granted'`.
  *
  * With `wake: 'one'` a release wakes one local waiter per key, the longest-waiting one, not
  * the whole herd. A woken waiter that finds the key taken (a caller that did not wait got
@@ -44,7 +45,7 @@ export class ReleaseSubscriber {
     private readonly logger: Logger,
   ) {
     this.sub = base.duplicate();
-    this.sub.on('message', (channel: string) => this.onMessage(channel));
+    this.sub.on('message', (channel: string, message: string) => this.onMessage(channel, message));
     this.sub.on('ready', () => {
       if (this.connectedOnce) this.wakeEveryone();
       this.connectedOnce = true;
@@ -55,7 +56,7 @@ export class ReleaseSubscriber {
   }
 
   /** Registers `onChange` for `channel`; resolves once the subscription is live at the server. */
-  async watch(channel: string, onChange: () => void): Promise<Unwatch> {
+  async watch(channel: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     let entry = this.channels.get(channel);
     if (entry === undefined) {
       entry = { watchers: new Set(), subscribed: this.sub.subscribe(channel), mayBeFree: false };
@@ -99,9 +100,16 @@ export class ReleaseSubscriber {
     }
   }
 
-  private onMessage(channel: string): void {
+  private onMessage(channel: string, message: string): void {
     const entry = this.channels.get(channel);
     if (entry === undefined) return;
+    if (message === 'granted') {
+      // A grant, by any process: the key is held. Everyone hears of it (observers need it;
+      // waiters ignore it), and no baton moves.
+      entry.mayBeFree = false;
+      for (const w of entry.watchers) call(w, 'granted');
+      return;
+    }
     entry.mayBeFree = true;
     if (this.wake === 'all') {
       for (const w of entry.watchers) call(w);
@@ -124,9 +132,10 @@ export class ReleaseSubscriber {
   }
 }
 
-function call(w: Watcher): void {
+function call(w: Watcher, change?: WatchChange): void {
   try {
-    w.onChange();
+    if (change === undefined) w.onChange();
+    else w.onChange(change);
   } catch {
     // A waiter's callback only schedules a retry; it has nothing to report here.
   }

@@ -20,9 +20,10 @@ local function lease_now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The canonical decimal string of n, an integer with 0 <= n < 2^53. Not '%.0f', which goes
--- through libc's arbitrary-precision float printing (a measurable part of an acquire), and
--- not '%d' alone, which truncates where C long has 32 bits: two halves below 10^9 instead.
+-- The canonical decimal string of n, an integer with 0 <= n < 2^53 (a time, not a token).
+-- Not '%.0f', which goes through libc's arbitrary-precision float printing (a measurable part
+-- of an acquire), and not '%d' alone, which truncates where C long has 32 bits: two halves
+-- below 10^9 instead.
 local function lease_int_str(n)
   if n < 1e9 then return string.format('%d', n) end
   local hi = math.floor(n / 1e9)
@@ -31,9 +32,43 @@ local function lease_int_str(n)
   return string.format('%d%09d', hi, lo)
 end
 
+-- Token arithmetic is on canonical decimal strings only, never on Lua numbers: a double holds
+-- every integer only up to 2^53, and a token above it would round (an odd block top above
+-- 2^53 came out one lower, so the next grant reused it). The small operand n (a block size,
+-- a carry) is a Lua number below 10^9; each digit step stays far below 2^53.
+
+-- The canonical decimal string of s + n, for canonical decimal s and integer 0 <= n < 10^9.
+local function dec_add(s, n)
+  local tail, i = '', #s
+  while n > 0 do
+    local acc = n + (i >= 1 and string.byte(s, i) - 48 or 0)
+    tail = string.char(48 + acc % 10) .. tail
+    n = math.floor(acc / 10)
+    i = i - 1
+  end
+  if i < 1 then return tail end
+  return string.sub(s, 1, i) .. tail
+end
+
+-- The token floor now × 1024 as a canonical decimal string, for now = Redis TIME in ms. Built
+-- from two halves that are each exact small integers (now = a × 10^6 + b): the product itself,
+-- about 2^51 today, is never a Lua number.
+local function lease_floor(now)
+  local a = math.floor(now / 1e6)
+  local lo = (now - a * 1e6) * 1024
+  local carry = math.floor(lo / 1e6)
+  local hi = a * 1024 + carry
+  lo = lo - carry * 1e6
+  if hi == 0 then return lease_int_str(lo) end
+  return lease_int_str(hi) .. string.format('%06d', lo)
+end
+
 -- Grants a lease on a free, released or expired key, or answers busy (writing nothing).
 -- block: how many tokens the grant reserves (1..64, a number): its own, and the next
 -- block − 1 for the client's local successors; the next grant comes after all of them.
+-- channel: the key's pub/sub channel, or nil. A grant publishes 'granted' on it (a release
+-- publishes ''), so that watchers of the key — election observers — learn of every new
+-- holder; waiters ignore it.
 -- Returns: {1, token, nowMs}   granted (nowMs = Redis TIME in ms at the grant, an integer)
 --          {1, token}          the same live lease id asked again (idempotent retry)
 --          {0, owner, token, remainingMs, leaseIdPrefix, v}   busy
@@ -42,7 +77,7 @@ end
 -- record (restart without persistence, failover to a replica that missed writes), as long as
 -- a key never used 1024 tokens (grants times their blocks) within one ms and the clock did
 -- not step back.
-local function lease_acquire(record, id, owner, ttl_ms, v, block)
+local function lease_acquire(record, id, owner, ttl_ms, v, block, channel)
   local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v', 'own')
   local now = lease_now_ms()
   if rec[1] and tonumber(rec[2]) > now then
@@ -51,24 +86,12 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block)
     return {0, rec[4], held, tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), rec[5]}
   end
   local last = rec[3] or '0'
-  local token, top
-  if #last < 16 or (#last == 16 and last < '9007199254740991') then
-    -- last < 2^53 - 1 (same-length decimals compare as strings), so last + 1 is an exact
-    -- double, and so is now * 1024 until the year 2248, plus a block of at most 64: plain
-    -- numbers, no digit strings.
-    local succ, floor = tonumber(last) + 1, now * 1024
-    local t = succ > floor and succ or floor
-    token = lease_int_str(t)
-    top = block > 1 and lease_int_str(t + block - 1) or token
-  else
-    token = dec_incr(last)
-    local floor = lease_int_str(now * 1024)
-    if dec_lt(token, floor) then token = floor end
-    top = token
-    for _ = 2, block do top = dec_incr(top) end
-    if dec_lt(LEASEHOLD_MAX_TOKEN, top) then
-      return redis.error_reply('LEASEHOLD token space of this key is exhausted')
-    end
+  local token = dec_incr(last)
+  local floor = lease_floor(now)
+  if dec_lt(token, floor) then token = floor end
+  local top = block > 1 and dec_add(token, block - 1) or token
+  if dec_lt(LEASEHOLD_MAX_TOKEN, top) then
+    return redis.error_reply('LEASEHOLD token space of this key is exhausted')
   end
   local exp = lease_int_str(now + tonumber(ttl_ms))
   if block > 1 or rec[6] then
@@ -79,5 +102,6 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block)
   else
     redis.call('HSET', record, 'token', token, 'id', id, 'owner', owner, 'exp', exp, 'v', v)
   end
+  if channel then redis.call('PUBLISH', channel, 'granted') end
   return {1, token, now}
 end
