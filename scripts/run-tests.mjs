@@ -21,9 +21,31 @@ if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+// A hang must fail the run, not stall it: every test file (Node 20 applies --test-timeout to
+// each file's run as a whole, and to every test that sets no timeout of its own) gets a bound
+// far above the longest legitimate one. The longest tests set their own smaller bounds (fault
+// tests 10 min, FAULT_TIMEOUT_MS in test/support/fault-env.ts; the simulation sweep 15 min) and
+// no file of `npm test` takes more than a few minutes on a loaded 2-core machine. Chaos runs
+// (LEASEHOLD_CHAOS=1) are long by design; LEASEHOLD_TEST_TIMEOUT_MS overrides both.
+const CHAOS = process.env.LEASEHOLD_CHAOS === '1';
+const timeoutMs = Number(
+  process.env.LEASEHOLD_TEST_TIMEOUT_MS ?? (CHAOS ? 6 * 3_600_000 : 1_800_000),
+);
+if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+  console.error(
+    `LEASEHOLD_TEST_TIMEOUT_MS must be a positive whole number of ms, got ${timeoutMs}`,
+  );
+  process.exit(1);
+}
 const result = spawnSync(
   process.execPath,
-  ['--test', '--test-reporter=spec', '--enable-source-maps', ...files],
+  [
+    '--test',
+    '--test-reporter=spec',
+    '--enable-source-maps',
+    `--test-timeout=${timeoutMs}`,
+    ...files,
+  ],
   { stdio: 'inherit', env: process.env },
 );
 process.exit(result.status ?? 1);

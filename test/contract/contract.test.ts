@@ -16,7 +16,7 @@ for (const name of selectedHarnesses()) {
       await harness?.teardown();
     });
     for (const c of contractCases) {
-      it(c.name, { timeout: c.timeoutMs ?? 30_000 }, () => c.run(harness));
+      it(c.name, { timeout: c.timeoutMs ?? 30_000 }, (t) => c.run(harness, t));
     }
   });
 }

@@ -1,3 +1,4 @@
+import type { TestContext } from 'node:test';
 import type { LeaseStore } from '../../src/core/store.js';
 
 /**
@@ -13,10 +14,17 @@ export interface StoreHarness {
   teardown(): Promise<void>;
 }
 
+/**
+ * What a case needs of its test: node:test's context, whose `skip(reason)` marks the case
+ * skipped in the report. A case calls it (and returns) when the store lacks the capability
+ * the case checks, so a store without it shows a visible skip, never a silent pass.
+ */
+export type CaseContext = Pick<TestContext, 'skip'>;
+
 /** One behaviour every store must show. `run` rejects when the store breaks the contract. */
 export interface ContractCase {
   readonly name: string;
   /** Longest time the case may take on a loaded machine. */
   readonly timeoutMs?: number;
-  run(harness: StoreHarness): Promise<void>;
+  run(harness: StoreHarness, t: CaseContext): Promise<void>;
 }

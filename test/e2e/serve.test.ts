@@ -112,18 +112,21 @@ describe('leasehold serve (the npm start command, as a real process)', () => {
     const url1 = (await first.waitFor(/listening on (\S+)/))[1]!;
     const keys = Array.from({ length: 8 }, (_, i) => `e2e/crash/${i}`);
     const answered = new Map<string, bigint>();
+    const falls: string[] = []; // grants whose token did not rise above the key's last one
+    const failures: unknown[] = []; // errors other than the killed server's refused connections
     let grants = 0;
     let killed = false;
     // Eight clients acquire and release their key in a loop; the server is killed (SIGKILL,
     // no shutdown) once 300 grants were answered, with requests in flight.
     await Promise.all(
       keys.map(async (key) => {
-        for (let i = 0; i < 10_000 && !killed; i++) {
+        for (let i = 0; i < 10_000 && !killed && failures.length === 0; i++) {
           try {
             const a = await post(url1, '/v1/acquire', { key, ttl: '2s' });
             if (a.status !== 200) continue;
             const token = BigInt(a.body['token'] as string);
-            assert.ok(token > (answered.get(key) ?? 0n), 'tokens rise');
+            const before = answered.get(key) ?? 0n;
+            if (token <= before) falls.push(`${key}: token ${token} after ${before}`);
             answered.set(key, token);
             if (++grants === 300) {
               killed = true;
@@ -135,12 +138,21 @@ describe('leasehold serve (the npm start command, as a real process)', () => {
               leaseId: a.body['leaseId'],
               token: a.body['token'],
             });
-          } catch {
-            return; // the server is gone
+          } catch (err) {
+            // fetch rejects with a TypeError once the killed server's sockets close; anything
+            // else, or any error before the kill, is a failure of the run.
+            if (!(killed && err instanceof TypeError)) failures.push(err);
+            return;
           }
         }
       }),
     );
+    // Every loop ended: if none reached 300 grants the server still runs; kill it so that
+    // `exited` settles and the assertions below report why.
+    if (!killed) first.child.kill('SIGKILL');
+    assert.deepEqual(failures, [], 'client errors before the kill');
+    assert.deepEqual(falls, [], 'tokens rise on every key');
+    assert.ok(killed, `the server was killed after 300 grants (${grants} answered)`);
     assert.equal(await first.exited, 137);
     const second = serve(['--port', '0', '--log-level', 'warn', '--store', `sqlite:${db}`]);
     const url2 = (await second.waitFor(/listening on (\S+)/))[1]!;

