@@ -19,7 +19,7 @@ import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } fr
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
 import type { ServerMetrics } from './metrics.js';
-import { holderJson, stateJson } from './json.js';
+import { holderJson, stateJson, wholeMs } from './json.js';
 import { linkedSignal } from '../stores/http/linked-signal.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
@@ -176,7 +176,8 @@ export async function renewRoute(
     tracker.renewed(key, token, ttlMs);
     hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
     const renewed: { status: 'renewed'; expiresAtWallMs?: number } = { status: 'renewed' };
-    if (answer.expiresAtWallMs !== undefined) renewed.expiresAtWallMs = answer.expiresAtWallMs;
+    if (answer.expiresAtWallMs !== undefined)
+      renewed.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
     return renewed;
   }
   // The store says lost. If that token's lease is still live, the caller presented someone
@@ -311,8 +312,8 @@ export async function acquireRoute(
     acquireAnswered(metrics, 'busy', elapsedMs);
     throw new ApiError(
       'busy',
-      `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${answer.holder.remainingMs}ms more`,
-      { holder: holderJson(answer.holder), retryAfterMs: answer.retryAfterMs },
+      `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${wholeMs(answer.holder.remainingMs)}ms more`,
+      { holder: holderJson(answer.holder), retryAfterMs: wholeMs(answer.retryAfterMs, 'up') },
     );
   }
   acquireAnswered(metrics, 'acquired', elapsedMs);
@@ -345,7 +346,8 @@ export async function acquireRoute(
     ttlMs,
     waitedMs,
   };
-  if (answer.expiresAtWallMs !== undefined) acquired.expiresAtWallMs = answer.expiresAtWallMs;
+  if (answer.expiresAtWallMs !== undefined)
+    acquired.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
   return acquired;
 }
 
