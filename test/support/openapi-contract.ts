@@ -53,12 +53,14 @@ export class OpenApiContract {
     if (op === undefined) {
       if (a.status < 400)
         return a.route === undefined ? `${where}: success without a route` : undefined;
-      if (!UNMATCHED_STATUSES.has(a.status)) {
+      if (!ANY_REQUEST_STATUSES.has(a.status)) {
         return `${where}: not a status documented for requests outside the operations`;
       }
       return noBody ? undefined : this.validateJson(where, a, this.errorBody);
     }
-    const response = op.responses[String(a.status)] ?? op.responses['default'];
+    const response =
+      op.responses[String(a.status)] ??
+      (ANY_REQUEST_STATUSES.has(a.status) ? { content: undefined } : undefined);
     if (response === undefined) {
       return `${where}: status not declared for ${method} ${openApiPath(a.route!)} (declared: ${Object.keys(op.responses).join(', ')})`;
     }
@@ -100,11 +102,12 @@ export class OpenApiContract {
 }
 
 /**
- * Statuses a request that matches no operation may get (docs/server.md, "Errors"): a malformed
- * request, an unknown path, a known path with another method, a body, URL or header too large,
+ * Statuses any request may get, whatever its operation declares (the document's description,
+ * docs/server.md "Errors"), always with the error body: a malformed request or no Host, an
+ * unknown path, a known path with another method, a timeout, a body, URL or headers too large,
  * a server shutting down.
  */
-const UNMATCHED_STATUSES = new Set([400, 404, 405, 408, 413, 414, 431, 503]);
+const ANY_REQUEST_STATUSES = new Set([400, 404, 405, 408, 413, 414, 431, 503]);
 
 /** `/v1/leases/*` → `/v1/leases/{key}`, `/v1/elections/:name` → `/v1/elections/{name}`. */
 function openApiPath(route: string): string {
