@@ -19,7 +19,7 @@ import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } fr
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
 import type { ServerMetrics } from './metrics.js';
-import { holderJson, stateJson } from './json.js';
+import { holderJson, stateJson, wholeMs } from './json.js';
 import { linkedSignal } from '../stores/http/linked-signal.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
@@ -146,8 +146,10 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
 
 /**
  * The renew operation of `POST /v1/renew` and of a batch: authorise `renew` on the key, renew
- * conditionally on lease id and token, publish it. A lost lease answers `not_owner` when the
- * token's lease is still live (someone else's token with a wrong lease id), else `lost`.
+ * conditionally on lease id and token, publish it. A refused renewal answers `not_owner` when
+ * the token's lease is still live (someone else's token with a wrong lease id) or the token was
+ * never granted for the key, else `lost`; only the holder's own refused renewal of a lease
+ * granted through this server is published (`lost`).
  */
 export async function renewRoute(
   ctx: ServerContext,
@@ -176,23 +178,31 @@ export async function renewRoute(
     tracker.renewed(key, token, ttlMs);
     hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
     const renewed: { status: 'renewed'; expiresAtWallMs?: number } = { status: 'renewed' };
-    if (answer.expiresAtWallMs !== undefined) renewed.expiresAtWallMs = answer.expiresAtWallMs;
+    if (answer.expiresAtWallMs !== undefined)
+      renewed.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
     return renewed;
   }
-  // The store says lost. If that token's lease is still live, the caller presented someone
-  // else's token with a wrong lease id: not_owner. Otherwise the lease is gone for good.
+  // The store refused: it changed nothing. If that token's lease is still live, the caller
+  // presented someone else's token with a wrong lease id; if the key never had that token, it
+  // was never granted: both not_owner, and no event. Otherwise the lease is gone for good, but
+  // only the holder's own renewal of a lease granted here (same lease id and token) makes a
+  // `lost` event: anyone may send a renew, and events describe only what the store did.
   const state = await metrics.timeStore('inspect', () => store.inspect(key, ctx.storeOptions));
   if (state.holder !== undefined && state.holder.token === token) {
     metrics.renewals.inc({ result: 'not_owner' });
     throw new ApiError('not_owner', `no lease on ${key} with this lease id and token ${token}`);
   }
+  if (token > state.lastToken) {
+    metrics.renewals.inc({ result: 'not_owner' });
+    throw new ApiError('not_owner', `no lease on ${key} was ever granted token ${token}`);
+  }
   metrics.renewals.inc({ result: 'lost' });
-  const heldMs = tracker.ended(key, token);
+  const heldMs = tracker.lost(key, token, leaseId);
   if (heldMs !== undefined) {
     metrics.leasesLost.inc({ reason: 'renew_lost' });
     metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
+    hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
   }
-  hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
   throw new ApiError(
     'lost',
     `the lease on ${key} with token ${token} is lost (expired or taken over)`,
@@ -311,14 +321,14 @@ export async function acquireRoute(
     acquireAnswered(metrics, 'busy', elapsedMs);
     throw new ApiError(
       'busy',
-      `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${answer.holder.remainingMs}ms more`,
-      { holder: holderJson(answer.holder), retryAfterMs: answer.retryAfterMs },
+      `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${wholeMs(answer.holder.remainingMs)}ms more`,
+      { holder: holderJson(answer.holder), retryAfterMs: wholeMs(answer.retryAfterMs, 'up') },
     );
   }
   acquireAnswered(metrics, 'acquired', elapsedMs);
   const prefix = leaseIdPrefix(leaseId);
   const token = answer.token.toString();
-  tracker.granted(key, answer.token, ownerId, prefix, ttlMs);
+  tracker.granted(key, answer.token, ownerId, leaseId, prefix, ttlMs);
   hub.publish({
     type: 'acquired',
     key,
@@ -345,7 +355,8 @@ export async function acquireRoute(
     ttlMs,
     waitedMs,
   };
-  if (answer.expiresAtWallMs !== undefined) acquired.expiresAtWallMs = answer.expiresAtWallMs;
+  if (answer.expiresAtWallMs !== undefined)
+    acquired.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
   return acquired;
 }
 

@@ -4,6 +4,7 @@ import { acquireRoute, clientWatch, principalOf, releaseRoute } from './api.js';
 import { mayRead, ANONYMOUS } from './auth.js';
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
+import { wholeMs } from './json.js';
 import { CAMPAIGN_BODY, ELECTION_PARAMS, RESIGN_BODY } from './schemas.js';
 
 /** An election's lease key is `election/NAME`, as in the client library's `Election`. */
@@ -88,7 +89,7 @@ export function registerElectionRoutes(app: FastifyInstance, ctx: ServerContext)
           : {
               ownerId: h.ownerId,
               epoch: h.token.toString(),
-              remainingMs: h.remainingMs,
+              remainingMs: wholeMs(h.remainingMs),
               leaseIdPrefix: h.leaseIdPrefix,
               ...(h.value === undefined ? {} : { value: h.value }),
             },

@@ -6,7 +6,11 @@ export type ServerEventType =
   | 'renewed'
   /** A lease was released through this server. */
   | 'released'
-  /** A renewal through this server was answered `lost`. */
+  /**
+   * A lease granted through this server is gone for good: the store refused its holder's
+   * renewal (same lease id and token). Refused renewals with another lease id or token are
+   * not events.
+   */
   | 'lost'
   /** Best effort: a lease granted here ran out without a release (its holder vanished). */
   | 'expired'

@@ -2,6 +2,8 @@ import type { LeaseStore } from '../core/store.js';
 
 interface Tracked {
   readonly token: bigint;
+  /** The full lease id, to recognise the holder's own renewal (never logged or published). */
+  readonly leaseId: string;
   readonly ownerId: string;
   readonly leaseIdPrefix: string;
   readonly grantedAt: number;
@@ -59,10 +61,24 @@ export class ExpiryTracker {
   }
 
   /** Starts tracking a lease granted through this server (replaces an older one on the key). */
-  granted(key: string, token: bigint, ownerId: string, leaseIdPrefix: string, ttlMs: number): void {
+  granted(
+    key: string,
+    token: bigint,
+    ownerId: string,
+    leaseId: string,
+    leaseIdPrefix: string,
+    ttlMs: number,
+  ): void {
     if (this.leases.size >= this.maxTracked && !this.leases.has(key)) return;
     const now = performance.now();
-    this.leases.set(key, { token, ownerId, leaseIdPrefix, grantedAt: now, expiresAt: now + ttlMs });
+    this.leases.set(key, {
+      token,
+      leaseId,
+      ownerId,
+      leaseIdPrefix,
+      grantedAt: now,
+      expiresAt: now + ttlMs,
+    });
   }
 
   /** Moves the expected expiry of a tracked lease after a renewal through this server. */
@@ -77,6 +93,17 @@ export class ExpiryTracker {
     if (t === undefined || t.token !== token) return undefined;
     this.leases.delete(key);
     return performance.now() - t.grantedAt;
+  }
+
+  /**
+   * Forgets the lease and returns how long it was held, only if it is the tracked lease with
+   * this very lease id and token: a refused renewal with anyone else's lease id or token says
+   * nothing about the tracked lease (that is how an event could be injected).
+   */
+  lost(key: string, token: bigint, leaseId: string): number | undefined {
+    const t = this.leases.get(key);
+    if (t === undefined || t.token !== token || t.leaseId !== leaseId) return undefined;
+    return this.ended(key, token);
   }
 
   /** Stops sweeping and forgets every lease. */

@@ -8,10 +8,14 @@ export type ApiErrorCode =
   | 'unauthenticated'
   | 'permission_denied'
   | 'not_found'
+  | 'method_not_allowed'
+  | 'request_timeout'
   | 'busy'
   | 'not_owner'
   | 'lost'
   | 'payload_too_large'
+  | 'uri_too_long'
+  | 'headers_too_large'
   | 'unavailable'
   | 'internal';
 
@@ -21,10 +25,14 @@ export const API_ERROR_STATUS: Readonly<Record<ApiErrorCode, number>> = Object.f
   unauthenticated: 401,
   permission_denied: 403,
   not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
   busy: 409,
   not_owner: 409,
   lost: 410,
   payload_too_large: 413,
+  uri_too_long: 414,
+  headers_too_large: 431,
   unavailable: 503,
   internal: 500,
 });
@@ -99,6 +107,8 @@ export function toApiError(err: unknown): ApiError {
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     if (e.statusCode === 413) return new ApiError('payload_too_large', 'request is too large');
     if (e.statusCode === 404) return new ApiError('not_found', 'no such route');
+    if (e.statusCode === 414) return new ApiError('uri_too_long', 'the URL is too long');
+    if (e.statusCode === 431) return new ApiError('headers_too_large', 'the headers are too large');
     return new ApiError(
       'invalid_argument',
       typeof e.message === 'string' ? e.message : 'bad request',

@@ -61,7 +61,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
       title: 'leasehold',
       version,
       description:
-        'Leases with fencing tokens over HTTP. Tokens are decimal strings. Errors are {"error":{"code","message"}}. A busy key answers 409 with code "busy", the holder and retryAfterMs.',
+        'Leases with fencing tokens over HTTP. Tokens are decimal strings. Errors are {"error":{"code","message"}}. A busy key answers 409 with code "busy", the holder and retryAfterMs. Any request may also be answered, with the same error body, 400 (malformed HTTP, no Host header), 404 (no such path), 405 (another method; see Allow), 408, 413, 414, 431 (headers too large) or 503 (the server is shutting down).',
     },
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },

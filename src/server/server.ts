@@ -21,6 +21,11 @@ import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
 import { EventHub } from './event-hub.js';
 import { ExpiryTracker } from './expiry-tracker.js';
+import {
+  frameworkErrorOptions,
+  NODE_SERVER_OPTIONS,
+  registerUnmatchedAnswers,
+} from './framework-errors.js';
 import { ApiError, reportApiError, toApiError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
 import { MAX_BATCH_OPS } from './schemas.js';
@@ -231,9 +236,12 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     // the few request logs name their request id themselves.
     childLoggerFactory: (parent) => parent,
     bodyLimit,
-    return503OnClosing: true,
     forceCloseConnections: 'idle',
-    ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}),
+    ...frameworkErrorOptions(),
+    http: NODE_SERVER_OPTIONS,
+    ...(options.tls
+      ? { https: { ...NODE_SERVER_OPTIONS, cert: options.tls.cert, key: options.tls.key } }
+      : {}),
     ajv: {
       customOptions: {
         coerceTypes: false,
@@ -294,11 +302,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
       void reply.header('retry-after', String(Math.max(1, Math.ceil(retry / 1000))));
     return reply.code(api.status).send(api.body());
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply
-      .code(404)
-      .send(new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`).body()),
-  );
+  registerUnmatchedAnswers(app, shutdown.signal);
 
   registerLeaseRoutes(app, ctx);
   // A batch holds up to MAX_BATCH_OPS operations, each within the single-request limit.

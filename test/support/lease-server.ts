@@ -3,6 +3,7 @@ import type { LeaseStore } from '../../src/core/store.js';
 import type { AuthConfig } from '../../src/server/auth.js';
 import { createLeaseServer, type LeaseServer } from '../../src/server/server.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { checkResponses, type ResponseCheck } from './openapi-contract.js';
 import { tempDir } from './tmp.js';
 
 /** A leasehold server started in this process on a free loopback port. */
@@ -11,10 +12,16 @@ export interface TestServer {
   readonly server: LeaseServer;
   readonly store: LeaseStore;
   readonly dbPath: string | undefined;
+  /** Every answer the server sent, checked against its OpenAPI document. */
+  readonly contract: ResponseCheck;
+  /** Closes the server and its store; rejects when an answer broke the OpenAPI document. */
   close(): Promise<void>;
 }
 
-/** Starts a server over a fresh SQLite file in a temp dir (or over `store` when given). */
+/**
+ * Starts a server over a fresh SQLite file in a temp dir (or over `store` when given). Every
+ * answer it sends is checked against the OpenAPI document; `close()` fails on a violation.
+ */
 export async function startTestServer(
   options: { store?: LeaseStore; auth?: AuthConfig; bodyLimitBytes?: number } = {},
 ): Promise<TestServer> {
@@ -30,16 +37,23 @@ export async function startTestServer(
     logLevel: process.env['LEASEHOLD_TEST_LOG'] ?? 'silent',
     processMetrics: false,
   });
+  const contract = checkResponses(server.app);
   const url = await server.listen();
   return {
     url,
     server,
     store,
     dbPath,
+    contract,
     async close() {
       await server.close();
       await store.close();
       tmp?.remove();
+      if (contract.violations.length > 0) {
+        throw new Error(
+          `${contract.violations.length} of ${contract.checked()} answers broke the OpenAPI document:\n${contract.violations.slice(0, 20).join('\n')}`,
+        );
+      }
     },
   };
 }
