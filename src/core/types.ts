@@ -72,4 +72,18 @@ export interface StoreCapabilities {
    * after its own for the client's local successors (decision 007). Absent means no.
    */
   readonly tokenBlocks?: boolean;
+  /**
+   * How much longer than its TTL a key may stay taken at the store after its holder's last
+   * renewal, by the store's design (etcd: the session headroom plus the leader's 500 ms expiry
+   * check). Liveness only: the key is never free earlier than the TTL. Absent means 0.
+   */
+  readonly expiryLagMs?: number;
+  /**
+   * Whose clock the `expiresAtWallMs` of this store's answers is on. `store`: the store's own
+   * (PostgreSQL `clock_timestamp()`, Redis `TIME`, the machine clock SQLite decides by).
+   * `client`: the store states no expiry instant — etcd answers a lease TTL in whole seconds,
+   * counted on its leader's clock — so the figure is the client's wall clock when the answer
+   * arrived, plus the TTL: an observation, not the store's clock. Absent means `store`.
+   */
+  readonly expiryObservedBy?: 'store' | 'client';
 }

@@ -99,6 +99,11 @@ interface Grant {
   lastRenewAt: number;
   releasedAt: number | undefined;
   event: HistoryEvent;
+  /**
+   * The interval comes from expiries the client observed (its clock plus the TTL, etcd), not
+   * from the store's clock: an overlap it shows is a measurement, not a store-clock fact.
+   */
+  clientObserved: boolean;
 }
 
 /**
@@ -236,6 +241,7 @@ function collectGrants(client: ClientEvent[], store: StoreEvent[]): Grant[] {
           lastRenewAt: e.at,
           releasedAt: undefined,
           event: e,
+          clientObserved: false,
         };
         byLease.set(id, g);
         grants.push(g);
@@ -269,6 +275,7 @@ function collectGrants(client: ClientEvent[], store: StoreEvent[]): Grant[] {
         lastRenewAt: e.storeExpiresAt - ttl,
         releasedAt: undefined,
         event: e,
+        clientObserved: e.storeExpiryObservedBy === 'client',
       };
       byLease.set(id, g);
       grants.push(g);
@@ -278,6 +285,7 @@ function collectGrants(client: ClientEvent[], store: StoreEvent[]): Grant[] {
       if (g) {
         g.expiresAt = Math.max(g.expiresAt, e.storeExpiresAt);
         if (ttl !== undefined) g.lastRenewAt = e.storeExpiresAt - ttl;
+        if (e.storeExpiryObservedBy === 'client') g.clientObserved = true;
       }
     } else if (e.type === 'release' && e.phase === 'released') {
       const g = byLease.get(id);
@@ -402,6 +410,9 @@ function checkI3(
   if (grants.length === 0)
     return { status: 'not_checked', violations: [], note: 'no store-side lease times' };
   const violations: Violation[] = [];
+  // Overlaps between intervals of which one came from client-observed expiries: reported,
+  // but undecidable by the store's clock (`unknown`), never counted as violated.
+  const observed: Violation[] = [];
   const byKey = new Map<string, Grant[]>();
   for (const g of grants) {
     const list = byKey.get(g.key) ?? [];
@@ -413,10 +424,11 @@ function checkI3(
     let open: Grant | undefined;
     for (const g of list) {
       if (open !== undefined && g.grantedAt + tolerance < endOf(open)) {
-        violations.push(
+        const clientView = open.clientObserved || g.clientObserved;
+        (clientView ? observed : violations).push(
           violation(
             'I3',
-            `on ${g.key}, token ${g.token} was granted at ${g.grantedAt} while token ${open.token} was valid until ${endOf(open)} (store clock)`,
+            `on ${g.key}, token ${g.token} was granted at ${g.grantedAt} while token ${open.token} was valid until ${endOf(open)} (${clientView ? 'expiry observed by the client' : 'store clock'})`,
             open.event,
             g.event,
           ),
@@ -426,12 +438,28 @@ function checkI3(
     }
   }
   const expectedBy = faults.find((f) => I3_EXPECTED_FAULTS.has(f.fault));
+  const clientIntervals = grants.filter((g) => g.clientObserved).length;
+  const clientNote =
+    clientIntervals === 0
+      ? undefined
+      : `${clientIntervals} of ${grants.length} intervals from expiries observed by the client (the store states none on its clock)` +
+        (observed.length > 0 ? `; ${observed.length} overlap(s) among them undecidable` : '');
+  const notes = [
+    expectedBy !== undefined && violations.length > 0
+      ? `expected under fault ${expectedBy.fault}; I1 must catch the consequences`
+      : undefined,
+    clientNote,
+  ].filter((n): n is string => n !== undefined);
+  const st: InvariantStatus =
+    violations.length > 0
+      ? status(violations, expectedBy !== undefined)
+      : observed.length > 0
+        ? 'unknown'
+        : 'ok';
   return {
-    status: status(violations, expectedBy !== undefined),
-    violations,
-    ...(expectedBy !== undefined && violations.length > 0
-      ? { note: `expected under fault ${expectedBy.fault}; I1 must catch the consequences` }
-      : {}),
+    status: st,
+    violations: [...violations, ...observed],
+    ...(notes.length > 0 ? { note: notes.join('; ') } : {}),
   };
 }
 
@@ -459,6 +487,7 @@ function checkI4(
   let minSlack: number | undefined;
   let checked = 0;
   let unexpected = 0;
+  let observedByClient = 0;
   for (const e of events) {
     if (e.type === 'store') {
       // The store's latest expiry for a lease, as of this point in the history.
@@ -468,6 +497,11 @@ function checkI4(
     }
     if (e.type !== 'acquire' && e.type !== 'renew') continue;
     if (e.phase !== 'ok' || e.deadline === undefined) continue;
+    if (e.storeExpiresAt !== undefined && e.storeExpiryObservedBy === 'client') {
+      // The client's clock on both sides: nothing independent to compare its deadline with.
+      observedByClient++;
+      continue;
+    }
     const storeExpiry = e.storeExpiresAt ?? latest.get(`${e.key}\u0000${e.lease ?? e.token ?? ''}`);
     if (storeExpiry === undefined) continue;
     checked++;
@@ -490,7 +524,10 @@ function checkI4(
       report: {
         status: 'not_checked',
         violations: [],
-        note: 'no client deadlines with store expiry',
+        note:
+          observedByClient > 0
+            ? `the store's expiry was only observed by the client (${observedByClient} answers): no store clock to compare deadlines with`
+            : 'no client deadlines with store expiry',
       },
       minSlack,
     };

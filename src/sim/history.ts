@@ -37,6 +37,12 @@ export interface ClientEvent {
   readonly deadline?: number;
   /** The store's expiry for the lease as the store reported it (harness scale), if known. */
   readonly storeExpiresAt?: number;
+  /**
+   * `client` when `storeExpiresAt` is the client's own observation (its clock when the answer
+   * arrived, plus the TTL) because the store states no expiry instant (etcd). Absent: the
+   * store's clock.
+   */
+  readonly storeExpiryObservedBy?: 'client';
 }
 
 /** What the store itself did, observed at the store (simulation, or a store that reports it). */
@@ -342,6 +348,8 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     num('ttlMs', true);
     num('deadline', true);
     num('storeExpiresAt', true);
+    if (e.storeExpiryObservedBy !== undefined && e.storeExpiryObservedBy !== 'client')
+      fail('"storeExpiryObservedBy" must be "client" when present');
   } else if (type === 'store') {
     if (typeof e.action !== 'string' || !STORE_ACTIONS.has(e.action))
       fail(`"action" must be one of ${[...STORE_ACTIONS].join(', ')}`);

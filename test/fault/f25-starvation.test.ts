@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/sim/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
@@ -11,8 +12,10 @@ import {
 } from '../support/fault-env.js';
 import { tempDir } from '../support/tmp.js';
 
-// F25: the holder's event loop is starved by 1.5 × TTL of synchronous work between its lease
-// check and its write: no timer (renewal, deadline) runs meanwhile.
+// F25: the holder's event loop is starved by synchronous work between its lease check and its
+// write — at least 1.5 × TTL, and until the next holder has written (a gate file the blocked
+// loop polls: the order of the two writes is sequenced, not left to a time margin). No timer
+// (renewal, deadline) runs meanwhile.
 const TTL = 2000;
 
 // A fault of the resource path, not of the store: SQLite unless LEASEHOLD_FAULT_STORES asks.
@@ -44,7 +47,8 @@ for (const store of faultStores(['sqlite'])) {
               const ga = await h.acquire(a, 'job', { ttlMs: TTL, waitMs: 0, renewEveryMs: 500 });
               assert.equal(ga.status, 'ok');
               const bGets = h.acquire(b, 'job', { ttlMs: TTL, waitMs: 5 * TTL, renewEveryMs: 500 });
-              h.fault('starve', 'A', `${1.5 * TTL}ms busy loop`);
+              const gate = `${tmp.dir}/b-has-written`;
+              h.fault('starve', 'A', `${1.5 * TTL}ms busy loop, then until B has written`);
               const aWrite = h.write(a, {
                 scope: 'job',
                 value: 'A',
@@ -52,6 +56,7 @@ for (const store of faultStores(['sqlite'])) {
                 check: true,
                 token: ga.token!,
                 busyLoopMs: 1.5 * TTL,
+                busyUntilFile: gate,
               });
               const gb = await bGets;
               assert.equal(gb.status, 'ok');
@@ -63,6 +68,7 @@ for (const store of faultStores(['sqlite'])) {
                 token: gb.token!,
               });
               assert.equal(bw.status, 'applied');
+              writeFileSync(gate, '');
               const aw = await aWrite;
               // Rechecked after the starvation, the lease is already invalid in the holder.
               assert.equal(aw.validAfter, false);

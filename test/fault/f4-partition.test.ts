@@ -98,6 +98,9 @@ for (const store of faultStores()) {
               }
               callsAfterCut += r.renewCallsAfterCut.length;
               // B got the key only after A's own deadline (and, by I3, after the store expiry).
+              // On etcd (store.expiryObservedByClient) bGrantAt is B's own clock when the grant's
+              // answer arrived (its reported expiry minus the TTL): a later bound of the grant,
+              // so the check is weaker there than on a store that reports its own clock.
               if (r.bGrantAt !== undefined)
                 assert.ok(r.bGrantAt >= r.aLost.deadline - TOLERANCE_MS, where);
               assert.ok(BigInt(r.bToken) > BigInt(r.aToken), where);
@@ -105,8 +108,14 @@ for (const store of faultStores()) {
               // After the heal A's held renewals reach the store late: they change nothing.
               assert.equal(r.aRelease, 'not_owner', where);
               assert.equal(r.bRenew, 'renewed', where);
-              for (const inv of ['I2', 'I3', 'I4', 'I5', 'I7'] as const)
+              for (const inv of ['I2', 'I3', 'I5', 'I7'] as const)
                 assert.equal(r.report.invariants[inv].status, 'ok', `${inv}\n${where}`);
+              // etcd's expiry is the client's observation: nothing for I4 to compare with.
+              assert.equal(
+                r.report.invariants.I4.status,
+                store.expiryObservedByClient ? 'not_checked' : 'ok',
+                `I4\n${where}`,
+              );
               assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
               arms.add(fencing, r.report, where);
             } finally {

@@ -339,6 +339,50 @@ describe('history checker', () => {
     assert.deepEqual(violated(real), ['I4']);
   });
 
+  it('client-observed expiries (etcd): I4 compares nothing, an I3 overlap is unknown, not a violation', () => {
+    const grant = (proc: string, op: string, t: number, token: string): HistoryEvent[] => [
+      { type: 'acquire', phase: 'invoke', t, proc, op, key: 'k', ttlMs: 1000 },
+      {
+        type: 'acquire',
+        phase: 'ok',
+        t: t + 2,
+        proc,
+        op,
+        key: 'k',
+        token,
+        lease: op,
+        ttlMs: 1000,
+        deadline: t + 990,
+        storeExpiresAt: t + 1002,
+        storeExpiryObservedBy: 'client',
+      },
+    ];
+    // B's observed grant falls 500 ms inside A's observed interval.
+    const h = [...grant('A', 'a1', 0, '1'), ...grant('B', 'b1', 500, '2')];
+    const report = checkHistory(h);
+    assert.equal(report.invariants.I3.status, 'unknown', formatReport(report));
+    assert.equal(report.invariants.I3.violations.length, 1, 'the overlap is listed');
+    assert.match(report.invariants.I3.note ?? '', /observed by the client/);
+    assert.equal(report.invariants.I4.status, 'not_checked');
+    assert.match(report.invariants.I4.note ?? '', /observed by the client/);
+    assert.equal(report.valid, true);
+    // The same times reported on the store's clock: a violation of both.
+    const onStoreClock = h.map((e) => {
+      if (e.type !== 'acquire' || e.phase !== 'ok') return e;
+      const { storeExpiryObservedBy: _client, ...rest } = e;
+      return rest;
+    });
+    assert.deepEqual(violated(onStoreClock), ['I3']);
+    // The field is checked when parsed.
+    assert.throws(
+      () =>
+        parseHistory(
+          '{"type":"acquire","phase":"ok","t":1,"proc":"A","op":"a","key":"k","token":"1","storeExpiryObservedBy":"store"}',
+        ),
+      HistoryParseError,
+    );
+  });
+
   it('I6: catches an acknowledged write missing at the end, and a rejected write acknowledged as applied', () => {
     const lost = validHistory().map((e) => (e.type === 'final' ? { ...e, values: ['a2'] } : e));
     assert.deepEqual(violated(lost), ['I6']);

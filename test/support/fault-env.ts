@@ -7,6 +7,7 @@ import {
   type HistoryFigures,
 } from '../../src/sim/checker.js';
 import type { StoreLink } from '../../src/sim/real/network-stories.js';
+import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { startRedis, type RedisProcess } from './redis-server.js';
 import { TcpProxy } from './tcp-proxy.js';
@@ -37,10 +38,17 @@ export interface FaultStore {
   /** The shortest TTL the fault runs use here (etcd's store refuses TTLs under 2 s). */
   readonly minTtlMs: number;
   /**
-   * How much longer than its TTL a dead holder's key stays taken at this store: etcd's
-   * shared-session headroom (`sessionHeadroomS`, default 1 s); 0 elsewhere.
+   * How much longer than its TTL a dead holder's key may stay taken at this store, as the
+   * store itself declares it (`capabilities.expiryLagMs`: etcd's session headroom plus its
+   * leader's expiry check); 0 elsewhere. Read when the store starts: use it inside tests.
    */
-  readonly expiryHeadroomMs: number;
+  readonly expiryLagMs: number;
+  /**
+   * True where the store states no expiry instant, so the expiry in its answers is the
+   * client's observation (etcd answers lease TTLs). The tests' own knowledge of the store,
+   * checked against what the histories record.
+   */
+  readonly expiryObservedByClient: boolean;
   /** Starts the throwaway server, if the store has one. */
   start(): Promise<void>;
   /** Stops the server and removes its files. Safe when `start` failed or never ran. */
@@ -111,7 +119,8 @@ function sqliteStore(): FaultStore {
     name: 'sqlite',
     networked: false,
     minTtlMs: 1000,
-    expiryHeadroomMs: 0,
+    expiryLagMs: 0,
+    expiryObservedByClient: false,
     start: () => Promise.resolve(),
     stop: () => Promise.resolve(),
     run: (dir) => {
@@ -133,7 +142,8 @@ function postgresStore(): FaultStore {
     name: 'postgres',
     networked: true,
     minTtlMs: 1000,
-    expiryHeadroomMs: 0,
+    expiryLagMs: 0,
+    expiryObservedByClient: false,
     async start() {
       server ??= await startThrowawayPostgres();
     },
@@ -162,7 +172,8 @@ function redisStore(): FaultStore {
     name: 'redis',
     networked: true,
     minTtlMs: 1000,
-    expiryHeadroomMs: 0,
+    expiryLagMs: 0,
+    expiryObservedByClient: false,
     async start() {
       server ??= await startRedis();
     },
@@ -182,13 +193,22 @@ function redisStore(): FaultStore {
 
 function etcdStore(): FaultStore {
   let cluster: EtcdCluster | undefined;
+  let lagMs: number | undefined;
   return {
     name: 'etcd',
     networked: true,
     minTtlMs: 2000,
-    expiryHeadroomMs: 1000,
+    get expiryLagMs(): number {
+      if (lagMs === undefined) throw new Error('etcd fault store not started');
+      return lagMs;
+    },
+    expiryObservedByClient: true,
     async start() {
       cluster ??= await EtcdCluster.start({ size: 1, label: 'fault' });
+      // The workers' URL form keeps the store's defaults; read the lag it declares with them.
+      const probe = new EtcdLeaseStore({ hosts: cluster.endpoints });
+      lagMs = probe.capabilities.expiryLagMs ?? 0;
+      await probe.close();
     },
     async stop() {
       await cluster?.stop();
@@ -271,20 +291,38 @@ export class FigureTally {
 /**
  * The two arms of a fault test over the same runs: `fenced` (the resource checks tokens) and
  * the unfenced `control`, where the fault is expected to show as a stale write accepted.
+ * Both outcomes are read from the resource's own committed log (`job_log`, through the
+ * checked history), never from what a worker replied: a fenced run counts only if the log
+ * shows its stale write(s) rejected, so a worker that answered `stale_fence` without the
+ * write ever reaching the fence is caught.
  */
 export class ArmTally {
   readonly fenced = new FigureTally();
   readonly control = new FigureTally();
   /** Control runs that showed the anomaly. */
   anomalies = 0;
+  /** Per fenced run, the stale writes the resource's log shows rejected. */
+  readonly fencedRejections: number[] = [];
+  private readonly stalePerRun: number;
 
-  constructor(readonly runs: number) {}
+  /**
+   * @param runs runs per arm.
+   * @param opts.staleWritesPerFencedRun the stale writes each fenced run sends to the
+   *   resource (each must be logged rejected); defaults to 1.
+   */
+  constructor(
+    readonly runs: number,
+    opts: { staleWritesPerFencedRun?: number } = {},
+  ) {
+    this.stalePerRun = opts.staleWritesPerFencedRun ?? 1;
+  }
 
   /** Adds one run's checked history; a fenced run must be valid (no invariant violated). */
   add(fencing: boolean, report: CheckReport, where: string): void {
     if (fencing) {
       assert.equal(report.valid, true, where);
       this.fenced.add(report.figures);
+      this.fencedRejections.push(report.figures.staleWritesRejected);
     } else {
       this.control.add(report.figures);
       if (report.figures.staleWritesAccepted > 0) this.anomalies++;
@@ -292,15 +330,22 @@ export class ArmTally {
   }
 
   /**
-   * Prints both arms' figures and checks the outcome: the fence accepted no stale write, and
-   * the control arm showed the anomaly in at least `minAnomalyShare` of its runs (so the
-   * fault really happened and the fence is what stopped it).
+   * Prints both arms' figures and checks the outcome: every fenced run's stale write(s) were
+   * rejected by the resource (its log), the fence accepted none, and the control arm showed
+   * the anomaly in at least `minAnomalyShare` of its runs (so the fault really happened and
+   * the fence is what stopped it).
    */
   conclude(label: string, opts: { minAnomalyShare?: number; fencedSuffix?: string } = {}): void {
     const share = opts.minAnomalyShare ?? 0.95;
     console.log(`${this.fenced.line(`${label} fenced`)}${opts.fencedSuffix ?? ''}`);
     console.log(
       `${this.control.line(`${label} unfenced control`)} anomaly_runs=${this.anomalies}/${this.runs}`,
+    );
+    assert.equal(this.fenced.runs, this.runs, 'every fenced run was added');
+    assert.equal(this.control.runs, this.runs, 'every control run was added');
+    assert.ok(
+      this.fencedRejections.every((n) => n >= this.stalePerRun),
+      `each fenced run must show ${this.stalePerRun} stale write(s) rejected in the resource's log; per run: ${this.fencedRejections.join(', ')}`,
     );
     assert.equal(this.fenced.staleWritesAccepted, 0);
     assert.ok(

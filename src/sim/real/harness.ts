@@ -270,6 +270,7 @@ export class RealHarness {
         ttlMs: opts.ttlMs,
         deadline: Number(r.deadline),
         ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
+        ...observedBy(r),
       });
       return {
         status,
@@ -277,6 +278,7 @@ export class RealHarness {
         lease: String(r.lease),
         deadline: Number(r.deadline),
         ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
+        ...observedBy(r),
       };
     }
     if (status === 'busy' || status === 'unavailable')
@@ -306,6 +308,8 @@ export class RealHarness {
       token: string;
       stopAfterCheck?: boolean;
       busyLoopMs?: number;
+      busyUntilFile?: string;
+      stopAfterData?: boolean;
       slowCommitMs?: number;
       explicitToken?: boolean;
       variant?: 'atomic' | 'split_mark' | 'check_then_write';
@@ -334,6 +338,8 @@ export class RealHarness {
       check: req.check,
       ...(req.stopAfterCheck === undefined ? {} : { stopAfterCheck: req.stopAfterCheck }),
       ...(req.busyLoopMs === undefined ? {} : { busyLoopMs: req.busyLoopMs }),
+      ...(req.busyUntilFile === undefined ? {} : { busyUntilFile: req.busyUntilFile }),
+      ...(req.stopAfterData === undefined ? {} : { stopAfterData: req.stopAfterData }),
       ...(req.slowCommitMs === undefined ? {} : { slowCommitMs: req.slowCommitMs }),
       ...(req.explicitToken === true ? { token: req.token } : {}),
       ...(req.variant === undefined ? {} : { variant: req.variant }),
@@ -459,6 +465,7 @@ export class RealHarness {
         ttlMs,
         deadline: Number(r.deadline),
         ...(typeof r.storeExpiresAt === 'number' ? { storeExpiresAt: r.storeExpiresAt } : {}),
+        ...observedBy(r),
       });
     else if (s === 'lost' || (s === 'unavailable' && answered !== false))
       this.history.record({ ...base, phase: s, t: Number(r.t) });
@@ -528,6 +535,7 @@ export class RealHarness {
         ttlMs: Number(d.ttlMs),
         deadline: Number(d.deadline),
         ...(typeof d.storeExpiresAt === 'number' ? { storeExpiresAt: d.storeExpiresAt } : {}),
+        ...observedBy(d),
       });
       return;
     }
@@ -542,4 +550,9 @@ export class RealHarness {
       reason: String(n.detail.reason),
     });
   }
+}
+
+/** The history's `storeExpiryObservedBy` of a worker's answer (etcd: the client's clock). */
+function observedBy(r: Record<string, unknown>): { storeExpiryObservedBy?: 'client' } {
+  return r.storeExpiryObservedBy === 'client' ? { storeExpiryObservedBy: 'client' } : {};
 }

@@ -43,6 +43,16 @@ export type WorkerRequest =
       readonly stopAfterCheck?: boolean;
       /** After the check, block the event loop this long (F25). */
       readonly busyLoopMs?: number;
+      /**
+       * After the check (and `busyLoopMs`), block the event loop until this file exists, at
+       * most 60 s (F25: the harness creates it once the other holder has written).
+       */
+      readonly busyUntilFile?: string;
+      /**
+       * `split_mark` only: after the data commits and before the mark is persisted, report
+       * `data_committed` and stop this process with SIGSTOP (F26: the harness kills it there).
+       */
+      readonly stopAfterData?: boolean;
       /** Spin this long inside the write transaction, after reporting `writing` (F26). */
       readonly slowCommitMs?: number;
       /**
@@ -95,7 +105,8 @@ export interface WorkerReply {
 
 /** Something a worker reports on its own. */
 export interface WorkerNotice {
-  readonly event: 'ready' | 'checked' | 'writing' | 'lost' | 'renewed' | 'history';
+  readonly event:
+    'ready' | 'checked' | 'writing' | 'data_committed' | 'lost' | 'renewed' | 'history';
   readonly t: number;
   readonly detail?: Record<string, unknown>;
   /** `history`: an event for the shared history (a `store_op`), recorded as is. */

@@ -5,6 +5,7 @@
  * real signals (SIGSTOP, SIGKILL) at exact points of a lease's life.
  */
 import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { LeaseClient } from '../../core/client.js';
 import { systemClock, type Clock } from '../../core/clock.js';
@@ -154,6 +155,20 @@ function spin(ms: number): void {
   }
 }
 
+/** The longest a gated busy loop waits for its gate file: a stuck harness fails, not hangs. */
+const BUSY_GATE_LIMIT_MS = 60_000;
+
+/**
+ * Blocks the event loop, like {@link spin}, until `path` exists (the harness's gate: IPC
+ * cannot reach a blocked process, a file check can), at most {@link BUSY_GATE_LIMIT_MS}.
+ */
+function spinUntilFile(path: string): void {
+  const end = performance.now() + BUSY_GATE_LIMIT_MS;
+  while (!existsSync(path) && performance.now() < end) {
+    // Blocks as spin() does; the file check is the only way out before the limit.
+  }
+}
+
 async function main(): Promise<void> {
   const expiries = new Map<string, number>();
   const renewLog: RenewCallRecord[] = [];
@@ -174,6 +189,18 @@ async function main(): Promise<void> {
     labels,
   );
   const store = new ObservedStore(recorder, expiries, renewLog, remaining);
+  // The store's expiry for a lease as the history records it, and whose clock it is on
+  // (etcd states no expiry instant: its figure is this client's clock; history-format.md).
+  const observedByClient = store.capabilities.expiryObservedBy === 'client';
+  const expiryOf = (
+    leaseId: string,
+  ): { storeExpiresAt?: number; storeExpiryObservedBy?: 'client' } => {
+    const at = expiries.get(leaseId);
+    if (at === undefined) return {};
+    return observedByClient
+      ? { storeExpiresAt: at, storeExpiryObservedBy: 'client' }
+      : { storeExpiresAt: at };
+  };
   const client = new LeaseClient({ store, ownerId: config.name });
   const db = new Database(config.resourcePath, { timeout: 5000 });
   db.pragma('journal_mode = WAL');
@@ -218,7 +245,7 @@ async function main(): Promise<void> {
         lease: label(lease),
         ttlMs: lease.ttlMs,
         deadline: performance.timeOrigin + lease.deadline,
-        storeExpiresAt: expiries.get(lease.leaseId),
+        ...expiryOf(lease.leaseId),
       },
     };
     void send(notice);
@@ -251,7 +278,7 @@ async function main(): Promise<void> {
           token: lease.token.toString(),
           lease: label(lease),
           deadline: performance.timeOrigin + lease.deadline,
-          storeExpiresAt: expiries.get(lease.leaseId),
+          ...expiryOf(lease.leaseId),
         };
       }
       case 'write': {
@@ -265,6 +292,7 @@ async function main(): Promise<void> {
           process.kill(process.pid, 'SIGSTOP');
         }
         if (req.busyLoopMs !== undefined) spin(req.busyLoopMs);
+        if (req.busyUntilFile !== undefined) spinUntilFile(req.busyUntilFile);
         const validAfter = lease?.isValid() ?? false;
         if (req.slowCommitMs !== undefined)
           await send({ event: 'writing', t: sharedNow() } satisfies WorkerNotice);
@@ -296,6 +324,12 @@ async function main(): Promise<void> {
             upsert.run({ scope: req.scope, body: req.value, token });
             log.run(row('applied', null));
           }).immediate();
+          if (req.stopAfterData === true) {
+            // Data committed, mark not yet: stop here (outside any transaction) so that the
+            // harness's SIGKILL lands exactly in the gap, whatever the machine's load.
+            await send({ event: 'data_committed', t: sharedNow() } satisfies WorkerNotice);
+            process.kill(process.pid, 'SIGSTOP');
+          }
           if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
           fence.apply(req.scope, token, () => null);
           return { status: 'applied', t: sharedNow(), token, validAfter };
@@ -368,7 +402,7 @@ async function main(): Promise<void> {
         return {
           status: r.status,
           t: sharedNow(),
-          storeExpiresAt: expiries.get(lease.leaseId),
+          ...expiryOf(lease.leaseId),
           deadline: performance.timeOrigin + lease.deadline,
           // Did the store answer the call this renewal made? Unanswered = outcome unknown.
           answered: call === undefined ? undefined : call.outcome !== 'pending',

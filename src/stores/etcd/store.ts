@@ -144,6 +144,11 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       sharedAcrossProcesses: true,
       minTtlMs,
       ttlGranularityMs: 1000,
+      // A session lease outlives its entries by the headroom, and the leader checks for
+      // expired leases every 500 ms.
+      expiryLagMs: this.headroomMs + 500,
+      // etcd answers TTLs, not instants: expiresAtWallMs below is this client's clock.
+      expiryObservedBy: 'client',
     });
     if (options.client !== undefined) {
       this.client = options.client;
