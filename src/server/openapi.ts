@@ -179,17 +179,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
         get: {
           summary:
             'The last events the server published (it keeps the last 500 in memory, oldest dropped first), oldest first: what a page shows before its event stream has anything new. Filtered by key prefix or key, and by what the token may read. Events are deduplicated against the stream by seq.',
-          parameters: [
-            ...queryParams({ properties: { prefix: RECENT_EVENTS_QUERY.properties.prefix } }),
-            ...queryParams({ properties: { key: RECENT_EVENTS_QUERY.properties.key } }),
-            {
-              name: 'limit',
-              in: 'query',
-              required: false,
-              schema: { type: 'integer', minimum: 1, maximum: 500 },
-              description: RECENT_EVENTS_QUERY.properties.limit.description,
-            },
-          ],
+          parameters: queryParams(RECENT_EVENTS_QUERY),
           responses: { '200': json(RECENT_EVENTS, 'recent events'), ...COMMON_ERRORS },
         },
       },

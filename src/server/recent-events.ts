@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { invalidArgument } from '../core/errors.js';
 import { validateKey, validatePrefix } from '../core/validate.js';
 import { ANONYMOUS, mayRead, readablePrefixes } from './auth.js';
 import type { ServerContext } from './context.js';
@@ -17,7 +18,9 @@ export function registerRecentEventRoutes(app: FastifyInstance, ctx: ServerConte
     '/v1/events/recent',
     { schema: { querystring: RECENT_EVENTS_QUERY }, config: { auth: true } },
     (req) => {
-      const q = req.query as { prefix?: string; key?: string; limit?: number };
+      const q = req.query as { prefix?: string; key?: string; limit?: string };
+      const limit = q.limit === undefined ? ctx.hub.historySize : Number(q.limit);
+      if (limit > 500) throw invalidArgument('limit', 'must be from 1 to 500', q.limit);
       const principal = req.principal ?? ANONYMOUS;
       const allow = (k: string): boolean => mayRead(principal, k);
       if (q.key !== undefined) {
@@ -30,14 +33,14 @@ export function registerRecentEventRoutes(app: FastifyInstance, ctx: ServerConte
         }
         return {
           historySize: ctx.hub.historySize,
-          events: ctx.hub.recent({ key, allow }, q.limit),
+          events: ctx.hub.recent({ key, allow }, limit),
         };
       }
       const prefix = validatePrefix(q.prefix ?? '', 'prefix');
       readablePrefixes(principal, prefix); // throws 403 when nothing under prefix is readable
       return {
         historySize: ctx.hub.historySize,
-        events: ctx.hub.recent({ prefix, allow }, q.limit),
+        events: ctx.hub.recent({ prefix, allow }, limit),
       };
     },
   );

@@ -219,10 +219,9 @@ export const RECENT_EVENTS_QUERY = {
     prefix: { type: 'string', description: 'Only events on keys starting with this.' },
     key: { type: 'string', description: 'Only events on this exact key.' },
     limit: {
-      type: 'integer',
-      minimum: 1,
-      maximum: 500,
-      description: 'At most this many (the newest). Defaults to all kept, up to 500.',
+      type: 'string',
+      pattern: '^[1-9][0-9]{0,2}$',
+      description: 'At most this many, the newest (1 to 500). Defaults to all kept.',
     },
   },
 } as const;
