@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import { abortReason, MonotonicGuard, systemClock, type Clock } from './clock.js';
 import { TimeoutQueue } from './timeout-queue.js';
 import type { Duration } from './duration.js';
@@ -12,6 +11,7 @@ import {
   type Logger,
 } from './events.js';
 import { defaultOwnerId, leaseIdPrefix, newLeaseId } from './ids.js';
+import { nodeProcess } from './platform.js';
 import { Lease } from './lease.js';
 import { boundedRequest, isProgrammerError } from './request.js';
 import type { AcquireResult, LossReason, ReleaseResult } from './results.js';
@@ -252,7 +252,7 @@ export class LeaseClient {
     this.tokenBlock = store.capabilities.tokenBlocks === true ? successors + 1 : 1;
     this.events = new LeaseEvents(this.logger);
     // Every pending acquire listens on the close signal; many at once is normal, not a leak.
-    setMaxListeners(0, this.closing.signal);
+    nodeProcess()?.getBuiltinModule('node:events').setMaxListeners(0, this.closing.signal);
   }
 
   /** Subscribes to lease events (`'*'` for all). Returns an unsubscribe function. */

@@ -1,4 +1,5 @@
 import type { Clock, TimerHandle } from './clock.js';
+import { nextMacrotask } from './platform.js';
 
 interface PendingTimer {
   readonly id: number;
@@ -89,5 +90,5 @@ export class ManualClock implements Clock {
 
 /** Lets queued promise jobs (and anything they queue) run. */
 async function settle(): Promise<void> {
-  for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+  for (let i = 0; i < 5; i++) await nextMacrotask();
 }

@@ -1,6 +1,7 @@
 import { parseDuration } from './duration.js';
 import { invalidArgument, LeaseholdError } from './errors.js';
 import { MAX_TIMER_MS } from './clock.js';
+import { utf8ByteLength } from './platform.js';
 
 /** The limits every store and the server enforce. */
 export const LIMITS = Object.freeze({
@@ -23,7 +24,7 @@ export const LIMITS = Object.freeze({
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 function utf8Bytes(s: string): number {
-  return Buffer.byteLength(s, 'utf8');
+  return utf8ByteLength(s);
 }
 
 /**

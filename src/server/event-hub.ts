@@ -66,8 +66,13 @@ interface Subscriber {
   readonly listener: Listener;
 }
 
+/** How many recent events the server keeps for `GET /v1/events/recent` (oldest dropped first). */
+export const EVENT_HISTORY_SIZE = 500;
+
 /**
- * Fans events out to subscribers by key prefix. Delivery is in publish order per subscriber
+ * Fans events out to subscribers by key prefix, and keeps the last {@link EVENT_HISTORY_SIZE}
+ * published events in a ring buffer (memory bounded by the count; each event is small), so a
+ * page that opens late can show what just happened. Delivery is in publish order per subscriber
  * and best effort: a slow stream drops itself (see the SSE writer), never slows a grant.
  * Streams for one exact key (every waiting `leasehold/http` client has one) are found by key,
  * so an event costs nothing for the streams of other keys.
@@ -77,9 +82,42 @@ export class EventHub {
   private readonly byKey = new Map<string, Set<Subscriber>>();
   private readonly byPrefix = new Set<Subscriber>();
   private count = 0;
+  private readonly history: (ServerEvent | undefined)[];
+  private next = 0;
 
-  /** `onPublish` sees the type of every published event (metrics). */
-  constructor(private readonly onPublish: (type: ServerEventType) => void = () => {}) {}
+  /**
+   * `onPublish` sees the type of every published event (metrics); `historySize` is how many
+   * recent events to keep (0 keeps none). Defaults to {@link EVENT_HISTORY_SIZE}.
+   */
+  constructor(
+    private readonly onPublish: (type: ServerEventType) => void = () => {},
+    historySize: number = EVENT_HISTORY_SIZE,
+  ) {
+    this.history = new Array<ServerEvent | undefined>(Math.max(0, Math.floor(historySize)));
+  }
+
+  /** How many recent events are kept at most. */
+  get historySize(): number {
+    return this.history.length;
+  }
+
+  /**
+   * The kept events that match `filter`, oldest first, at most `limit` (the newest ones).
+   * Events published before the last {@link historySize} are gone.
+   */
+  recent(filter: EventFilter, limit: number = this.history.length): ServerEvent[] {
+    const out: ServerEvent[] = [];
+    const n = this.history.length;
+    for (let i = 0; i < n && out.length < limit; i++) {
+      const e = this.history[(this.next - 1 - i + n) % n];
+      if (e === undefined) break;
+      if (filter.key !== undefined ? e.key !== filter.key : !e.key.startsWith(filter.prefix ?? ''))
+        continue;
+      if (filter.allow !== undefined && !filter.allow(e.key)) continue;
+      out.push(e);
+    }
+    return out.reverse();
+  }
 
   get size(): number {
     return this.count;
@@ -94,11 +132,15 @@ export class EventHub {
   publish(event: Omit<ServerEvent, 'seq' | 'at'>): void {
     this.onPublish(event.type);
     const exact = this.byKey.get(event.key);
-    if (exact === undefined && this.byPrefix.size === 0) {
+    if (exact === undefined && this.byPrefix.size === 0 && this.history.length === 0) {
       this.seq++; // seq counts every event, listened to or not
       return;
     }
     const full = this.stamp(event);
+    if (this.history.length > 0) {
+      this.history[this.next] = full;
+      this.next = (this.next + 1) % this.history.length;
+    }
     if (exact !== undefined) for (const s of exact) deliver(s, full);
     for (const s of this.byPrefix) {
       if (full.key.startsWith(s.filter.prefix ?? '')) deliver(s, full);

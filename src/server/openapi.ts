@@ -14,6 +14,8 @@ import {
   LIST_QUERY,
   RELEASE_BODY,
   RENEW_BODY,
+  RECENT_EVENTS,
+  RECENT_EVENTS_QUERY,
   RESIGN_BODY,
 } from './schemas.js';
 
@@ -171,6 +173,14 @@ export function openApiDocument(version: string): Record<string, unknown> {
             '200': { description: 'text/event-stream; the first event is "ready".' },
             ...COMMON_ERRORS,
           },
+        },
+      },
+      '/v1/events/recent': {
+        get: {
+          summary:
+            'The last events the server published (it keeps the last 500 in memory, oldest dropped first), oldest first: what a page shows before its event stream has anything new. Filtered by key prefix or key, and by what the token may read. Events are deduplicated against the stream by seq.',
+          parameters: queryParams(RECENT_EVENTS_QUERY),
+          responses: { '200': json(RECENT_EVENTS, 'recent events'), ...COMMON_ERRORS },
         },
       },
       '/v1/fence-decisions': {

@@ -212,6 +212,53 @@ export const EVENTS_QUERY = {
   },
 } as const;
 
+export const RECENT_EVENTS_QUERY = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    prefix: { type: 'string', description: 'Only events on keys starting with this.' },
+    key: { type: 'string', description: 'Only events on this exact key.' },
+    limit: {
+      type: 'string',
+      pattern: '^[1-9][0-9]{0,2}$',
+      description: 'At most this many, the newest (1 to 500). Defaults to all kept.',
+    },
+  },
+} as const;
+
+/** One event of the server's stream, as `GET /v1/events` and `GET /v1/events/recent` send it. */
+export const SERVER_EVENT = {
+  type: 'object',
+  required: ['seq', 'type', 'key', 'at'],
+  properties: {
+    seq: { type: 'integer', description: 'Increases with every event the server publishes.' },
+    type: {
+      enum: ['acquired', 'renewed', 'released', 'lost', 'expired', 'changed', 'fence'],
+    },
+    key: { type: 'string' },
+    token: { type: 'string', pattern: '^[0-9]+$' },
+    ownerId: { type: 'string' },
+    leaseIdPrefix: { type: 'string' },
+    ttlMs: { type: 'integer' },
+    tokenBlock: { type: 'integer' },
+    result: { enum: ['applied', 'duplicate', 'stale_fence'] },
+    scope: { type: 'string' },
+    resource: { type: 'string' },
+    highWaterMark: { type: 'string', pattern: '^[0-9]+$' },
+    reportedBy: { type: 'string' },
+    at: { type: 'integer', description: 'Wall-clock ms when the server saw it (display only).' },
+  },
+} as const;
+
+export const RECENT_EVENTS = {
+  type: 'object',
+  required: ['historySize', 'events'],
+  properties: {
+    historySize: { type: 'integer', description: 'How many recent events the server keeps.' },
+    events: { type: 'array', items: SERVER_EVENT, description: 'Oldest first.' },
+  },
+} as const;
+
 const HOLDER = {
   type: 'object',
   required: ['ownerId', 'token', 'remainingMs', 'leaseIdPrefix'],

@@ -31,6 +31,8 @@ import { ServerMetrics } from './metrics.js';
 import { MAX_BATCH_OPS } from './schemas.js';
 import { openApiDocument } from './openapi.js';
 import { registerEventRoutes } from './sse.js';
+import { registerLessonRoutes } from './lesson-page.js';
+import { registerRecentEventRoutes } from './recent-events.js';
 import { VERSION } from './version.js';
 
 /** Options for {@link createLeaseServer}. */
@@ -310,6 +312,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
   registerBatchRoute(app, ctx, batchBodyLimit);
   registerElectionRoutes(app, ctx);
   registerEventRoutes(app, ctx);
+  registerRecentEventRoutes(app, ctx);
   registerFenceRoutes(app, ctx);
 
   const openapi = openApiDocument(VERSION);
@@ -357,10 +360,11 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
       .type('text/html; charset=utf-8')
       .header(
         'content-security-policy',
-        "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+        "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:",
       )
       .send(dashboard),
   );
+  registerLessonRoutes(app);
 
   let url: string | undefined;
   let closing: Promise<void> | undefined;

@@ -128,4 +128,30 @@ describe('leasehold demo', () => {
       }
     },
   );
+
+  it('--json prints the story as one JSON document: timeline, headline, tokens as strings', async () => {
+    const r = await runCli(['demo', '--json', '--no-fencing', '--fault', 'delayed_request']);
+    assert.equal(r.code, 0, r.err);
+    const doc = JSON.parse(r.out) as {
+      outcome: string;
+      headline: string;
+      tokens: { a: string; b: string };
+      parameters: { fault: string; fencing: boolean; pauseMs: number };
+      timeline: { t: number; actor: string; kind: string; stale?: boolean }[];
+    };
+    assert.equal(doc.outcome, 'overwritten');
+    assert.deepEqual(doc.tokens, { a: '33', b: '34' });
+    assert.deepEqual(
+      [doc.parameters.fault, doc.parameters.fencing, doc.parameters.pauseMs],
+      ['delayed_request', false, 12_000],
+    );
+    assert.equal(doc.timeline.filter((e) => e.stale === true).length, 1);
+    assert.ok(doc.timeline.some((e) => e.actor === 'Lock' && e.kind === 'expire'));
+  });
+
+  it('rejects an unknown --fault with exit code 2', async () => {
+    const r = await runCli(['demo', '--fault', 'meteor']);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /--fault must be one of pause, delayed_request, lost_renewal, got meteor/);
+  });
 });

@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseDuration } from '../../core/duration.js';
 import { isLeaseholdError } from '../../core/errors.js';
-import { formatTimeline, runLessonStory } from '../../sim/lesson.js';
+import {
+  formatTimeline,
+  LESSON_FAULTS,
+  runLessonStory,
+  summarizeLesson,
+  type LessonFault,
+} from '../../sim/lesson.js';
 import { runRealPauseStory, type RealStep } from '../../sim/real/stories.js';
 import { processIo, type CommandIo } from './io.js';
 
@@ -18,6 +24,10 @@ export interface DemoOptions {
   readonly firstToken: bigint;
   /** Run real processes on the embedded SQLite store instead of the simulation. */
   readonly real: boolean;
+  /** What happens to A (simulation only): a pause, a delayed request or lost renewal answers. */
+  readonly fault: LessonFault;
+  /** Print the story as one JSON document (the lesson page draws the same document). */
+  readonly json: boolean;
 }
 
 /** The lesson's numbers: TTL 10 s, renew every 3 s, A freezes at 2 s for 12 s, token 33. */
@@ -29,6 +39,8 @@ export const DEMO_DEFAULTS: DemoOptions = Object.freeze({
   fencing: true,
   firstToken: 33n,
   real: false,
+  fault: 'pause',
+  json: false,
 });
 
 /**
@@ -53,6 +65,23 @@ export async function runDemo(
     io.err(`leasehold demo: --ttl must be at least 100ms, got ${o.ttlMs}ms`);
     return 2;
   }
+  if (o.real && (o.json || o.fault !== 'pause')) {
+    io.err('leasehold demo: --real tells only the pause story, as text (no --json, no --fault)');
+    return 2;
+  }
+  if (o.json) {
+    const r = await runLessonStory({
+      ttlMs: o.ttlMs,
+      renewEveryMs: o.renewEveryMs,
+      pauseMs: o.pauseMs,
+      freezeAtMs: o.freezeAtMs,
+      fencing: o.fencing,
+      firstToken: o.firstToken,
+      fault: o.fault,
+    });
+    io.out(JSON.stringify(summarizeLesson(r), null, 2));
+    return 0;
+  }
   io.out(
     `A lease that runs out while its holder is asleep. TTL ${sec(o.ttlMs)}, A renews every ${sec(o.renewEveryMs)}, A freezes at ${sec(o.freezeAtMs)} for ${sec(o.pauseMs)}; storage ${o.fencing ? 'checks' : 'does not check'} fencing tokens. (${o.real ? 'real processes, embedded SQLite store, SIGSTOP/SIGCONT' : 'simulation, virtual time'})`,
   );
@@ -65,6 +94,7 @@ export async function runDemo(
       freezeAtMs: o.freezeAtMs,
       fencing: o.fencing,
       firstToken: o.firstToken,
+      fault: o.fault,
     });
     io.out(formatTimeline(r));
     return 0;
@@ -131,6 +161,15 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
     )
     .option('--first-token <n>', "A's fencing token (the lesson's is 33)", '33')
     .option('--no-fencing', 'storage does not check fencing tokens')
+    .option(
+      '--fault <kind>',
+      `what happens to A: ${LESSON_FAULTS.join(', ')} (simulation only)`,
+      'pause',
+    )
+    .option(
+      '--json',
+      'print the story as JSON (timeline, verdict, tokens), as the lesson page draws it',
+    )
     .option('--real', 'run real processes on the embedded SQLite store (SIGSTOP/SIGCONT)')
     .action(async (opts: Record<string, string | boolean>) => {
       let parsed: Partial<DemoOptions>;
@@ -138,7 +177,12 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
         const first = String(opts.firstToken);
         if (!/^[1-9][0-9]{0,17}$/.test(first))
           throw new Error(`--first-token must be a positive integer, got ${first}`);
+        const fault = String(opts.fault);
+        if (!(LESSON_FAULTS as readonly string[]).includes(fault))
+          throw new Error(`--fault must be one of ${LESSON_FAULTS.join(', ')}, got ${fault}`);
         parsed = {
+          fault: fault as LessonFault,
+          json: opts.json === true,
           pauseMs: parseDuration('--pause', opts.pause),
           ttlMs: parseDuration('--ttl', opts.ttl),
           renewEveryMs: parseDuration('--renew-every', opts.renewEvery),

@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../../core/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
+import { compareBytes, utf8 } from '../../core/platform.js';
 import { LIMITS } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
@@ -216,5 +217,5 @@ function stateOf(key: string, row: Row | undefined, now: number): LeaseState {
 
 /** Orders keys by UTF-8 bytes, the order SQL stores use. */
 export function compareKeys(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  return compareBytes(utf8(a), utf8(b));
 }
