@@ -122,6 +122,16 @@ describe('every answer of the server has the documented shape, router and framin
     );
   });
 
+  it('answers HEAD of the event stream at once with its headers (found by the fuzz test)', async () => {
+    const a = await rawRequest(
+      t.url,
+      'HEAD /v1/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      5000,
+    );
+    assert.equal(a.status, 200);
+    assert.match(a.headers['content-type'] ?? '', /^text\/event-stream/);
+  });
+
   it('still serves after all of that', async () => {
     const a = await rawRequest(t.url, get('/healthz'));
     assert.equal(a.status, 200);
