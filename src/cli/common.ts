@@ -41,15 +41,24 @@ export function addStoreOptions(cmd: Command): Command {
     .option('--json', 'print one JSON object instead of text');
 }
 
-/** Opens the store the flags (or environment) name. */
-export async function openStoreFromFlags(flags: StoreFlags): Promise<LeaseStore> {
+/**
+ * Opens the store the flags (or environment) name. `readOnly` (for commands that only read)
+ * opens it without creating or migrating anything: a missing lease table is an error.
+ */
+export async function openStoreFromFlags(
+  flags: StoreFlags,
+  mode: { readOnly?: boolean } = {},
+): Promise<LeaseStore> {
   const server = flags.server ?? process.env['LEASEHOLD_SERVER'];
   const apiToken = flags.apiToken ?? process.env['LEASEHOLD_API_TOKEN'];
   if (flags.store !== undefined && flags.server !== undefined) {
     throw new UsageError('give --store or --server, not both');
   }
   const url = flags.store ?? server ?? process.env['LEASEHOLD_STORE'] ?? DEFAULT_STORE;
-  return openStore(url, apiToken === undefined ? {} : { apiToken });
+  return openStore(url, {
+    ...(apiToken === undefined ? {} : { apiToken }),
+    ...(mode.readOnly === true ? { readOnly: true } : {}),
+  });
 }
 
 /** A duration flag: bare digits are milliseconds (`5000`), anything else a duration string (`5s`). */

@@ -328,16 +328,20 @@ export async function acquireRoute(
   acquireAnswered(metrics, 'acquired', elapsedMs);
   const prefix = leaseIdPrefix(leaseId);
   const token = answer.token.toString();
-  tracker.granted(key, answer.token, ownerId, leaseId, prefix, ttlMs);
-  hub.publish({
-    type: 'acquired',
-    key,
-    token,
-    ownerId,
-    leaseIdPrefix: prefix,
-    ttlMs,
-    ...(tokenBlock > 1 ? { tokenBlock } : {}),
-  });
+  // A retried acquire with the lease id of a grant this server already made gets that grant
+  // back from the store: the same lease, not a new grant, so no second event.
+  if (!tracker.knows(key, answer.token, leaseId)) {
+    tracker.granted(key, answer.token, ownerId, leaseId, prefix, ttlMs);
+    hub.publish({
+      type: 'acquired',
+      key,
+      token,
+      ownerId,
+      leaseIdPrefix: prefix,
+      ttlMs,
+      ...(tokenBlock > 1 ? { tokenBlock } : {}),
+    });
+  }
   if (logger.isLevelEnabled('debug')) {
     logger.debug({ key, ownerId, lease: prefix, token }, 'lease acquired');
   }

@@ -81,6 +81,12 @@ export class ExpiryTracker {
     });
   }
 
+  /** Whether this very lease (key, token and lease id) is tracked: a grant already seen here. */
+  knows(key: string, token: bigint, leaseId: string): boolean {
+    const t = this.leases.get(key);
+    return t !== undefined && t.token === token && t.leaseId === leaseId;
+  }
+
   /** Moves the expected expiry of a tracked lease after a renewal through this server. */
   renewed(key: string, token: bigint, ttlMs: number): void {
     const t = this.leases.get(key);

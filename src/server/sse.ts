@@ -51,6 +51,14 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
         readablePrefixes(principal, prefix); // throws 403 when nothing under prefix is readable
       }
       if (ctx.shutdown.aborted) throw new ApiError('unavailable', 'the server is shutting down');
+      // HEAD gets a stream's headers and the end at once: Node sends a HEAD answer's headers
+      // only when it ends, and a stream never ends by itself.
+      if (req.method === 'HEAD') {
+        return reply
+          .type('text/event-stream; charset=utf-8')
+          .header('cache-control', 'no-store')
+          .send();
+      }
       let unwatch: Unwatch | undefined;
       // Assigned once the stream is open; a notification before that has nobody to tell.
       let onStoreChange = (): void => {};

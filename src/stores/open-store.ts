@@ -1,4 +1,5 @@
-import { invalidArgument } from '../core/errors.js';
+import { invalidArgument, LeaseholdError } from '../core/errors.js';
+import { existsSync } from 'node:fs';
 import type { LeaseStore } from '../core/store.js';
 
 /** Options every store opener may use; each opener ignores what it does not need. */
@@ -11,6 +12,55 @@ export interface OpenStoreOptions {
    * Defaults to false.
    */
   readonly groupCommit?: boolean;
+  /**
+   * Open only a store whose lease table already exists, creating nothing (no SQLite file, no
+   * PostgreSQL schema, table or function): what commands that only read use. A missing table
+   * throws `ERR_UNAVAILABLE` ("no lease table here; run `leasehold migrate` …"). Stores without
+   * a table (memory, Redis, etcd, a server) open as usual. Defaults to false.
+   */
+  readonly readOnly?: boolean;
+}
+
+/**
+ * The driver package each store needs, with the versions leasehold supports (its peer
+ * dependencies): what to install when one is missing.
+ */
+export const DRIVER_PACKAGES = Object.freeze({ pg: '^8.11.0', ioredis: '^5.3.0', etcd3: '^1.1.2' });
+
+/**
+ * Loads a store module, turning Node's "Cannot find package 'ioredis'" into an error that
+ * says which package (and version) to install for this kind of store.
+ */
+async function loadStoreModule<T>(
+  scheme: string,
+  pkg: keyof typeof DRIVER_PACKAGES,
+  load: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await load();
+  } catch (err) {
+    const e = err as { code?: unknown; message?: unknown };
+    if (
+      e.code === 'ERR_MODULE_NOT_FOUND' &&
+      typeof e.message === 'string' &&
+      e.message.includes(`'${pkg}'`)
+    ) {
+      throw new LeaseholdError(
+        'ERR_UNAVAILABLE',
+        `${scheme}: stores need the ${pkg} package, which is not installed: npm install ${pkg}@${DRIVER_PACKAGES[pkg]}`,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+}
+
+/** The error of a read-only open where the lease table does not exist. */
+function noLeaseTable(where: string, store: string): LeaseholdError {
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `no lease table here (${where}); run \`leasehold migrate --store ${store}\` to create it (nothing was created)`,
+  );
 }
 
 /**
@@ -58,19 +108,45 @@ export function parsePostgresStoreUrl(url: string): {
   return out;
 }
 
+/**
+ * The file path of a `sqlite:PATH` store URL (`sqlite:///abs/path` too), or of a bare path
+ * ending in `.db`.
+ */
+export function sqliteStorePath(url: string): string {
+  if (/\.db$/.test(url) && !url.includes(':')) return url;
+  const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+  if (!url.startsWith('sqlite:') || path === '') {
+    throw invalidArgument('store', 'sqlite: needs a file path', url);
+  }
+  return path;
+}
+
 /** A URL with its password replaced, for error messages. */
 function redactUrl(url: string): string {
   return url.replace(/(\/\/[^:/@]*:)[^@/]*@/, '$1***@');
 }
 
-async function openPostgres(url: string): Promise<LeaseStore> {
+async function openPostgres(url: string, options: OpenStoreOptions): Promise<LeaseStore> {
   const { connectionString, schema, table } = parsePostgresStoreUrl(url);
-  const { PostgresLeaseStore } = await import('./postgres/index.js');
-  return new PostgresLeaseStore({
-    connectionString,
+  const { PostgresLeaseStore, postgresLeaseTableExists } = await loadStoreModule(
+    'postgres',
+    'pg',
+    () => import('./postgres/index.js'),
+  );
+  const place = {
     ...(schema === undefined ? {} : { schema }),
     ...(table === undefined ? {} : { table }),
-  });
+  };
+  if (options.readOnly === true) {
+    if (!(await postgresLeaseTableExists({ connectionString, ...place, maxConnections: 1 }))) {
+      throw noLeaseTable(
+        `no table ${schema ?? 'public'}.${table ?? 'coordination_lease'}`,
+        `'${redactUrl(url)}'`,
+      );
+    }
+    return new PostgresLeaseStore({ connectionString, ...place, autoMigrate: false });
+  }
+  return new PostgresLeaseStore({ connectionString, ...place });
 }
 
 /**
@@ -94,7 +170,11 @@ export function parseEtcdStoreUrl(url: string): { hosts: string[]; namespace?: s
 
 async function openEtcd(url: string): Promise<LeaseStore> {
   const { hosts, namespace } = parseEtcdStoreUrl(url);
-  const { EtcdLeaseStore } = await import('./etcd/index.js');
+  const { EtcdLeaseStore } = await loadStoreModule(
+    'etcd',
+    'etcd3',
+    () => import('./etcd/index.js'),
+  );
   return new EtcdLeaseStore({ hosts, ...(namespace === undefined ? {} : { namespace }) });
 }
 
@@ -111,7 +191,11 @@ async function openRedis(url: string): Promise<LeaseStore> {
   }
   const prefix = parsed.searchParams.get('prefix');
   parsed.searchParams.delete('prefix');
-  const { RedisLeaseStore } = await import('./redis/index.js');
+  const { RedisLeaseStore } = await loadStoreModule(
+    'redis',
+    'ioredis',
+    () => import('./redis/index.js'),
+  );
   return new RedisLeaseStore({
     redis: parsed.toString(),
     ...(prefix === null ? {} : { prefix }),
@@ -122,9 +206,11 @@ const OPENERS = new Map<string, StoreOpener>([
   [
     'sqlite',
     async (url, options) => {
-      const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
-      if (path === '') throw invalidArgument('store', 'sqlite: needs a file path', url);
-      const { SqliteLeaseStore } = await import('./sqlite/index.js');
+      const path = sqliteStorePath(url);
+      const { SqliteLeaseStore, sqliteLeaseTableExists } = await import('./sqlite/index.js');
+      if (options.readOnly === true && !sqliteLeaseTableExists(path)) {
+        throw noLeaseTable(existsSync(path) ? `${path} has none` : `${path} does not exist`, url);
+      }
       return new SqliteLeaseStore({ path, groupCommit: options.groupCommit === true });
     },
   ],

@@ -133,8 +133,11 @@ describe('leasehold migrate and epoch (real processes, shared PostgreSQL)', () =
   });
 
   it('refuses a store without migrations or epochs with a usage error naming postgres', async () => {
-    for (const cmd of ['migrate', 'epoch']) {
-      const r = await cli(cmd, '--store', 'sqlite:./x.db');
+    for (const [cmd, store] of [
+      ['migrate', 'memory:'],
+      ['epoch', 'sqlite:./x.db'],
+    ] as const) {
+      const r = await cli(cmd, '--store', store);
       assert.equal(r.code, EXIT.usage);
       assert.match(r.err, /postgres:\/\//);
     }

@@ -122,9 +122,35 @@ describe('every answer of the server has the documented shape, router and framin
     );
   });
 
+  it('answers HEAD of the event stream at once with its headers (found by the fuzz test)', async () => {
+    const a = await rawRequest(
+      t.url,
+      'HEAD /v1/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      5000,
+    );
+    assert.equal(a.status, 200);
+    assert.match(a.headers['content-type'] ?? '', /^text\/event-stream/);
+  });
+
   it('still serves after all of that', async () => {
     const a = await rawRequest(t.url, get('/healthz'));
     assert.equal(a.status, 200);
     assert.deepEqual(JSON.parse(a.body), { status: 'ok' });
+  });
+
+  it('answers a request that arrives while the server shuts down 503 unavailable', async () => {
+    const other = await startTestServer();
+    const closing = other.server.close();
+    try {
+      // Through Fastify's routing (inject): a new connection would be refused while closing.
+      const a = await other.server.app.inject({ method: 'GET', url: '/healthz' });
+      assert.equal(a.statusCode, 503);
+      const body = JSON.parse(a.body) as { error: { code: string } };
+      assert.ok(isErrorBody(body), a.body);
+      assert.equal(body.error.code, 'unavailable');
+    } finally {
+      await closing;
+      await other.close();
+    }
   });
 });

@@ -125,4 +125,28 @@ describe('events and metrics describe only what the store did', () => {
       events.close();
     }
   });
+
+  it('a retried acquire with the same lease id is answered with the same grant and no second acquired event', async () => {
+    const key = uniqueKey('retry');
+    const events = await openEvents(t.url, `prefix=${encodeURIComponent(key)}`);
+    try {
+      const leaseId = '11111111-2222-4333-8444-555555555555';
+      const first = await post(t.url, '/v1/acquire', { key, ttl: '60s', leaseId });
+      const again = await post(t.url, '/v1/acquire', { key, ttl: '60s', leaseId });
+      assert.equal(first.status, 200);
+      assert.equal(again.status, 200);
+      assert.equal(again.body['token'], first.body['token'], 'the same grant');
+      const { token } = first.body as { token: string };
+      assert.equal((await post(t.url, '/v1/release', { key, leaseId, token })).status, 200);
+      await eventually('the release event', () =>
+        events.frames.some((f) => f.event === 'released') ? true : undefined,
+      );
+      assert.deepEqual(
+        events.frames.map((f) => f.event),
+        ['acquired', 'released'],
+      );
+    } finally {
+      events.close();
+    }
+  });
 });

@@ -23,7 +23,12 @@ export interface TestServer {
  * answer it sends is checked against the OpenAPI document; `close()` fails on a violation.
  */
 export async function startTestServer(
-  options: { store?: LeaseStore; auth?: AuthConfig; bodyLimitBytes?: number } = {},
+  options: {
+    store?: LeaseStore;
+    auth?: AuthConfig;
+    bodyLimitBytes?: number;
+    maxWaitMs?: number;
+  } = {},
 ): Promise<TestServer> {
   const tmp = options.store === undefined ? tempDir('server') : undefined;
   const dbPath = tmp === undefined ? undefined : join(tmp.dir, 'leases.db');
@@ -34,6 +39,7 @@ export async function startTestServer(
     port: 0,
     auth: options.auth,
     bodyLimitBytes: options.bodyLimitBytes,
+    maxWaitMs: options.maxWaitMs,
     logLevel: process.env['LEASEHOLD_TEST_LOG'] ?? 'silent',
     processMetrics: false,
   });

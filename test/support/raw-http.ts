@@ -52,6 +52,10 @@ export function rawRequest(
       }
       const rest = buf.subarray(end + 4);
       const status = Number(m[1]);
+      // An event stream does not end: its headers are the answer.
+      if ((headers['content-type'] ?? '').startsWith('text/event-stream')) {
+        return finish(undefined, { status, headers, body: '' });
+      }
       const length = headers['content-length'];
       if (length !== undefined) {
         if (rest.length < Number(length)) return;

@@ -22,7 +22,7 @@ export function adminTarget(command: string, store: string | undefined): AdminTa
     throw new UsageError(
       `${command} supports postgres:// and postgresql:// stores only, not ${scheme}: ` +
         (command === 'migrate'
-          ? '(SQLite creates its table on open; memory, etcd and servers need no migration)'
+          ? '(and sqlite:; memory, Redis, etcd and servers need no migration)'
           : '(a fencing epoch is needed only for a PostgreSQL table restored from a backup)'),
     );
   }

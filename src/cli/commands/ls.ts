@@ -27,7 +27,7 @@ export function registerLsCommand(program: Command): void {
       validatePrefix(prefix);
       if (!/^[1-9]\d{0,4}$/.test(flags.limit))
         throw new UsageError('--limit must be from 1 to 10000');
-      const store = await openStoreFromFlags(flags);
+      const store = await openStoreFromFlags(flags, { readOnly: true });
       try {
         const leases = await new LeaseClient({ store }).list(prefix, {
           limit: Number(flags.limit),

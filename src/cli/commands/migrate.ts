@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { action, printJson } from '../common.js';
+import { sqliteStorePath } from '../../stores/open-store.js';
+import { action, DEFAULT_STORE, printJson } from '../common.js';
 import { EXIT } from '../exit-codes.js';
 import { adminTarget } from './admin-store.js';
 
@@ -8,14 +9,31 @@ interface MigrateFlags {
   readonly json?: boolean;
 }
 
-/** Registers `leasehold migrate --store postgres://…`. */
+/** Creates the lease table of a SQLite store (and its file) unless it is there. */
+async function migrateSqlite(path: string, flags: MigrateFlags): Promise<number> {
+  const { SqliteLeaseStore, sqliteLeaseTableExists } = await import('../../stores/sqlite/index.js');
+  const existed = sqliteLeaseTableExists(path);
+  if (!existed) await new SqliteLeaseStore({ path }).close();
+  const applied = existed ? [] : [`${path}: lease table`];
+  if (flags.json === true) printJson({ applied });
+  else
+    process.stdout.write(
+      existed ? 'up to date: nothing to apply\n' : `created the lease table in ${path}\n`,
+    );
+  return EXIT.ok;
+}
+
+/** Registers `leasehold migrate --store postgres://…` (or `sqlite:PATH`). */
 export function registerMigrateCommand(program: Command): void {
   program
     .command('migrate')
     .description(
-      "Create or upgrade a PostgreSQL store's lease table (for roles that may not run DDL at start-up).",
+      'Create or upgrade the lease table of a PostgreSQL or SQLite store (for roles that may not run DDL at start-up).',
     )
-    .option('--store <url>', 'postgres://USER@HOST:PORT/DB[?schema=S&table=T]; env LEASEHOLD_STORE')
+    .option(
+      '--store <url>',
+      'postgres://USER@HOST:PORT/DB[?schema=S&table=T] or sqlite:PATH; env LEASEHOLD_STORE',
+    )
     .option('--json', 'print {"applied": [names…]} instead of text')
     .addHelpText(
       'after',
@@ -27,6 +45,10 @@ migration failed (rolled back).`,
     )
     .action(
       action(async (flags: MigrateFlags) => {
+        const url = flags.store ?? process.env['LEASEHOLD_STORE'] ?? DEFAULT_STORE;
+        if (url.startsWith('sqlite:') || (/\.db$/.test(url) && !url.includes(':'))) {
+          return migrateSqlite(sqliteStorePath(url), flags);
+        }
         const target = adminTarget('migrate', flags.store);
         const { migratePostgresLeaseStore } = await import('../../stores/postgres/index.js');
         const report = await migratePostgresLeaseStore({ ...target, maxConnections: 2 });

@@ -28,7 +28,7 @@ export function registerStatusCommand(program: Command): void {
     .action(
       action(async (key: string, flags: StoreFlags) => {
         validateKey(key);
-        const store = await openStoreFromFlags(flags);
+        const store = await openStoreFromFlags(flags, { readOnly: true });
         try {
           const state = await new LeaseClient({ store }).inspect(key);
           if (flags.json === true) printJson(stateJson(state));

@@ -1,6 +1,7 @@
 export { PostgresLeaseStore, type PostgresLeaseStoreOptions } from './store.js';
 export {
   migratePostgresLeaseStore,
+  postgresLeaseTableExists,
   type PostgresMigrateOptions,
   type MigrationReport,
 } from './migrate.js';

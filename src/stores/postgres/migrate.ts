@@ -90,7 +90,7 @@ export async function runMigrations(
   } catch (err) {
     // No schema or record table yet (42P01 / 3F000): take the locked path below.
     const state = sqlState(err);
-    if (state !== '42P01' && state !== '3F000') throw unavailable('migrate', err);
+    if (state !== '42P01' && state !== '3F000') throw unavailable('PostgreSQL lease store', err);
   }
   const { client, done: release } = await checkout(pool, 'migrate');
   const applied: string[] = [];
@@ -134,7 +134,7 @@ export async function runMigrations(
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     release(err);
-    throw unavailable('migrate', err);
+    throw unavailable('PostgreSQL lease store: migrating the lease table', err);
   }
 }
 
@@ -161,6 +161,30 @@ export async function migratePostgresLeaseStore(
   const conn = resolveConnection(options);
   try {
     return await runMigrations(conn.pool, schema, leaseMigrations(schema, table));
+  } finally {
+    if (conn.ownPool) await conn.pool.end();
+  }
+}
+
+/**
+ * Whether the lease table exists — a read-only check that creates nothing (no schema, table or
+ * function), for commands that only read. Throws `ERR_UNAVAILABLE` when the database cannot be
+ * reached.
+ */
+export async function postgresLeaseTableExists(options: PostgresMigrateOptions): Promise<boolean> {
+  const schema = checkIdentifier('schema', options.schema ?? 'public');
+  const table = checkIdentifier('table', options.table ?? 'coordination_lease');
+  const conn = resolveConnection(options);
+  const name = quoteLiteral(`${quoteIdent(schema)}.${quoteIdent(table)}`);
+  try {
+    const r = lastResult(
+      await conn.pool.query(
+        `${timeoutPrefix(MIGRATION_TIMEOUT_MS)}SELECT to_regclass(${name}) IS NOT NULL AS present`,
+      ),
+    );
+    return r.rows[0]?.['present'] === true;
+  } catch (err) {
+    throw unavailable('PostgreSQL lease store', err);
   } finally {
     if (conn.ownPool) await conn.pool.end();
   }

@@ -211,6 +211,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     request: StoreAcquireRequest,
     _options?: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
+    if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     const keys = this.keysOf(request.key);
@@ -238,6 +239,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     acquire: StoreAcquireRequest,
     _options?: StoreRequestOptions,
   ): Promise<StoreHandOffResult> {
+    if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     const keys = this.keysOf(acquire.key);
@@ -296,6 +298,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     lease: StoreLeaseRef & { readonly ttlMs: number },
     _options?: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
+    if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     this.coalescer?.hold();
@@ -317,6 +320,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   }
 
   async release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {
+    if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     this.coalescer?.hold();
@@ -330,6 +334,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   }
 
   async inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
+    if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     try {
@@ -345,6 +350,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
    * a Cluster): an observer's tool, O(keys in Redis), not for hot paths.
    */
   async list(prefix: string, limit: number, _options?: StoreRequestOptions): Promise<LeaseState[]> {
+    if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     try {
@@ -377,6 +383,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   }
 
   async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+    if (this.redis.status !== 'ready') await this.connection(undefined);
     if (!this.checked) await this.check;
     this.gate();
     this.subscriber ??= new ReleaseSubscriber(this.redis, this.wake, this.logger);
@@ -410,6 +417,46 @@ export class RedisLeaseStore implements HandOffLeaseStore {
    * promise on the hot path. `options.signal` is not read: the client never sends an aborted
    * request, and reading it makes the client create an AbortController per request.
    */
+  /**
+   * Waits, before sending anything, for a client that is still connecting or reconnecting:
+   * until it is ready, or until its next connection error, which is thrown with its cause
+   * (`connect ECONNREFUSED 127.0.0.1:6390`) instead of the command waiting in ioredis' offline
+   * queue until the request times out with no reason given. Nothing was sent, so nothing can
+   * happen later at Redis. Bounded by the request's signal.
+   */
+  private connection(options: StoreRequestOptions | undefined): Promise<void> {
+    const redis = this.redis;
+    if (!['connecting', 'connect', 'reconnecting'].includes(redis.status)) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const signal = options?.signal;
+      const done = (): void => {
+        redis.off('ready', onReady);
+        redis.off('error', onError);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onReady = (): void => {
+        done();
+        resolve();
+      };
+      const onError = (err: unknown): void => {
+        done();
+        const why = err instanceof Error ? err.message : String(err);
+        reject(
+          new LeaseholdError('ERR_UNAVAILABLE', `Redis is not reachable: ${why}`, { cause: err }),
+        );
+      };
+      const onAbort = (): void => {
+        done();
+        reject(
+          new LeaseholdError('ERR_ABORTED', 'the operation was aborted', { cause: signal?.reason }),
+        );
+      };
+      redis.on('ready', onReady);
+      redis.on('error', onError);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
   private gate(): void {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the Redis lease store was closed');
     if (this.refused) throw this.refused;

@@ -1,1 +1,2 @@
 export { SqliteLeaseStore, type SqliteLeaseStoreOptions } from './store.js';
+export { sqliteLeaseTableExists } from './migrate.js';
