@@ -18,4 +18,8 @@ export type {
   StagedObject,
 } from './results.js';
 export { DirectoryObjectStore, type DirectoryObjectStoreOptions } from './objects/directory.js';
+export {
+  PostgresPointerStore,
+  type PostgresPointerStoreOptions,
+} from './pointers/postgres/index.js';
 export { SqlitePointerStore, type SqlitePointerStoreOptions } from './pointers/sqlite/store.js';
