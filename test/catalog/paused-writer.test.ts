@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Catalog } from '../../src/fencing/catalog/catalog.js';
 import { DirectoryObjectStore } from '../../src/fencing/catalog/objects/directory.js';
-import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
 import { runsPerArm } from '../support/fault-env.js';
+import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
+import { openPointers, type PointerConfig } from './pointers.js';
 import { tempDir } from '../support/tmp.js';
 import { Writer } from './writer.js';
 
@@ -19,7 +20,10 @@ import { Writer } from './writer.js';
 const TTL_MS = 1000;
 const NAME = 'reports/july';
 
-async function story(fenced: boolean): Promise<{
+async function story(
+  fenced: boolean,
+  kind: 'sqlite' | 'postgres',
+): Promise<{
   aToken: bigint;
   bToken: bigint;
   aPublish: Record<string, unknown>;
@@ -33,10 +37,15 @@ async function story(fenced: boolean): Promise<{
   bBytesAfterGc: boolean;
 }> {
   const tmp = tempDir('catalog-story');
+  const pointers: PointerConfig =
+    kind === 'sqlite'
+      ? { kind, path: join(tmp.dir, 'catalog.db') }
+      : { kind, url: PG_URL, schema: uniqueSchema('catstory') };
   const config = {
     leasePath: join(tmp.dir, 'leases.db'),
-    catalogPath: join(tmp.dir, 'catalog.db'),
+    pointers,
     root: join(tmp.dir, 'objects'),
+    plainPath: join(tmp.dir, 'plain.db'),
   };
   const a = new Writer('A', config);
   const b = new Writer('B', config);
@@ -79,7 +88,7 @@ async function story(fenced: boolean): Promise<{
 
     const objects = new DirectoryObjectStore({ root: config.root });
     const catalog = new Catalog({
-      pointers: new SqlitePointerStore({ path: config.catalogPath }),
+      pointers: openPointers(pointers),
       objects,
     });
     let visible: string | undefined;
@@ -95,7 +104,7 @@ async function story(fenced: boolean): Promise<{
         await new Promise((r) => setTimeout(r, 5)); // the store clock passes the last registry time
         gc = await catalog.gc({ retention: 0 });
       } else {
-        const db = new Database(config.catalogPath, { readonly: true });
+        const db = new Database(config.plainPath, { readonly: true });
         visible = (
           db.prepare('SELECT handle FROM plain_pointer WHERE name = ?').get(NAME) as {
             handle: string;
@@ -122,6 +131,7 @@ async function story(fenced: boolean): Promise<{
     }
   } finally {
     await Promise.all([a.kill(), b.kill()]);
+    if (pointers.kind === 'postgres') await dropSchema(pointers.schema);
     tmp.remove();
   }
 }
@@ -133,7 +143,8 @@ describe('the paused report writer, real processes and SIGSTOP', () => {
     async () => {
       const runs = runsPerArm(2, 20);
       for (let i = 0; i < runs; i++) {
-        const r = await story(true);
+        // SQLite pointers, and PostgreSQL pointers on every other run.
+        const r = await story(true, i % 2 === 0 ? 'sqlite' : 'postgres');
         const where = `run ${i}: ${JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}`;
         assert.ok(r.bToken > r.aToken, where);
         assert.equal(r.aPublish.status, 'stale_fence', where);
@@ -157,7 +168,7 @@ describe('the paused report writer, real processes and SIGSTOP', () => {
       const runs = runsPerArm(2, 20);
       let aVisible = 0;
       for (let i = 0; i < runs; i++) {
-        const r = await story(false);
+        const r = await story(false, 'sqlite');
         assert.equal(r.aPublish.status, 'overwritten');
         if (r.visible === r.aHandle && r.visibleBody === "A's report") aVisible++;
       }

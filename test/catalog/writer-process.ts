@@ -4,7 +4,7 @@
  * shared pointer store and directory. It does exactly what the parent asks over IPC, so the
  * parent can put real signals (SIGSTOP, SIGCONT, SIGKILL) at exact points of its work.
  *
- * Config (LEASEHOLD_CATALOG_WRITER, JSON): leasePath, catalogPath, root.
+ * Config (LEASEHOLD_CATALOG_WRITER, JSON): leasePath, pointers, root, plainPath.
  */
 import Database from 'better-sqlite3';
 import { LeaseClient } from '../../src/core/client.js';
@@ -12,14 +12,17 @@ import { isLeaseholdError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/lease.js';
 import { Catalog } from '../../src/fencing/catalog/catalog.js';
 import { DirectoryObjectStore } from '../../src/fencing/catalog/objects/directory.js';
-import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
 import type { CatalogLease } from '../../src/fencing/catalog/results.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { openPointers, type PointerConfig } from './pointers.js';
 
-interface Config {
+/** How a writer process is set up. */
+export interface WriterConfig {
   leasePath: string;
-  catalogPath: string;
+  pointers: PointerConfig;
   root: string;
+  /** SQLite file of the control arm's plain pointer. */
+  plainPath: string;
 }
 
 /** What the parent asks. `stop` points: where the writer stops itself with SIGSTOP. */
@@ -34,18 +37,23 @@ export type WriterRequest = { id: number } & (
       stopAfterCheck?: boolean;
       /** The control arm: a plain pointer overwrite, no fence (after the same lease check). */
       unfenced?: boolean;
+      /** Stop inside the publish transaction, after the pointer moved, before COMMIT. */
+      stopInTransaction?: boolean;
     }
   | { cmd: 'exit' }
 );
 
-const config = JSON.parse(process.env['LEASEHOLD_CATALOG_WRITER'] ?? '{}') as Config;
+const config = JSON.parse(process.env['LEASEHOLD_CATALOG_WRITER'] ?? '{}') as WriterConfig;
+let stopInTransaction = false;
 const client = new LeaseClient({ store: new SqliteLeaseStore({ path: config.leasePath }) });
 const objects = new DirectoryObjectStore({ root: config.root });
 const catalog = new Catalog({
-  pointers: new SqlitePointerStore({ path: config.catalogPath }),
+  pointers: openPointers(config.pointers, () => {
+    if (stopInTransaction) process.kill(process.pid, 'SIGSTOP');
+  }),
   objects,
 });
-const plain = new Database(config.catalogPath, { timeout: 5000 });
+const plain = new Database(config.plainPath, { timeout: 5000 });
 plain.exec(
   'CREATE TABLE IF NOT EXISTS plain_pointer (name TEXT PRIMARY KEY, handle TEXT NOT NULL)',
 );
@@ -99,6 +107,7 @@ async function handle(req: WriterRequest): Promise<Record<string, unknown>> {
           overwrite.run(req.name, req.handle);
           return { status: 'overwritten' };
         }
+        stopInTransaction = req.stopInTransaction === true;
         const r = await catalog.publish(cap, req.name, req.handle);
         return {
           ...r,

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { WriterRequest } from './writer-process.js';
+import type { WriterConfig, WriterRequest } from './writer-process.js';
 
 type Request = WriterRequest extends infer R
   ? R extends { id: number }
@@ -21,7 +21,7 @@ export class Writer {
 
   constructor(
     readonly name: string,
-    config: { leasePath: string; catalogPath: string; root: string },
+    config: WriterConfig,
   ) {
     this.child = fork(fileURLToPath(new URL('./writer-process.js', import.meta.url)), [], {
       env: { ...process.env, LEASEHOLD_CATALOG_WRITER: JSON.stringify(config) },
