@@ -22,4 +22,5 @@ export {
   PostgresPointerStore,
   type PostgresPointerStoreOptions,
 } from './pointers/postgres/index.js';
+export { S3ObjectStore, type S3ObjectStoreOptions } from './objects/s3.js';
 export { SqlitePointerStore, type SqlitePointerStoreOptions } from './pointers/sqlite/store.js';
