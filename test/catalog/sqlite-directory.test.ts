@@ -1,9 +1,12 @@
+import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import type { ObjectStore } from '../../src/fencing/catalog/object-store.js';
 import { Catalog } from '../../src/fencing/catalog/catalog.js';
 import { DirectoryObjectStore } from '../../src/fencing/catalog/objects/directory.js';
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
 import { tempDir } from '../support/tmp.js';
-import { catalogSuite } from './suite.js';
+import { catalogSuite, testLease } from './suite.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
@@ -33,5 +36,50 @@ catalogSuite('SQLite pointers × directory objects', () => {
       await catalog.close();
       tmp.remove();
     },
+  });
+});
+
+describe('catalog read racing a publish and a collection', () => {
+  it('a read whose object was replaced and collected mid-read returns the newer object', async () => {
+    const tmp = tempDir('catalog-read-race');
+    const path = join(tmp.dir, 'catalog.db');
+    const inner = new DirectoryObjectStore({ root: join(tmp.dir, 'objects') });
+    const other = new Catalog({ pointers: new SqlitePointerStore({ path }), objects: inner });
+    const lease = testLease('report/race', 1n);
+    const first = await other.stage(lease, 'reports/race', 'first');
+    const second = await other.stage(lease, 'reports/race', 'second');
+    assert.equal((await other.publish(lease, 'reports/race', first.handle)).status, 'applied');
+    let raced = false;
+    // The real directory store, with one interleaving point: the first get of the first
+    // object lets another writer publish and a collector run before it reads the file.
+    const objects: ObjectStore = {
+      description: inner.description,
+      put: (k, b) => inner.put(k, b),
+      delete: (k) => inner.delete(k),
+      list: () => inner.list(),
+      close: () => inner.close(),
+      get: async (k) => {
+        if (k === first.handle && !raced) {
+          raced = true;
+          assert.equal(
+            (await other.publish(lease, 'reports/race', second.handle)).status,
+            'applied',
+          );
+          await new Promise((r) => setTimeout(r, 5));
+          assert.deepEqual((await other.gc({ retention: 0 })).deleted, [first.handle]);
+        }
+        return inner.get(k);
+      },
+    };
+    const reader = new Catalog({ pointers: new SqlitePointerStore({ path }), objects });
+    try {
+      const got = await reader.read('reports/race');
+      assert.ok(raced);
+      assert.equal(got.status === 'found' && got.body.toString(), 'second');
+    } finally {
+      await reader.close();
+      await other.close();
+      tmp.remove();
+    }
   });
 });

@@ -179,23 +179,30 @@ export class Catalog {
    * behind the catalog's back (the collector never deletes a visible object).
    */
   async read(name: string): Promise<ReadResult> {
-    const entry = await this.head(name);
-    if (entry === undefined) return { status: 'not_found' };
-    const body = await this.objects.get(entry.handle);
-    if (body === undefined) {
-      throw new LeaseholdError(
-        'ERR_PROTOCOL',
-        `the visible object ${entry.handle} of ${name} is missing from ${this.objects.description}`,
-      );
+    validateName(name);
+    // Bytes can go missing only if the pointer moved and the retention passed while this
+    // read was under way: then read the newer pointer (a bounded number of times).
+    for (let attempt = 0; ; attempt++) {
+      const entry = await this.pointers.pointer(name);
+      if (entry === undefined) return { status: 'not_found' };
+      const body = await this.objects.get(entry.handle);
+      if (body === undefined) {
+        const now = await this.pointers.pointer(name);
+        if (attempt < 3 && now !== undefined && now.handle !== entry.handle) continue;
+        throw new LeaseholdError(
+          'ERR_PROTOCOL',
+          `the visible object ${entry.handle} of ${name} is missing from ${this.objects.description}`,
+        );
+      }
+      const checksum = `sha256:${createHash('sha256').update(body).digest('hex')}`;
+      if (checksum !== entry.checksum) {
+        throw new LeaseholdError(
+          'ERR_PROTOCOL',
+          `the visible object ${entry.handle} of ${name} does not match its checksum`,
+        );
+      }
+      return { status: 'found', entry, body };
     }
-    const checksum = `sha256:${createHash('sha256').update(body).digest('hex')}`;
-    if (checksum !== entry.checksum) {
-      throw new LeaseholdError(
-        'ERR_PROTOCOL',
-        `the visible object ${entry.handle} of ${name} does not match its checksum`,
-      );
-    }
-    return { status: 'found', entry, body };
   }
 
   /** Past publishes of `name`, newest first (at most `limit`, default 100). */
@@ -241,16 +248,8 @@ export class Catalog {
     const orphans: string[] = [];
     let foreign = 0;
     let orphanBytes = 0;
-    const candidates: { key: string; size: number }[] = [];
-    for await (const o of this.objects.list()) {
-      if (!isHandle(o.key)) {
-        foreign++;
-        continue;
-      }
-      if (o.modifiedAtMs < startedAtMs - retentionMs) candidates.push(o);
-    }
-    for (let i = 0; i < candidates.length && orphans.length < limit; i += 500) {
-      const batch = candidates.slice(i, i + 500);
+    let batch: { key: string; size: number }[] = [];
+    const sweep = async (): Promise<void> => {
       // Checked after listing: a catalog object's row exists before its first byte, so an
       // object listed without a row is not being staged.
       const known = await this.pointers.registered(batch.map((o) => o.key));
@@ -260,7 +259,18 @@ export class Catalog {
         orphans.push(o.key);
         orphanBytes += o.size;
       }
+      batch = [];
+    };
+    for await (const o of this.objects.list()) {
+      if (!isHandle(o.key)) {
+        foreign++;
+        continue;
+      }
+      if (o.modifiedAtMs >= startedAtMs - retentionMs || orphans.length >= limit) continue;
+      batch.push(o);
+      if (batch.length >= 500) await sweep();
     }
+    if (batch.length > 0) await sweep();
     this.metrics.gcDeletions.inc({ reason: 'orphan' }, orphans.length);
     this.metrics.bytesCollected.inc(deletedBytes + orphanBytes);
     if (deleted.length + orphans.length > 0) {
