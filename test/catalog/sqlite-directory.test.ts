@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { Registry } from 'prom-client';
+import type { Logger } from '../../src/core/events.js';
 import type { ObjectStore } from '../../src/fencing/catalog/object-store.js';
 import { Catalog } from '../../src/fencing/catalog/catalog.js';
 import { DirectoryObjectStore } from '../../src/fencing/catalog/objects/directory.js';
@@ -79,6 +81,50 @@ describe('catalog read racing a publish and a collection', () => {
     } finally {
       await reader.close();
       await other.close();
+      tmp.remove();
+    }
+  });
+});
+
+describe('catalog metrics and logs', () => {
+  it('counts into the given registry (shared by two catalogs) and logs stale publishes as warnings', async () => {
+    const tmp = tempDir('catalog-metrics');
+    const registry = new Registry();
+    const lines: { level: string; fields: Record<string, unknown>; message: string }[] = [];
+    const logger = Object.fromEntries(
+      (['debug', 'info', 'warn', 'error'] as const).map((level) => [
+        level,
+        (fields: Record<string, unknown>, message: string) =>
+          lines.push({ level, fields, message }),
+      ]),
+    ) as unknown as Logger;
+    const open = (): Catalog =>
+      new Catalog({
+        pointers: new SqlitePointerStore({ path: join(tmp.dir, 'catalog.db') }),
+        objects: new DirectoryObjectStore({ root: join(tmp.dir, 'objects') }),
+        registry,
+        logger,
+      });
+    const one = open();
+    const two = open();
+    try {
+      const b = testLease('report/m', 42n);
+      const a = testLease('report/m', 41n);
+      const sb = await one.stage(b, 'reports/m', 'bb');
+      const sa = await two.stage(a, 'reports/m', 'a');
+      assert.equal((await one.publish(b, 'reports/m', sb.handle)).status, 'applied');
+      assert.equal((await two.publish(a, 'reports/m', sa.handle)).status, 'stale_fence');
+      const text = await registry.metrics();
+      assert.match(text, /leasehold_catalog_publishes_total\{result="applied"\} 1\n/);
+      assert.match(text, /leasehold_catalog_publishes_total\{result="stale_fence"\} 1\n/);
+      assert.match(text, /leasehold_catalog_staged_bytes_total 3\n/);
+      const warn = lines.find((l) => l.level === 'warn');
+      assert.equal(warn?.fields['result'], 'stale_fence');
+      assert.equal(warn?.fields['highWaterMark'], '42');
+      assert.ok(!JSON.stringify(lines).includes(a.leaseId), 'full lease ids are never logged');
+    } finally {
+      await one.close();
+      await two.close();
       tmp.remove();
     }
   });

@@ -84,7 +84,9 @@ export class Catalog {
   /**
    * Writes `data` as a new immutable object for `name` and returns its handle. The registry
    * row is written before the bytes, so the collector always knows the object; it is
-   * collectable once the retention has passed since staging unless published first.
+   * collectable once the retention has passed since staging unless published first. A stage
+   * that takes longer than the collector's retention may be collected before it finishes and
+   * then throws `ERR_UNAVAILABLE` (stage again).
    */
   async stage(lease: CatalogLease, name: string, data: CatalogData): Promise<StagedObject> {
     validateName(name);

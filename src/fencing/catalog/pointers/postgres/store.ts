@@ -110,10 +110,7 @@ export class PostgresPointers implements PointerStore {
   async complete(handle: string, size: number, checksum: string): Promise<void> {
     const r = await this.query(this.sql.COMPLETE, [handle, size, checksum]);
     if (r.rows.length !== 1) {
-      throw new LeaseholdError(
-        'ERR_PROTOCOL',
-        `staged object ${handle} was collected before its write finished`,
-      );
+      throw collectedMidStage(handle);
     }
   }
 
@@ -280,4 +277,15 @@ function entryOf(row: Record<string, unknown>): CatalogEntry {
     checksum: String(row['checksum']),
     publishedAtMs: Number(row['published_ms']),
   };
+}
+
+/**
+ * The stage took longer than the collector's retention and its row was collected: transient
+ * for the caller (stage again; choose a longer retention), not a broken invariant.
+ */
+function collectedMidStage(handle: string): LeaseholdError {
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `staged object ${handle} was collected before its write finished (the stage took longer than the collector's retention): stage again`,
+  );
 }

@@ -155,10 +155,7 @@ export class SqlitePointerStore implements PointerStore {
     return this.run(() => {
       if (this.s.COMPLETE.run({ handle, size, checksum }).changes !== 1) {
         // Only a collector that tombstoned the row mid-stage gets here (retention shorter than the write).
-        throw new LeaseholdError(
-          'ERR_PROTOCOL',
-          `staged object ${handle} was collected before its write finished`,
-        );
+        throw collectedMidStage(handle);
       }
     });
   }
@@ -355,4 +352,15 @@ function migrate(
       add.run(file, Date.now());
     }
   }).immediate();
+}
+
+/**
+ * The stage took longer than the collector's retention and its row was collected: transient
+ * for the caller (stage again; choose a longer retention), not a broken invariant.
+ */
+function collectedMidStage(handle: string): LeaseholdError {
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `staged object ${handle} was collected before its write finished (the stage took longer than the collector's retention): stage again`,
+  );
 }
