@@ -8,6 +8,7 @@ import { Catalog } from '../src/fencing/catalog/catalog.js';
 import { DirectoryObjectStore } from '../src/fencing/catalog/objects/directory.js';
 import { PostgresPointerStore } from '../src/fencing/catalog/pointers/postgres/index.js';
 import { SqlitePointerStore } from '../src/fencing/catalog/pointers/sqlite/store.js';
+import { PostgresFence } from '../src/fencing/postgres.js';
 import type { CatalogLease } from '../src/fencing/catalog/results.js';
 import { tempDir } from '../test/support/tmp.js';
 import { measureCycles, type BenchOptions, type BenchResult } from './lib.js';
@@ -96,6 +97,23 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           }),
         ),
       );
+      // The same UPDATE inside a PostgresFence write: what the fence's transaction alone costs.
+      const fence = new PostgresFence({ pool, schema, table: 'bench_fence' });
+      results.push(
+        row(
+          'PostgresFence.write + the same UPDATE',
+          'publish pg',
+          workers,
+          await measureCycles(workers, o.durationMs, async (w) => {
+            const r = await fence.write({ scope: names[w]!, token: 5n }, (tx) =>
+              tx.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]),
+            );
+            if (r.status !== 'applied') throw new Error(`bench fence: ${r.status}`);
+          }),
+          'BEGIN + mark, the UPDATE, COMMIT: 3 round trips',
+        ),
+      );
+      await fence.close();
       await pool.end();
       const pointers = new PostgresPointerStore({
         connectionString: PG_URL,
