@@ -95,7 +95,8 @@ async function handle(req: WriterRequest): Promise<Record<string, unknown>> {
         if (stop) process.kill(process.pid, 'SIGSTOP');
         yield Buffer.from(body);
       })();
-      const s = await catalog.stage(capability(lease, false), req.name, data);
+      // The real Lease, as applications pass it.
+      const s = await catalog.stage(lease, req.name, data);
       return { status: 'staged', handle: s.handle };
     }
     case 'publish': {
