@@ -17,7 +17,10 @@ export type PointerConfig =
  * transaction, after the pointer moved and before COMMIT: SQLite through a TEMP trigger on
  * this connection only, PostgreSQL just before the COMMIT is sent on a real pool's connection.
  */
-export function openPointers(config: PointerConfig, inTransaction?: () => void): PointerStore {
+export function openPointers(
+  config: PointerConfig,
+  inTransaction?: () => void | Promise<void>,
+): PointerStore {
   if (config.kind === 'sqlite') {
     if (inTransaction === undefined) return new SqlitePointerStore({ path: config.path });
     const db = new Database(config.path, { timeout: 5000 });
@@ -25,7 +28,7 @@ export function openPointers(config: PointerConfig, inTransaction?: () => void):
     db.pragma('synchronous = FULL');
     const store = new SqlitePointerStore({ database: db });
     db.function('in_publish', () => {
-      inTransaction();
+      void inTransaction();
       return null;
     });
     db.exec(
@@ -47,9 +50,15 @@ export function openPointers(config: PointerConfig, inTransaction?: () => void):
     end: () => inner.end(),
     connect: async (): Promise<PgPoolClient> => {
       const c = await inner.connect();
+      // Only the COMMIT of a publish transaction (not, say, a migration's on first use).
+      let inPublish = false;
       return {
-        query: (text: string, values?: readonly unknown[]) => {
-          if (text === 'COMMIT') inTransaction();
+        query: async (text: string, values?: readonly unknown[]) => {
+          if (text.includes('_publish"(')) inPublish = true;
+          if (text === 'COMMIT' && inPublish) {
+            inPublish = false;
+            await inTransaction();
+          }
           return values === undefined ? c.query(text) : c.query(text, values as unknown[]);
         },
         release: (d?: boolean | Error) => c.release(d),
