@@ -11,7 +11,7 @@ type S3rverClass = new (options: Record<string, unknown>) => S3rverServer;
 /**
  * A throwaway S3-protocol server (s3rver: files on disk) on a free loopback port with one
  * bucket, and the client settings to reach it. Known gaps of s3rver 3.7: it ignores
- * `If-None-Match` on PutObject (it overwrites), and it does not check signatures strictly.
+ * `If-None-Match` on PutObject (it overwrites), and it keeps LastModified to the second.
  */
 export async function startS3rver(bucket: string): Promise<{
   endpoint: string;
