@@ -2,6 +2,7 @@
 // peers users would pick instead, in the same run, and prints a table with ratios.
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { catalogBenchmarks } from './catalog.js';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
@@ -15,6 +16,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   redis: redisBenchmarks,
   etcd: etcdBenchmarks,
   http: httpBenchmarks,
+  catalog: catalogBenchmarks,
 };
 
 const args = process.argv.slice(2);
@@ -101,7 +103,9 @@ if (all.some((r) => r.ratioToRaw !== undefined)) {
     '\n×ᵣ: median over interleaved rounds of the ratio to the raw baseline measured in the same round',
   );
 }
-const noted = all.filter((r) => r.notes !== undefined && r.suite === 'http');
+const noted = all.filter(
+  (r) => r.notes !== undefined && (r.suite === 'http' || r.suite === 'catalog'),
+);
 if (noted.length > 0) console.log('\nnotes:');
 for (const r of noted)
   console.log(`  ${r.suite} ${r.subject} ${r.scenario} ${r.workers}w: ${r.notes}`);

@@ -2,6 +2,7 @@
 import { Command, type CommanderError } from 'commander';
 import { VERSION } from '../server/version.js';
 import { registerAcquireCommand } from './commands/acquire.js';
+import { registerCatalogCommand } from './commands/catalog.js';
 import { registerCheckCommand } from './commands/check.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerEpochCommand } from './commands/epoch.js';
@@ -45,6 +46,7 @@ Exit codes: 0 ok, 64 usage, 69 store unavailable, 75 busy, 77 permission denied,
   registerMigrateCommand(program);
   registerEpochCommand(program);
   registerCheckCommand(program);
+  registerCatalogCommand(program);
   registerDemoCommand(program);
   registerSimCommand(program);
   return program;

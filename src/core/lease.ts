@@ -75,7 +75,8 @@ export interface LeaseInit {
  *
  * @example
  * await using lease = (await client.acquire('report/july', { ttl: '30s' })).lease;
- * await catalog.publish(objectKey, { token: lease.token });
+ * const staged = await catalog.stage(lease, 'reports/july', body); // leasehold/catalog
+ * await catalog.publish(lease, 'reports/july', staged.handle);
  */
 export class Lease implements AsyncDisposable {
   readonly key: string;

@@ -1,0 +1,64 @@
+/**
+ * The PostgreSQL pointer store's statements. `{{pointer}}`, `{{history}}`, `{{object}}`,
+ * `{{publish_fn}}` are escaped schema-qualified names; `$n` are parameters.
+ */
+
+/** $1 handle, $2 name, $3 token, $4 lease id. A staged row, incomplete, unreferenced since now. */
+export const REGISTER = `
+INSERT INTO {{object}} (handle, name, state, token, lease_id) VALUES ($1, $2, 'staged', $3::bigint, $4)`;
+
+/** $1 handle, $2 size, $3 checksum. Completes an incomplete staged row. Returns one row if it did. */
+export const COMPLETE = `
+UPDATE {{object}} SET size = $2::bigint, checksum = $3
+WHERE handle = $1 AND state = 'staged' AND size IS NULL RETURNING 1 AS ok`;
+
+/** The pointer move inside the fenced transaction (migration 0001's function); bind parameters. */
+export const PUBLISH = `SELECT status, version::text, previous_handle, current_version::text, current_key
+FROM {{publish_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7)`;
+
+/** $1 name, $2 token, $3 idempotency key. The version a duplicate publish applied. */
+export const SELECT_DUPLICATE = `
+SELECT version::text FROM {{history}} WHERE name = $1 AND token = $2::bigint AND idempotency_key = $3`;
+
+const ENTRY_COLUMNS = `name, handle, token::text, lease_key, lease_id, version::text, size::text, checksum,
+  (extract(epoch FROM published_at) * 1000)::bigint::text AS published_ms`;
+
+/** $1 name. */
+export const SELECT_POINTER = `SELECT ${ENTRY_COLUMNS} FROM {{pointer}} WHERE name = $1`;
+
+/** $1 name, $2 limit. Newest first. */
+export const SELECT_HISTORY = `SELECT ${ENTRY_COLUMNS} FROM {{history}} WHERE name = $1 ORDER BY version DESC LIMIT $2`;
+
+/** $1 prefix, $2 limit. `starts_with` instead of LIKE: no wildcards to escape. */
+export const SELECT_LIST = `
+SELECT ${ENTRY_COLUMNS} FROM {{pointer}} WHERE starts_with(name, $1) ORDER BY name LIMIT $2`;
+
+/**
+ * $1 retention ms, $2 limit. Tombstones rows unreferenced for longer than the retention by
+ * the database clock that no pointer shows, skipping rows a publish holds locked (the outer
+ * WHERE is re-checked on the row's newest version, so a row a publish has just referenced is
+ * never marked); then returns every tombstoned row, those of an earlier crashed run too.
+ */
+export const TOMBSTONE = `
+WITH marked AS (
+  UPDATE {{object}} o SET state = 'tombstoned'
+  WHERE o.handle IN (
+      SELECT c.handle FROM {{object}} c
+      WHERE c.unreferenced_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+        AND c.state <> 'tombstoned'
+      LIMIT $2 FOR UPDATE SKIP LOCKED)
+    AND o.unreferenced_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+    AND o.state <> 'tombstoned'
+    AND NOT EXISTS (SELECT 1 FROM {{pointer}} p WHERE p.handle = o.handle)
+  RETURNING o.handle, COALESCE(o.size, 0) AS size
+)
+SELECT handle, size::text FROM marked
+UNION ALL
+(SELECT handle, COALESCE(size, 0)::text FROM {{object}}
+ WHERE state = 'tombstoned' AND handle NOT IN (SELECT handle FROM marked) LIMIT $2)`;
+
+/** $1 handles (text[]). */
+export const FORGET = `DELETE FROM {{object}} WHERE handle = ANY($1::text[]) AND state = 'tombstoned'`;
+
+/** $1 handles (text[]). */
+export const REGISTERED = `SELECT handle FROM {{object}} WHERE handle = ANY($1::text[])`;

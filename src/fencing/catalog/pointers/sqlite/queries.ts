@@ -1,0 +1,81 @@
+/**
+ * The SQLite pointer store's statements. `{{pointer}}`, `{{history}}`, `{{object}}` are the
+ * quoted table names; parameters are named (`@name`). Times are wall-clock ms of this machine.
+ */
+
+/** Records the catalog's applied migrations (per table prefix). */
+export const CREATE_MIGRATIONS = `
+CREATE TABLE IF NOT EXISTS {{migrations}} (
+  name TEXT PRIMARY KEY NOT NULL,
+  applied_ms INTEGER NOT NULL
+) STRICT`;
+
+/** Params: handle, name, token, leaseId, now. A staged row, incomplete, unreferenced since now. */
+export const REGISTER = `
+INSERT INTO {{object}} (handle, name, state, token, lease_id, staged_ms, unreferenced_ms)
+VALUES (@handle, @name, 'staged', @token, @leaseId, @now, @now)`;
+
+/** Params: handle, size, checksum. Completes a staged row (only an incomplete, staged one). */
+export const COMPLETE = `
+UPDATE {{object}} SET size = @size, checksum = @checksum
+WHERE handle = @handle AND state = 'staged' AND size IS NULL`;
+
+/** Params: handle. Returns name, state, size, checksum (or no row). */
+export const SELECT_OBJECT = `SELECT name, state, size, checksum FROM {{object}} WHERE handle = @handle`;
+
+/** Params: name. Returns the pointer row (or none). */
+export const SELECT_POINTER = `SELECT * FROM {{pointer}} WHERE name = @name`;
+
+/** Params: all pointer columns. Creates or moves the pointer. */
+export const UPSERT_POINTER = `
+INSERT INTO {{pointer}} (name, handle, token, lease_key, lease_id, version, size, checksum, published_ms)
+VALUES (@name, @handle, @token, @leaseKey, @leaseId, @version, @size, @checksum, @now)
+ON CONFLICT (name) DO UPDATE SET handle = excluded.handle, token = excluded.token,
+  lease_key = excluded.lease_key, lease_id = excluded.lease_id, version = excluded.version,
+  size = excluded.size, checksum = excluded.checksum, published_ms = excluded.published_ms`;
+
+/** Params: all history columns. */
+export const INSERT_HISTORY = `
+INSERT INTO {{history}} (name, version, handle, token, lease_key, lease_id, size, checksum, published_ms, idempotency_key)
+VALUES (@name, @version, @handle, @token, @leaseKey, @leaseId, @size, @checksum, @now, @idempotencyKey)`;
+
+/** Params: handle. The pointer shows it now: referenced, so never collectable. */
+export const MARK_REFERENCED = `
+UPDATE {{object}} SET state = 'published', unreferenced_ms = NULL WHERE handle = @handle`;
+
+/** Params: handle, now. The pointer moved away from it: the retention starts now. */
+export const MARK_UNREFERENCED = `UPDATE {{object}} SET unreferenced_ms = @now WHERE handle = @handle`;
+
+/** Params: name, token, idempotencyKey. The version a duplicate publish applied. */
+export const SELECT_DUPLICATE = `
+SELECT version FROM {{history}} WHERE name = @name AND token = @token AND idempotency_key = @idempotencyKey`;
+
+/** Params: name, limit. Newest first. */
+export const SELECT_HISTORY = `SELECT * FROM {{history}} WHERE name = @name ORDER BY version DESC LIMIT @limit`;
+
+/** Params: lo, hi (the prefix range), limit. */
+export const SELECT_LIST = `
+SELECT * FROM {{pointer}} WHERE name >= @lo AND name < @hi ORDER BY name LIMIT @limit`;
+
+/**
+ * Params: cutoff, limit. Marks rows unreferenced since before the cutoff that no pointer
+ * shows. Runs inside the collector's immediate transaction, so no publish interleaves.
+ */
+export const TOMBSTONE = `
+UPDATE {{object}} SET state = 'tombstoned'
+WHERE handle IN (
+  SELECT o.handle FROM {{object}} o
+  WHERE o.unreferenced_ms IS NOT NULL AND o.unreferenced_ms < @cutoff AND o.state <> 'tombstoned'
+    AND NOT EXISTS (SELECT 1 FROM {{pointer}} p WHERE p.handle = o.handle)
+  LIMIT @limit
+)`;
+
+/** Params: limit. Every tombstoned row (a crashed collection leaves some). */
+export const SELECT_TOMBSTONED = `
+SELECT handle, COALESCE(size, 0) AS size FROM {{object}} WHERE state = 'tombstoned' LIMIT @limit`;
+
+/** Params: handle. */
+export const FORGET = `DELETE FROM {{object}} WHERE handle = @handle AND state = 'tombstoned'`;
+
+/** Params: handle. */
+export const IS_REGISTERED = `SELECT 1 AS x FROM {{object}} WHERE handle = @handle`;

@@ -1,0 +1,366 @@
+import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
+import { invalidArgument, LeaseholdError } from '../../../../core/errors.js';
+import { SqliteFence } from '../../../sqlite.js';
+import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
+import type { CatalogEntry, PublishResult } from '../../results.js';
+import * as Q from './queries.js';
+
+/** Options for {@link SqlitePointerStore}. */
+export interface SqlitePointerStoreOptions {
+  /** The database file. Give this or `database`. */
+  readonly path?: string;
+  /** An open better-sqlite3 handle; the store never closes a handle it did not open. */
+  readonly database?: Database.Database;
+  /**
+   * Prefix of the tables: `<prefix>_pointer`, `_history`, `_object`, `_fence` (the
+   * high-water marks, a {@link SqliteFence}) and `_migrations`. Defaults to `leasehold_catalog`.
+   */
+  readonly tablePrefix?: string;
+  /** `'>='`: several publishes per lease; `'>'`: one per grant. Defaults to `'>='`. */
+  readonly policy?: '>=' | '>';
+  /** How long to wait for another process's write lock when opening by `path`. Defaults to 5000 ms. */
+  readonly busyTimeoutMs?: number;
+  /** Wall-clock milliseconds for the registry's times (retention counts on it). Defaults to `Date.now`. */
+  readonly now?: () => number;
+}
+
+/** The pointer store's migrations, in order. Released files are never edited: add a new one. */
+export const SQLITE_CATALOG_MIGRATIONS = ['0001_catalog.sql'] as const;
+
+const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+
+/** Thrown inside the fenced transaction to roll it back (the mark too) with a result. */
+class Refusal extends Error {
+  constructor(readonly result: PublishResult) {
+    super(result.status);
+  }
+}
+
+interface PointerRow {
+  name: string;
+  handle: string;
+  token: bigint;
+  lease_key: string;
+  lease_id: string;
+  version: bigint;
+  size: bigint;
+  checksum: string;
+  published_ms: bigint;
+}
+
+/**
+ * The catalog's pointer store in SQLite: the pointer, history and object registry in one
+ * database file, the pointer moved atomically with the name's high-water mark by a
+ * {@link SqliteFence} (one `BEGIN IMMEDIATE` transaction). Single machine, like the SQLite
+ * lease store; `synchronous = FULL` when it opens the file, so an acknowledged publish survives a crash.
+ *
+ * @example
+ * const pointers = new SqlitePointerStore({ path: '/var/lib/reports/catalog.db' });
+ */
+export class SqlitePointerStore implements PointerStore {
+  readonly description: string;
+  private readonly db: Database.Database;
+  private readonly ownsDb: boolean;
+  private readonly fence: SqliteFence;
+  private readonly now: () => number;
+  private readonly s: Record<Exclude<keyof typeof Q, 'CREATE_MIGRATIONS'>, Database.Statement>;
+  private readonly gcTx: (cutoff: number, limit: number) => Tombstone[];
+  private closed = false;
+
+  constructor(options: SqlitePointerStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw invalidArgument('options', 'must be an object with a path or a database', options);
+    }
+    const prefix = options.tablePrefix ?? 'leasehold_catalog';
+    if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
+      throw invalidArgument(
+        'tablePrefix',
+        'must be a plain SQL identifier of at most 41 characters',
+        prefix,
+      );
+    }
+    const now = options.now ?? Date.now;
+    if (typeof now !== 'function') throw invalidArgument('now', 'must be a function', now);
+    this.now = now;
+    if (options.database !== undefined) {
+      this.db = options.database;
+      this.ownsDb = false;
+      this.description = `sqlite:${this.db.name}`;
+    } else {
+      if (typeof options.path !== 'string' || options.path === '' || options.path === ':memory:') {
+        throw invalidArgument('path', 'must be a database file path', options.path);
+      }
+      try {
+        this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
+        this.db.pragma('journal_mode = WAL');
+        // FULL: a publish is on disk before it is acknowledged.
+        this.db.pragma('synchronous = FULL');
+      } catch (err) {
+        throw new LeaseholdError(
+          'ERR_UNAVAILABLE',
+          `cannot open catalog database ${options.path}: ${String(err)}`,
+          { cause: err },
+        );
+      }
+      this.ownsDb = true;
+      this.description = `sqlite:${options.path}`;
+    }
+    const names: Record<string, string> = {
+      pointer: `"${prefix}_pointer"`,
+      history: `"${prefix}_history"`,
+      object: `"${prefix}_object"`,
+      object_gc_index: `"${prefix}_object_gc"`,
+      migrations: `"${prefix}_migrations"`,
+    };
+    const fill = (text: string): string =>
+      text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
+    try {
+      migrate(this.db, fill(Q.CREATE_MIGRATIONS), names['migrations']!, fill);
+      this.fence = new SqliteFence({
+        database: this.db,
+        table: `${prefix}_fence`,
+        policy: options.policy ?? '>=',
+      });
+    } catch (err) {
+      if (this.ownsDb) this.db.close();
+      throw err;
+    }
+    const { CREATE_MIGRATIONS: _skip, ...statements } = Q;
+    this.s = Object.fromEntries(
+      Object.entries(statements).map(([k, sql]) => [
+        k,
+        this.db.prepare(fill(sql)).safeIntegers(true),
+      ]),
+    ) as typeof this.s;
+    const gc = this.db.transaction((cutoff: number, limit: number): Tombstone[] => {
+      this.s.TOMBSTONE.run({ cutoff, limit });
+      return (this.s.SELECT_TOMBSTONED.all({ limit }) as { handle: string; size: bigint }[]).map(
+        (r) => ({
+          handle: r.handle,
+          size: Number(r.size),
+        }),
+      );
+    });
+    this.gcTx = (cutoff, limit) => gc.immediate(cutoff, limit);
+  }
+
+  register(handle: string, name: string, token: bigint, leaseId: string): Promise<void> {
+    return this.run(() => {
+      this.s.REGISTER.run({ handle, name, token, leaseId, now: this.wallNow() });
+    });
+  }
+
+  complete(handle: string, size: number, checksum: string): Promise<void> {
+    return this.run(() => {
+      if (this.s.COMPLETE.run({ handle, size, checksum }).changes !== 1) {
+        // Only a collector that tombstoned the row mid-stage gets here (retention shorter than the write).
+        throw collectedMidStage(handle);
+      }
+    });
+  }
+
+  publish(req: PublishRequest): Promise<PublishResult> {
+    return this.run((): PublishResult => {
+      try {
+        const r = this.fence.apply(
+          req.name,
+          req.token,
+          () => this.move(req),
+          req.idempotencyKey === undefined ? {} : { opId: req.idempotencyKey },
+        );
+        switch (r.status) {
+          case 'applied':
+            return r.value;
+          case 'stale_fence':
+            return r;
+          case 'duplicate': {
+            const row = this.s.SELECT_DUPLICATE.get({
+              name: req.name,
+              token: req.token,
+              idempotencyKey: req.idempotencyKey,
+            }) as { version: bigint } | undefined;
+            return {
+              status: 'duplicate',
+              version: row === undefined ? undefined : Number(row.version),
+            };
+          }
+        }
+      } catch (err) {
+        if (err instanceof Refusal) return err.result;
+        throw err;
+      }
+    });
+  }
+
+  /** The pointer move, inside the fence's transaction; a Refusal rolls back the mark too. */
+  private move(req: PublishRequest): PublishResult {
+    const obj = this.s.SELECT_OBJECT.get({ handle: req.handle }) as
+      { name: string; state: string; size: bigint | null; checksum: string | null } | undefined;
+    if (
+      obj === undefined ||
+      obj.name !== req.name ||
+      obj.state === 'tombstoned' ||
+      obj.size === null ||
+      obj.checksum === null
+    ) {
+      throw new Refusal({ status: 'not_staged' });
+    }
+    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
+    if (cur !== undefined && cur.lease_key !== req.leaseKey) {
+      throw invalidArgument(
+        'lease.key',
+        `must be the key every publish of ${req.name} uses (${JSON.stringify(cur.lease_key)}): tokens of different keys do not compare`,
+        req.leaseKey,
+      );
+    }
+    const currentVersion = cur === undefined ? 0 : Number(cur.version);
+    if (req.expectedVersion !== undefined && req.expectedVersion !== currentVersion) {
+      throw new Refusal({ status: 'version_conflict', currentVersion });
+    }
+    const now = this.wallNow();
+    const version = currentVersion + 1;
+    const row = {
+      name: req.name,
+      handle: req.handle,
+      token: req.token,
+      leaseKey: req.leaseKey,
+      leaseId: req.leaseId,
+      version,
+      size: obj.size,
+      checksum: obj.checksum,
+      now,
+    };
+    this.s.UPSERT_POINTER.run(row);
+    this.s.INSERT_HISTORY.run({ ...row, idempotencyKey: req.idempotencyKey ?? null });
+    this.s.MARK_REFERENCED.run({ handle: req.handle });
+    const previousHandle = cur?.handle;
+    if (previousHandle !== undefined && previousHandle !== req.handle) {
+      this.s.MARK_UNREFERENCED.run({ handle: previousHandle, now });
+    }
+    return { status: 'applied', version, previousHandle };
+  }
+
+  pointer(name: string): Promise<CatalogEntry | undefined> {
+    return this.run(() => {
+      const row = this.s.SELECT_POINTER.get({ name }) as PointerRow | undefined;
+      return row === undefined ? undefined : entryOf(row);
+    });
+  }
+
+  history(name: string, limit: number): Promise<CatalogEntry[]> {
+    return this.run(() =>
+      (this.s.SELECT_HISTORY.all({ name, limit }) as PointerRow[]).map(entryOf),
+    );
+  }
+
+  list(prefix: string, limit: number): Promise<CatalogEntry[]> {
+    // A range instead of LIKE: no wildcard escaping, and it uses the primary key.
+    const lo = prefix;
+    const hi =
+      prefix === ''
+        ? '\u{10ffff}'
+        : prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+    return this.run(() => (this.s.SELECT_LIST.all({ lo, hi, limit }) as PointerRow[]).map(entryOf));
+  }
+
+  tombstone(retentionMs: number, limit: number): Promise<Tombstone[]> {
+    return this.run(() => this.gcTx(this.wallNow() - retentionMs, limit));
+  }
+
+  forget(handles: readonly string[]): Promise<void> {
+    return this.run(() => {
+      this.db
+        .transaction(() => {
+          for (const handle of handles) this.s.FORGET.run({ handle });
+        })
+        .immediate();
+    });
+  }
+
+  registered(handles: readonly string[]): Promise<Set<string>> {
+    return this.run(
+      () => new Set(handles.filter((handle) => this.s.IS_REGISTERED.get({ handle }) !== undefined)),
+    );
+  }
+
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      if (this.ownsDb) this.db.close();
+    }
+    return Promise.resolve();
+  }
+
+  private wallNow(): number {
+    const t = this.now();
+    if (!Number.isFinite(t))
+      throw new LeaseholdError('ERR_CLOCK', `the catalog clock returned ${t}`);
+    return Math.floor(t);
+  }
+
+  /** Runs a synchronous step; a locked database becomes ERR_UNAVAILABLE, as everywhere. */
+  private run<T>(step: () => T): Promise<T> {
+    if (this.closed)
+      return Promise.reject(
+        new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed'),
+      );
+    try {
+      return Promise.resolve(step());
+    } catch (err) {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
+        return Promise.reject(
+          new LeaseholdError('ERR_UNAVAILABLE', `catalog database is locked: ${String(err)}`, {
+            cause: err,
+          }),
+        );
+      }
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+}
+
+function entryOf(row: PointerRow): CatalogEntry {
+  return {
+    name: row.name,
+    handle: row.handle,
+    token: BigInt(row.token),
+    leaseKey: row.lease_key,
+    leaseId: row.lease_id,
+    version: Number(row.version),
+    size: Number(row.size),
+    checksum: row.checksum,
+    publishedAtMs: Number(row.published_ms),
+  };
+}
+
+/** Applies the numbered migrations not yet recorded, in one immediate transaction. */
+function migrate(
+  db: Database.Database,
+  createRecord: string,
+  record: string,
+  fill: (sql: string) => string,
+): void {
+  db.transaction(() => {
+    db.exec(createRecord);
+    const seen = db.prepare(`SELECT 1 FROM ${record} WHERE name = ?`);
+    const add = db.prepare(`INSERT INTO ${record} (name, applied_ms) VALUES (?, ?)`);
+    for (const file of SQLITE_CATALOG_MIGRATIONS) {
+      if (seen.get(file) !== undefined) continue;
+      db.exec(fill(readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8')));
+      add.run(file, Date.now());
+    }
+  }).immediate();
+}
+
+/**
+ * The stage took longer than the collector's retention and its row was collected: transient
+ * for the caller (stage again; choose a longer retention), not a broken invariant.
+ */
+function collectedMidStage(handle: string): LeaseholdError {
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `staged object ${handle} was collected before its write finished (the stage took longer than the collector's retention): stage again`,
+  );
+}
