@@ -354,7 +354,7 @@ export class Election {
     };
     signal?.addEventListener('abort', stop, { once: true });
     try {
-      unwatch = await this.client.store.watch(this.key, () => void refresh());
+      unwatch = await this.client.store.watch(this.key, () => void refresh(), { observer: true });
     } catch {
       // No push: the expiry timer and the poll still find every change.
     }

@@ -11,6 +11,7 @@ import {
   type StoreRequestOptions,
   type Unwatch,
   type WatchChange,
+  type WatchOptions,
 } from './store.js';
 import type { LeaseState, StoreCapabilities } from './types.js';
 
@@ -67,8 +68,12 @@ export class ForwardingLeaseStore implements LeaseStore {
   list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
     return this.inner.list(prefix, limit, options);
   }
-  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
-    return this.inner.watch(key, onChange);
+  watch(
+    key: string,
+    onChange: (change?: WatchChange) => void,
+    options?: WatchOptions,
+  ): Promise<Unwatch> {
+    return this.inner.watch(key, onChange, options);
   }
   close(): Promise<void> {
     return this.inner.close();

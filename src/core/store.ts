@@ -58,6 +58,17 @@ export type StoreReleaseResult = { readonly status: 'released' } | { readonly st
  */
 export type WatchChange = 'granted';
 
+/** Options of one {@link LeaseStore.watch}. */
+export interface WatchOptions {
+  /**
+   * The watcher only observes (an election observer, an event stream): it never tries to
+   * acquire when woken, so a store that wakes one local waiter per release (Redis with
+   * `wakeOnRelease: 'one'`) tells it of every change and never counts it as that waiter.
+   * Defaults to false.
+   */
+  readonly observer?: boolean;
+}
+
 /** Stops a watch. Safe to call more than once. */
 export type Unwatch = () => void;
 
@@ -107,7 +118,11 @@ export interface LeaseStore {
    * without notifications resolve at once and never call back (`capabilities.watch ===
    * 'none'`); waiters then rely on the holder's expiry and a poll.
    */
-  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch>;
+  watch(
+    key: string,
+    onChange: (change?: WatchChange) => void,
+    options?: WatchOptions,
+  ): Promise<Unwatch>;
 
   /** Releases connections and timers. Later calls throw `ERR_CLOSED`. */
   close(): Promise<void>;

@@ -64,7 +64,8 @@ export function registerEventRoutes(app: FastifyInstance, ctx: ServerContext): v
       let onStoreChange = (): void => {};
       if (key !== undefined) {
         // Subscribe at the store before answering, so that `ready` means "live".
-        unwatch = await ctx.store.watch(key, () => onStoreChange());
+        // An observer: every stream relays every change, whoever else in this process waits.
+        unwatch = await ctx.store.watch(key, () => onStoreChange(), { observer: true });
       }
       reply.hijack();
       const res = reply.raw;

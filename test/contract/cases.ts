@@ -549,6 +549,62 @@ export const contractCases: ContractCase[] = [
     },
   },
   {
+    name: 'a watch tells of every grant and release of its key, made through another store instance, from the moment it resolves',
+    async run(h) {
+      await withStores(h, 2, async ([watching, granting]) => {
+        const key = uniqueKey('watch-grant');
+        const calls: Array<string | undefined> = [];
+        let notify: (() => void) | undefined;
+        const unwatch = await watching!.watch(key, (change) => {
+          calls.push(change);
+          notify?.();
+        });
+        const next = async (what: string, n: number): Promise<void> => {
+          // Bounded, and far shorter than any poll: only the store's notification explains it.
+          const until = performance.now() + 3000;
+          while (calls.length < n) {
+            const left = until - performance.now();
+            assert.ok(
+              left > 0,
+              `no notification of the ${what} within 3 s (${calls.length} so far)`,
+            );
+            await new Promise<void>((resolve) => {
+              notify = resolve;
+              setTimeout(resolve, Math.min(left, 100));
+            });
+          }
+        };
+        try {
+          for (let i = 0; i < 3; i++) {
+            const leaseId = randomUUID();
+            const beforeGrant = calls.length;
+            const r = await granting!.tryAcquire(
+              { key, leaseId, ownerId: 'granting', ttlMs: 30_000, value: undefined },
+              OPTS(),
+            );
+            assert.equal(r.status, 'acquired');
+            if (r.status !== 'acquired') return;
+            await next(`grant ${i + 1}`, beforeGrant + 1);
+            const before = calls.length;
+            assert.equal(
+              (await granting!.release({ key, leaseId, token: r.token }, OPTS())).status,
+              'released',
+            );
+            await next(`release ${i + 1}`, before + 1);
+          }
+          // Whatever a store cannot tell apart it reports without a value; it never calls a
+          // release a grant.
+          assert.ok(
+            calls.every((c) => c === undefined || c === 'granted'),
+            `notifications: ${calls.join(', ')}`,
+          );
+        } finally {
+          unwatch();
+        }
+      });
+    },
+  },
+  {
     name: 'a waiter takes over when the holder expires without releasing',
     async run(h) {
       await withStores(h, 2, async ([s1, s2]) => {

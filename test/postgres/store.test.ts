@@ -5,7 +5,12 @@ import pg from 'pg';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { StoreRequestOptions } from '../../src/core/store.js';
-import { quoteIdent, renderSql } from '../../src/stores/postgres/client.js';
+import {
+  channelName,
+  quoteIdent,
+  quoteLiteral,
+  renderSql,
+} from '../../src/stores/postgres/client.js';
 import {
   acquireFunctionName,
   migratePostgresLeaseStore,
@@ -97,7 +102,10 @@ describe('PostgresLeaseStore', () => {
 
     // The same statement inside an explicit transaction: still no xid after a busy answer.
     const sql = renderSql(
-      Q.ACQUIRE.replaceAll('{{acquire_fn}}', acquireFunctionName(schema, 'coordination_lease')),
+      Q.ACQUIRE.replaceAll(
+        '{{acquire_fn}}',
+        acquireFunctionName(schema, 'coordination_lease'),
+      ).replaceAll('{{channel}}', quoteLiteral(channelName(schema, 'coordination_lease'))),
       [key, randomUUID(), 60_000, 'probe', null, 8],
     );
     await admin.query('BEGIN');

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { WatchChange } from '../../src/core/store.js';
 import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
+import { startTestServer } from '../support/lease-server.js';
+import { uniqueKey } from '../support/keys.js';
 
 /**
  * A real HTTP server whose event streams end their lines with CRLF (or CR alone), as servers
@@ -154,6 +157,38 @@ describe('the event-stream reader of leasehold/http', () => {
         unwatch();
       } finally {
         await store.close();
+      }
+    },
+  );
+
+  it(
+    'a grant the server did not make itself (straight at its store) reaches a watch through it as granted, its release as freed',
+    { timeout: 20_000 },
+    async () => {
+      const lease = await startTestServer();
+      const store = await HttpLeaseStore.connect({ url: lease.url });
+      const calls = recorder();
+      try {
+        const key = uniqueKey('relayed-grant');
+        const unwatch = await store.watch(key, calls.onChange);
+        const leaseId = randomUUID();
+        const opts = { timeoutMs: 5000, signal: new AbortController().signal };
+        const r = await lease.store.tryAcquire(
+          { key, leaseId, ownerId: 'elsewhere', ttlMs: 30_000, value: undefined },
+          opts,
+        );
+        assert.equal(r.status, 'acquired');
+        if (r.status !== 'acquired') return;
+        assert.equal(await calls.next(), 'granted');
+        assert.equal(
+          (await lease.store.release({ key, leaseId, token: r.token }, opts)).status,
+          'released',
+        );
+        assert.equal(await calls.next(), 'freed');
+        unwatch();
+      } finally {
+        await store.close();
+        await lease.close();
       }
     },
   );

@@ -12,6 +12,7 @@ import type {
   StoreRequestOptions,
   Unwatch,
   WatchChange,
+  WatchOptions,
 } from '../../core/store.js';
 import type { LeaseState, StoreCapabilities } from '../../core/types.js';
 import {
@@ -382,13 +383,21 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     }
   }
 
-  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+  async watch(
+    key: string,
+    onChange: (change?: WatchChange) => void,
+    options?: WatchOptions,
+  ): Promise<Unwatch> {
     if (this.redis.status !== 'ready') await this.connection(undefined);
     if (!this.checked) await this.check;
     this.gate();
     this.subscriber ??= new ReleaseSubscriber(this.redis, this.wake, this.logger);
     try {
-      return await this.subscriber.watch(this.keysOf(key).channel, onChange);
+      return await this.subscriber.watch(
+        this.keysOf(key).channel,
+        onChange,
+        options?.observer === true,
+      );
     } catch (err) {
       throw this.wrap(err, 'watch');
     }

@@ -4,6 +4,8 @@ import type { RedisClient } from './scripts.js';
 
 interface Watcher {
   readonly onChange: (change?: WatchChange) => void;
+  /** Told of every release; never the one waiter a release wakes (see WatchOptions). */
+  readonly observer: boolean;
   /** Woken by a release and has not yet left: it passes the wake-up on when it leaves. */
   baton: boolean;
 }
@@ -24,7 +26,9 @@ export type WakeMode = 'one' | 'all';
  * 'granted' there too, told to every watcher of the key as `'granted'`.
  *
  * With `wake: 'one'` a release wakes one local waiter per key, the longest-waiting one, not
- * the whole herd. A woken waiter that finds the key taken (a caller that did not wait got
+ * the whole herd, and every observer (`WatchOptions.observer`: election observers, the
+ * server's event streams), which never acquire on a wake-up and so would keep the wake-up
+ * from the waiters. A woken waiter that finds the key taken (a caller that did not wait got
  * there first) stays at the head of the line for the next release, so waiters are served in
  * arrival order. A woken waiter that leaves while the key may still be free (it gave up,
  * timed out or failed — no grant through this store since the release) passes the wake-up to
@@ -56,13 +60,17 @@ export class ReleaseSubscriber {
   }
 
   /** Registers `onChange` for `channel`; resolves once the subscription is live at the server. */
-  async watch(channel: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+  async watch(
+    channel: string,
+    onChange: (change?: WatchChange) => void,
+    observer = false,
+  ): Promise<Unwatch> {
     let entry = this.channels.get(channel);
     if (entry === undefined) {
       entry = { watchers: new Set(), subscribed: this.sub.subscribe(channel), mayBeFree: false };
       this.channels.set(channel, entry);
     }
-    const watcher: Watcher = { onChange, baton: false };
+    const watcher: Watcher = { onChange, observer, baton: false };
     entry.watchers.add(watcher);
     const owner = entry;
     try {
@@ -115,16 +123,18 @@ export class ReleaseSubscriber {
       for (const w of entry.watchers) call(w);
       return;
     }
+    for (const w of entry.watchers) if (w.observer) call(w);
     this.wakeNext(entry);
   }
 
   private wakeNext(entry: Channel): void {
-    const first = entry.watchers.values().next();
-    if (first.done === true) return;
-    // The longest-waiting waiter, which keeps its place until it leaves.
-    const w = first.value;
-    w.baton = true;
-    call(w);
+    // The longest-waiting waiter (observers aside), which keeps its place until it leaves.
+    for (const w of entry.watchers) {
+      if (w.observer) continue;
+      w.baton = true;
+      call(w);
+      return;
+    }
   }
 
   private wakeEveryone(): void {
