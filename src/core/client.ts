@@ -439,13 +439,14 @@ export class LeaseClient {
     const req = waiter.request;
     if (req.ttlMs !== lease.ttlMs || req.value !== lease.value) return undefined;
     // The store lease was live at the store at some instant after `validFrom` (its grant or
-    // last confirmed renewal was sent then). A waiter that began before that instant may take
-    // the next token: every grant completed before it began was made before the store lease
-    // or its block, so its token is smaller. A later waiter may not: the store's clock can
-    // jump and expire the store lease at any moment, and a larger token may already have
-    // been granted to someone else (decision 007, "Clock faults"). Both readings are of this
-    // client's monotonic clock, so their order is real-time order whatever any clock's rate;
-    // strict, because two equal readings do not say which came first.
+    // last confirmed renewal was sent then). A waiter that began before `validFrom` may take
+    // the next token: every acquisition that completed before it began was granted before
+    // the store lease (or is an earlier holder of its block), so its token is smaller. A
+    // later waiter may not: the store's clock can jump and expire the store lease at any
+    // moment, and a larger token may already have been granted to someone else (decision
+    // 007, "Clock faults"). Both readings are of this client's monotonic clock, so their
+    // order is real-time order whatever any clock's rate; strict, because two equal readings
+    // do not say which came first.
     if (!(waiter.startedAt < lease.validFrom)) return undefined;
     let now: number;
     try {
