@@ -77,11 +77,13 @@ export interface LeaseClientOptions {
    * On stores with token blocks (`capabilities.tokenBlocks`: memory, SQLite, PostgreSQL, Redis,
    * and HTTP when the server's store has them; not etcd), each store grant
    * reserves this many more tokens, and a lease released while another acquisition of this
-   * client waits for the key (same TTL and value) passes to that waiter **without a store
+   * client waits for the key (same TTL and value, waiting since before the store lease's
+   * grant or last confirmed renewal was sent) passes to that waiter **without a store
    * call**: the waiter's lease acts under the same store lease (same lease id, expiry and
    * renewals) with the next token of the block, so every holder still has a larger token
-   * than the one before and fences work unchanged (decision 007). Counts toward
-   * `maxHandOffRun`. From 0 to 63; defaults to 0 (off: every holder is a store grant).
+   * than every one issued before it began waiting — even if the store's clock jumps — and
+   * fences work unchanged (decision 007). Counts toward `maxHandOffRun`. From 0 to 63;
+   * defaults to 0 (off: every holder is a store grant).
    */
   readonly localSuccessors?: number;
 }
@@ -429,12 +431,23 @@ export class LeaseClient {
 
   /**
    * The grant of `lease`'s next token to `waiter` under the same store lease, or undefined
-   * when the waiter asked for another TTL or value (the store's record would not match), or
-   * less than half the lease's window is left (a store grant would give it a whole one).
+   * when the waiter asked for another TTL or value (the store's record would not match), less
+   * than half the lease's window is left (a store grant would give it a whole one), or the
+   * waiter started waiting after the request that last proved the store lease live was sent.
    */
   private localSuccession(lease: Lease, waiter: Waiter): (() => void) | undefined {
     const req = waiter.request;
     if (req.ttlMs !== lease.ttlMs || req.value !== lease.value) return undefined;
+    // The store lease was live at the store at some instant after `validFrom` (its grant or
+    // last confirmed renewal was sent then). A waiter that began before `validFrom` may take
+    // the next token: every acquisition that completed before it began was granted before
+    // the store lease (or is an earlier holder of its block), so its token is smaller. A
+    // later waiter may not: the store's clock can jump and expire the store lease at any
+    // moment, and a larger token may already have been granted to someone else (decision
+    // 007, "Clock faults"). Both readings are of this client's monotonic clock, so their
+    // order is real-time order whatever any clock's rate; strict, because two equal readings
+    // do not say which came first.
+    if (!(waiter.startedAt < lease.validFrom)) return undefined;
     let now: number;
     try {
       now = this.guard.now();

@@ -42,6 +42,8 @@ export interface SweepResult {
   readonly takeoverMs: readonly number[];
   /** How many runs I5 (linearizability of store operations) judged ok, unknown (budget) … */
   readonly i5: Readonly<Record<InvariantStatus, number>>;
+  /** The seeds I5 could not decide within its search budget, with the checker's note. */
+  readonly i5Unknown: readonly { readonly seed: number; readonly note: string }[];
   readonly wallMs: number;
 }
 
@@ -54,6 +56,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
   const started = performance.now();
   const failures: { seed: number; report: CheckReport; faults: readonly string[] }[] = [];
   const takeover: number[] = [];
+  const i5Unknown: { seed: number; note: string }[] = [];
   let runs = 0;
   let anomalous = 0;
   const i5: Record<InvariantStatus, number> = {
@@ -86,7 +89,9 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
     const f = run.report.figures;
     for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += f[k];
     for (const x of f.takeoverMs) takeover.push(x);
-    i5[run.report.invariants.I5.status]++;
+    const i5Report = run.report.invariants.I5;
+    i5[i5Report.status]++;
+    if (i5Report.status === 'unknown') i5Unknown.push({ seed, note: i5Report.note ?? '' });
     if (f.staleWritesAccepted > 0 || f.lostAcknowledgedWrites > 0) anomalous++;
     if (!run.report.valid) {
       failures.push({ seed, report: run.report, faults: run.faults });
@@ -102,6 +107,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
     ...sum,
     takeoverMs: takeover,
     i5,
+    i5Unknown,
     wallMs: performance.now() - started,
   };
 }

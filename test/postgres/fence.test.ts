@@ -239,6 +239,11 @@ describe('PostgresFence', () => {
     const a = new LeaseClient({ store, ownerId: 'writer-a', localSuccessors: 2 });
     const first = (await a.acquire(key, { ttl: 10_000 })) as { lease: Lease };
     const waiting = a.acquire(key, { ttl: 10_000, wait: 5_000 });
+    // Renewed after the waiter began, so it may succeed locally (decision 007, "Clock faults").
+    const began = a.now();
+    for (let i = 0; i < 1000 && a.now() <= began; i++)
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    assert.equal((await first.lease.renew()).status, 'renewed');
     await first.lease.release();
     const r2 = await waiting;
     assert.equal(r2.status, 'acquired');

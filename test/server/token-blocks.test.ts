@@ -307,6 +307,12 @@ describe('token blocks over HTTP: a server over a store that reserves them', () 
         assert.equal(holders.filter((l) => l.status === 'held').length, 1, 'one holder at a time');
         await lease.release();
       });
+      // Renewed once they wait: only a waiter that began before the store lease was last
+      // confirmed may succeed locally (decision 007, "Clock faults").
+      const began = client.now();
+      for (let i = 0; i < 1000 && client.now() <= began; i++)
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      assert.equal((await first.renew()).status, 'renewed');
       await first.release();
       await Promise.all(waiters);
       const tokens = holders.map((l) => l.token);

@@ -60,9 +60,10 @@ class CallLog extends MemoryLeaseStore {
     this.blocks.push(acquire.tokenBlock);
     // The base class calls this.release / this.tryAcquire: keep those out of the log.
     const n = this.calls.length;
+    const b = this.blocks.length;
     const answer = await super.releaseAndAcquire(release, acquire, o);
     this.calls.length = n;
-    this.blocks.length = Math.min(this.blocks.length, n);
+    this.blocks.length = b;
     return answer;
   }
 }
@@ -74,20 +75,36 @@ function leaseOf(r: Awaited<ReturnType<LeaseClient['acquire']>>): Lease {
   return r.lease;
 }
 
-/** `n` waiters on `key` that each release as soon as they hold; their leases in grant order. */
+/** Resolves once `client.now()` has moved past `reading` (bounded: 1,000 tries of 1 ms). */
+async function pastReading(client: LeaseClient, reading: number): Promise<void> {
+  for (let i = 0; i < 1000 && client.now() <= reading; i++)
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  assert.ok(client.now() > reading, 'the clock moved');
+}
+
+/**
+ * `n` waiters on `key` that each release as soon as they hold; their leases in grant order.
+ * With `renewFirst` (the default) the first lease is renewed once they all wait, so the store
+ * lease was last proven live after they began: only such waiters may succeed locally.
+ */
 async function relay(
   client: LeaseClient,
   key: string,
   first: Lease,
   n: number,
-  ttl = 10_000,
+  options: { ttl?: number; renewFirst?: boolean } = {},
 ): Promise<Lease[]> {
+  const ttl = options.ttl ?? 10_000;
   const leases: Lease[] = [first];
   const waiters = Array.from({ length: n }, async () => {
     const lease = leaseOf(await client.acquire(key, { ttl, wait: 60_000 }));
     leases.push(lease);
     await lease.release();
   });
+  if (options.renewFirst !== false) {
+    await pastReading(client, client.now());
+    assert.equal((await first.renew()).status, 'renewed');
+  }
   await first.release();
   await Promise.all(waiters);
   return leases;
@@ -108,7 +125,7 @@ describe('local succession under one store lease (decision 007)', () => {
     );
     // Three local successors, then a store hand-off for a new block, then two more locals,
     // and the last holder's ordinary release.
-    assert.deepEqual(store.calls, ['acquire', 'hand-off', 'release']);
+    assert.deepEqual(store.calls, ['acquire', 'renew', 'hand-off', 'release']);
     assert.deepEqual(store.blocks, [4, 4]);
     // Locals act under the store lease that granted their block.
     for (let i = 1; i < 4; i++) {
@@ -133,7 +150,7 @@ describe('local succession under one store lease (decision 007)', () => {
     const leases = await relay(client, 'k', first, 4);
     // first→w1, w1→w2 local; w2's release is ordinary (run of 2); w3 acquires at the store
     // (its own block), w3→w4 local; w4 releases.
-    assert.deepEqual(store.calls, ['acquire', 'release', 'acquire', 'release']);
+    assert.deepEqual(store.calls, ['acquire', 'renew', 'release', 'acquire', 'release']);
     const tokens = leases.map((l) => l.token);
     assert.deepEqual(tokens.slice(0, 3), [first.token, first.token + 1n, first.token + 2n]);
     assert.equal(tokens[3], first.token + 9n, 'the next store grant is above the first block');
@@ -146,19 +163,22 @@ describe('local succession under one store lease (decision 007)', () => {
     const store = new CallLog(clock);
     const client = new LeaseClient({ store, clock, ownerId: 'a', localSuccessors: 2 });
     const first = leaseOf(await client.acquire('k', { ttl: 9_000, autoRenew: false }));
-    await clock.advance(1_000);
     const waiting = client.acquire('k', { ttl: 9_000, wait: 60_000 });
+    // Renewed after the waiter began (so it may succeed locally); then 1 s of work.
+    await clock.advance(1);
+    assert.equal((await first.renew()).status, 'renewed');
+    await clock.advance(1_000);
     await first.release();
     const second = leaseOf(await waiting);
     assert.equal(second.token, first.token + 1n);
     assert.equal(second.deadline, first.deadline, 'no fresh TTL: the store was not asked');
     assert.ok(second.remainingMs() <= 8_000);
     // Its background renewal is due a third of the TTL after the store lease's validity
-    // began (not after the successor's start), and renews the store lease by its token.
+    // began (the renewal at 1, not the successor's start), and renews by the store token.
     await clock.advance(1_999);
-    assert.deepEqual(store.renewTokens, []);
-    await clock.advance(1);
     assert.deepEqual(store.renewTokens, [first.token]);
+    await clock.advance(1);
+    assert.deepEqual(store.renewTokens, [first.token, first.token]);
     assert.ok(second.deadline > first.deadline, 'the renewal moved the deadline');
     assert.equal((await second.release()).status, 'released');
     assert.equal((await store.inspect('k', OPTS())).holder, undefined);
@@ -171,8 +191,11 @@ describe('local succession under one store lease (decision 007)', () => {
     const client = new LeaseClient({ store, clock, ownerId: 'a', localSuccessors: 2 });
     const first = leaseOf(await client.acquire('k', { ttl: 3_000, autoRenew: false }));
     const waiting = client.acquire('k', { ttl: 3_000, wait: 60_000, autoRenew: false });
+    await clock.advance(1);
+    assert.equal((await first.renew()).status, 'renewed');
     await first.release();
     const second = leaseOf(await waiting);
+    assert.equal(second.leaseId, first.leaseId, 'a local successor');
     await clock.advance(3_000);
     assert.equal(second.status, 'lost');
     assert.ok(isLeaseholdError(second.signal.reason, 'ERR_LEASE_LOST'));
@@ -186,30 +209,103 @@ describe('local succession under one store lease (decision 007)', () => {
     await other.close();
   });
 
+  it('never gives a block token to a waiter that began after the store lease was last proven live', async () => {
+    // The story the simulation found: the store's clock jumps forward and expires A's store
+    // lease while A still believes in it; B is granted a larger token; only then does A's
+    // second task start waiting. A's release must not pass it a token of the old block.
+    const clientClock = new ManualClock();
+    const storeClock = new ManualClock();
+    const store = new CallLog(storeClock);
+    const a = new LeaseClient({ store, clock: clientClock, ownerId: 'a', localSuccessors: 3 });
+    const b = new LeaseClient({ store, clock: clientClock, ownerId: 'b' });
+    const first = leaseOf(await a.acquire('k', { ttl: 10_000, autoRenew: false }));
+    await clientClock.advance(1);
+    await storeClock.advance(20_000); // the store's clock jump: A's store lease has expired there
+    const taken = leaseOf(await b.acquire('k', { ttl: 10_000, autoRenew: false }));
+    assert.ok(taken.token > first.token + 3n, 'B is granted above A’s block');
+    assert.ok(first.isValid(), 'A cannot tell: its own deadline is 10 s away');
+    await clientClock.advance(1);
+    const waiting = a.acquire('k', { ttl: 10_000, wait: 60_000, autoRenew: false });
+    await clientClock.advance(1);
+    await first.release();
+    // No local succession: the release went to the store as a hand-off, which found B there.
+    assert.deepEqual(store.calls, ['acquire', 'acquire', 'hand-off']);
+    assert.equal((await taken.release()).status, 'released');
+    const second = leaseOf(await waiting);
+    assert.ok(second.token > taken.token, `${second.token} is above B's ${taken.token}`);
+    assert.notEqual(second.leaseId, first.leaseId, 'a store grant of its own');
+    await second.release();
+    await a.close();
+    await b.close();
+  });
+
+  it('a waiter that began before the store lease was last proven live still succeeds locally', async () => {
+    const clock = new ManualClock();
+    const store = new CallLog(clock);
+    const client = new LeaseClient({ store, clock, ownerId: 'a', localSuccessors: 3 });
+    const first = leaseOf(await client.acquire('k', { ttl: 10_000, autoRenew: false }));
+    await clock.advance(1);
+    const early = client.acquire('k', { ttl: 10_000, wait: 60_000, autoRenew: false });
+    await clock.advance(1);
+    assert.equal((await first.renew()).status, 'renewed');
+    await clock.advance(1);
+    const late = client.acquire('k', { ttl: 10_000, wait: 60_000, autoRenew: false });
+    await clock.advance(1);
+    await first.release();
+    const second = leaseOf(await early);
+    assert.equal(second.token, first.token + 1n, 'began before the renewal: the next token');
+    assert.equal(second.leaseId, first.leaseId);
+    await second.release();
+    const third = leaseOf(await late);
+    // Began after the renewal: a store hand-off, a block of its own.
+    assert.equal(third.token, first.token + 4n);
+    assert.notEqual(third.leaseId, first.leaseId);
+    assert.deepEqual(store.calls, ['acquire', 'renew', 'hand-off']);
+    await third.release();
+    await client.close();
+  });
+
   it('uses the store instead when the waiter asks for another TTL or value, or little time is left', async () => {
     const clock = new ManualClock();
     const store = new CallLog(clock);
     const client = new LeaseClient({ store, clock, ownerId: 'a', localSuccessors: 4 });
     const first = leaseOf(await client.acquire('k', { ttl: 10_000, autoRenew: false }));
+    // Each waiter begins before its predecessor's renewal, so only the reason named stops
+    // a local succession.
+    const renewedAfterWaiter = async (lease: Lease): Promise<void> => {
+      await clock.advance(1);
+      assert.equal((await lease.renew()).status, 'renewed');
+    };
     // Another TTL: the store's record would not say what the successor holds.
     const w1 = client.acquire('k', { ttl: 20_000, wait: 60_000, autoRenew: false });
+    await renewedAfterWaiter(first);
     await first.release();
     const l1 = leaseOf(await w1);
     assert.notEqual(l1.leaseId, first.leaseId);
     // Another value, likewise.
     const w2 = client.acquire('k', { ttl: 20_000, wait: 60_000, value: 'x', autoRenew: false });
+    await renewedAfterWaiter(l1);
     await l1.release();
     const l2 = leaseOf(await w2);
     assert.notEqual(l2.leaseId, l1.leaseId);
     assert.equal(l2.value, 'x');
     // Less than half the window left: a store grant gives the waiter a whole one.
-    await clock.advance(12_000);
     const w3 = client.acquire('k', { ttl: 20_000, wait: 60_000, value: 'x', autoRenew: false });
+    await renewedAfterWaiter(l2);
+    await clock.advance(12_000);
     await l2.release();
     const l3 = leaseOf(await w3);
     assert.notEqual(l3.leaseId, l2.leaseId);
     assert.ok(l3.remainingMs() > 19_000);
-    assert.deepEqual(store.calls, ['acquire', 'hand-off', 'hand-off', 'hand-off']);
+    assert.deepEqual(store.calls, [
+      'acquire',
+      'renew',
+      'hand-off',
+      'renew',
+      'hand-off',
+      'renew',
+      'hand-off',
+    ]);
     await l3.release();
     await client.close();
   });
@@ -237,7 +333,7 @@ describe('local succession under one store lease (decision 007)', () => {
     const store = new CallLog(undefined, false);
     const client = new LeaseClient({ store, ownerId: 'a', localSuccessors: 4 });
     const first = leaseOf(await client.acquire('k', { ttl: 10_000 }));
-    const leases = await relay(client, 'k', first, 2);
+    const leases = await relay(client, 'k', first, 2, { renewFirst: false });
     assert.deepEqual(store.blocks, [undefined, undefined, undefined]);
     assert.deepEqual(store.calls, ['acquire', 'hand-off', 'hand-off', 'release']);
     assert.equal(new Set(leases.map((l) => l.leaseId)).size, 3);

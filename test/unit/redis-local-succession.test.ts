@@ -38,10 +38,15 @@ describe('local succession on the real Redis (decision 007)', () => {
     const fence = new RedisFence({ redis, prefix: PREFIX });
     const key = 'report';
     const data = `${PREFIX}{fence}:report`;
-    // A's first task holds, its second waits and takes over locally: no renewals, so the
-    // store lease (and with it the successor) ends after its TTL, as if A were paused.
+    // A's first task holds, its second waits and takes over locally (the store lease was
+    // renewed once after it began waiting: decision 007, "Clock faults"); no more renewals,
+    // so the store lease (and with it the successor) ends after its TTL, as if A were paused.
     const first = leaseOf(await a.acquire(key, { ttl: 400, autoRenew: false }));
     const waiting = a.acquire(key, { ttl: 400, wait: 5_000, autoRenew: false });
+    const began = a.now();
+    for (let i = 0; i < 1000 && a.now() <= began; i++)
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    assert.equal((await first.renew()).status, 'renewed');
     await first.release();
     const successor = leaseOf(await waiting);
     assert.equal(successor.token, first.token + 1n);

@@ -74,6 +74,9 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
       `FAIL seed ${f.seed} (${broken}; faults ${f.faults.join(',') || 'none'}) — replay: ${replayCommand(f.seed, o)}`,
     );
   }
+  // Neither a pass nor a failure: named, so each can be replayed and decided.
+  for (const u of r.i5Unknown.slice(0, 20))
+    io.out(`I5 UNKNOWN seed ${u.seed} (${u.note}) — replay: ${replayCommand(u.seed, o)}`);
   if (o.control === true) {
     io.out(
       `control arm: anomaly (stale write accepted or acknowledged write lost) in ${r.anomalousRuns}/${r.runs} runs`,

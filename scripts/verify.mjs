@@ -1,0 +1,27 @@
+// Runs both simulation sweeps of `npm run verify` and reports both, whatever the first one
+// says: the fenced sweep (no seed may break a safety invariant) and the unfenced control arm
+// (it must show the anomaly, proving the workload can see it). Exit 0 only if both pass.
+// Usage: node scripts/verify.mjs [BUILD_DIR]   (default: build, as made by `npm run build:test`)
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+const main = join(process.argv[2] ?? 'build', 'src', 'cli', 'main.js');
+const sweeps = [
+  { name: 'fenced sweep', args: ['sim', 'sweep', '--seeds', '100000', '--time-limit', '180'] },
+  { name: 'control sweep', args: ['sim', 'sweep', '--seeds', '2000', '--control'] },
+];
+
+const results = sweeps.map(({ name, args }) => {
+  console.log(`== ${name}: node ${main} ${args.join(' ')}`);
+  const r = spawnSync(process.execPath, [main, ...args], { stdio: 'inherit', env: process.env });
+  // A sweep killed by a signal has no status: that is a failure too.
+  const code = r.status ?? 1;
+  return { name, code, signal: r.signal };
+});
+
+console.log('== verify');
+for (const r of results)
+  console.log(
+    `${r.code === 0 ? 'PASS' : 'FAIL'} ${r.name} (exit ${r.code}${r.signal ? `, ${r.signal}` : ''})`,
+  );
+process.exit(results.every((r) => r.code === 0) ? 0 : 1);
