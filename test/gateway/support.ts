@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { spawnCli, type CliProcess } from '../support/cli.js';
@@ -30,7 +30,7 @@ export interface Upstream {
 /** Starts an upstream on a free loopback port (or `port`). */
 export async function startUpstream(port = 0): Promise<Upstream> {
   const log: UpstreamEntry[] = [];
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
   const up: Upstream = {
     url: '',
     log,
@@ -139,7 +139,7 @@ export function spawnWriter(env: Record<string, string>): Writer {
   });
   const queue: Record<string, unknown>[] = [];
   const waiting: ((m: Record<string, unknown>) => void)[] = [];
-  createInterface({ input: child.stdout! }).on('line', (line) => {
+  createInterface({ input: child.stdout }).on('line', (line) => {
     const msg = JSON.parse(line) as Record<string, unknown>;
     const w = waiting.shift();
     if (w) w(msg);
@@ -161,6 +161,6 @@ export function spawnWriter(env: Record<string, string>): Writer {
           resolve(msg);
         });
       }),
-    send: (line) => child.stdin!.write(line + '\n'),
+    send: (line) => child.stdin.write(line + '\n'),
   };
 }
