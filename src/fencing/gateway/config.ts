@@ -84,7 +84,7 @@ export function loadGatewayConfig(path: string): GatewayConfigFile {
 /** {@link loadGatewayConfig} on text already read; `path` names it in errors and anchors relative paths. */
 export function parseGatewayConfig(text: string, path: string): GatewayConfigFile {
   const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
   const first = doc.errors[0];
   if (first !== undefined) {
     const at = first.linePos?.[0];
