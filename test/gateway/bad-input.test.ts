@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import {
@@ -25,24 +24,6 @@ function rawHttp(url: string, text: string): Promise<string> {
     s.on('data', (c: Buffer) => (out += c.toString('latin1')));
     s.on('end', () => resolve(out));
     s.on('error', reject);
-  });
-}
-
-function nodeRequest(
-  url: string,
-  headers: Record<string, string>,
-  method = 'PUT',
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method, headers }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
-      );
-    });
-    req.on('error', reject);
-    req.end('x');
   });
 }
 
