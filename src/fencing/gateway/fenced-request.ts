@@ -80,7 +80,8 @@ async function decideAndForward(
   key: string | undefined,
   expectedVersion: bigint | undefined,
 ): Promise<FastifyReply> {
-  if (req.raw.destroyed) return reply;
+  // The client left while queued: nothing is decided or forwarded for it.
+  if (req.raw.socket === null || req.raw.socket.destroyed) return reply;
   let hold: ScopeHold | undefined;
   try {
     if (ctx.replicas === 'scope-lock') hold = await ctx.marks.holdScope?.(scope);
