@@ -6,6 +6,12 @@
  */
 export class ScopeQueue {
   private readonly tails = new Map<string, { tail: Promise<void>; size: number }>();
+  private count = 0;
+
+  /** Tasks queued or running, over every scope. */
+  get total(): number {
+    return this.count;
+  }
 
   constructor(readonly maxWaiting: number) {}
 
@@ -27,6 +33,7 @@ export class ScopeQueue {
     }
     const e = entry;
     e.size++;
+    this.count++;
     const before = e.tail;
     let done!: () => void;
     const mine = new Promise<void>((r) => (done = r));
@@ -37,6 +44,7 @@ export class ScopeQueue {
         return await task();
       } finally {
         e.size--;
+        this.count--;
         done();
         if (e.size === 0 && this.tails.get(scope) === e) this.tails.delete(scope);
       }

@@ -237,9 +237,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           ...(options.report.resource === undefined ? {} : { resource: options.report.resource }),
           onError: (err) => logger.warn({ err: err.message }, 'fence decision report failed'),
         });
+  const queue = new ScopeQueue(maxQueue);
   const metrics = new GatewayMetrics({
     marksKind: marks.kind,
     defaultMetrics: options.processMetrics,
+    inFlight: () => queue.total,
   });
   const pool = new UpstreamPool(upstream.origin, {
     connections,
@@ -400,7 +402,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return tracked.done;
   };
 
-  const queue = new ScopeQueue(maxQueue);
   const ctx: FencedContext = {
     marks,
     queue,

@@ -1,4 +1,4 @@
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { FastCounter, FastHistogram } from '../../server/fast-metrics.js';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
@@ -17,7 +17,10 @@ export class GatewayMetrics {
   /** Upstream exchanges by outcome: answered, not_sent, unknown. */
   readonly upstream: FastHistogram<'route' | 'outcome'>;
 
-  constructor(options: { marksKind: string; defaultMetrics?: boolean }) {
+  /** Fenced requests queued or in flight, read at each scrape. */
+  readonly inFlight: Gauge;
+
+  constructor(options: { marksKind: string; defaultMetrics?: boolean; inFlight: () => number }) {
     const registry = new Registry();
     registry.setDefaultLabels({ marks: options.marksKind });
     this.registry = registry;
@@ -40,6 +43,15 @@ export class GatewayMetrics {
       labelNames: ['route', 'outcome'],
       buckets: LATENCY_BUCKETS,
       registers: r,
+    });
+    const inFlight = options.inFlight;
+    this.inFlight = new Gauge({
+      name: 'leasehold_gateway_fenced_in_flight',
+      help: 'Fenced requests queued behind their scope or being forwarded.',
+      registers: r,
+      collect() {
+        this.set(inFlight());
+      },
     });
     if (options.defaultMetrics ?? true)
       collectDefaultMetrics({ register: registry, prefix: 'leasehold_gateway_' });
