@@ -5,6 +5,7 @@ import { cpus } from 'node:os';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
+import { gatewayBenchmarks } from './gateway.js';
 import { httpBenchmarks } from './http.js';
 import { redisBenchmarks } from './redis.js';
 import { sqliteBenchmarks } from './sqlite.js';
@@ -15,6 +16,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   redis: redisBenchmarks,
   etcd: etcdBenchmarks,
   http: httpBenchmarks,
+  gateway: gatewayBenchmarks,
 };
 
 const args = process.argv.slice(2);
