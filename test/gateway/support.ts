@@ -11,6 +11,8 @@ export interface UpstreamEntry {
   readonly path: string;
   readonly token: string | undefined;
   readonly body: string;
+  /** The Authorization header the upstream received, if any. */
+  readonly authorization: string | undefined;
 }
 
 /** A real HTTP server standing for the API behind the gateway, with its own request log. */
@@ -52,6 +54,7 @@ export async function startUpstream(port = 0): Promise<Upstream> {
         path: req.url ?? '',
         token: Array.isArray(token) ? token.join(',') : token,
         body: Buffer.concat(chunks).toString('utf8'),
+        authorization: req.headers.authorization,
       };
       log.push(entry);
       const n = log.length;
