@@ -102,6 +102,8 @@ export class PostgresMarkStore implements MarkStore {
       connectionString: url,
       max: options.maxHolds ?? 64,
       keepAlive: true,
+      // Named so an operator can tell hold sessions apart (pg_stat_activity).
+      application_name: `leasehold-gateway-hold-${process.pid}`,
       options: `-c lock_timeout=${this.timeoutMs}`,
     });
     this.holds.on('error', () => undefined);
