@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Pool, type Dispatcher } from 'undici';
 import { MAX_STORED_ANSWER_BYTES } from '../marks/mark-store.js';
 
@@ -50,6 +49,7 @@ export function neverSent(err: unknown): boolean {
 export class UpstreamPool {
   readonly dispatcher: Dispatcher;
   private readonly pool: Pool;
+  private nextId = 0;
   private readonly tracked = new Map<
     string,
     {
@@ -135,7 +135,8 @@ export class UpstreamPool {
    * upstream exchange (a lost scope hold).
    */
   track(capture: boolean, signal?: AbortSignal): TrackedForward {
-    const id = randomUUID();
+    // Only ties a request to its tracker inside this process: a counter is enough.
+    const id = String(++this.nextId);
     let settle!: (o: ForwardOutcome) => void;
     const done = new Promise<ForwardOutcome>((resolve) => {
       settle = (o) => {
