@@ -87,3 +87,65 @@ for (const backend of MARK_BACKENDS) {
     });
   });
 }
+
+describe('the current token costs no mark write', () => {
+  it('SQLite: a stream of same-token checks leaves the write-ahead log as it was', async () => {
+    const { statSync } = await import('node:fs');
+    const { SqliteMarkStore } = await import('../../src/fencing/marks/sqlite.js');
+    const { tempDir } = await import('../support/tmp.js');
+    const tmp = tempDir('gw-nowrite');
+    const marks = new SqliteMarkStore({ path: `${tmp.dir}/m.db` });
+    try {
+      const base = { scope: 's', policy: '>=' as const };
+      await marks.check({ ...base, token: 1n });
+      await marks.check({ ...base, token: 2n });
+      const wal = statSync(`${tmp.dir}/m.db-wal`).size;
+      for (let i = 0; i < 50; i++)
+        assert.equal((await marks.check({ ...base, token: 2n })).status, 'applied');
+      assert.equal(statSync(`${tmp.dir}/m.db-wal`).size, wal, 'no transaction was written');
+      await marks.check({ ...base, token: 3n });
+      assert.ok(
+        statSync(`${tmp.dir}/m.db-wal`).size > wal,
+        'a new token does write (the check is sensitive)',
+      );
+    } finally {
+      await marks.close();
+      tmp.remove();
+    }
+  });
+
+  it('gateway: mark writes are counted only for new tokens', async () => {
+    const { createGateway } = await import('../../src/fencing/gateway/index.js');
+    const { startUpstream } = await import('./support.js');
+    const { tempDir } = await import('../support/tmp.js');
+    const tmp = tempDir('gw-nowrite2');
+    const up = await startUpstream();
+    const gw = await createGateway({
+      upstream: up.url,
+      routes: [{ methods: ['PUT'], path: '/r/:id', scope: 'r/{id}' }],
+      marks: `sqlite:${tmp.dir}/m.db`,
+      port: 0,
+      logLevel: 'silent',
+    });
+    try {
+      const url = await gw.listen();
+      for (const t of ['5', '5', '5', '5', '6', '6', '6']) {
+        const r = await fetch(`${url}/r/1`, {
+          method: 'PUT',
+          headers: { 'fencing-token': t },
+          body: 'x',
+        });
+        assert.equal(r.status, 200);
+      }
+      const text = await gw.metrics.registry.getSingleMetricAsString(
+        'leasehold_gateway_mark_writes_total',
+      );
+      assert.match(text, /leasehold_gateway_mark_writes_total\{[^}]*\} 2$/m);
+      assert.equal(up.count(), 7);
+    } finally {
+      await gw.close();
+      await up.close();
+      tmp.remove();
+    }
+  });
+});
