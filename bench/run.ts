@@ -6,6 +6,7 @@ import { catalogBenchmarks } from './catalog.js';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
+import { gatewayBenchmarks } from './gateway.js';
 import { httpBenchmarks } from './http.js';
 import { redisBenchmarks } from './redis.js';
 import { sqliteBenchmarks } from './sqlite.js';
@@ -17,6 +18,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   etcd: etcdBenchmarks,
   http: httpBenchmarks,
   catalog: catalogBenchmarks,
+  gateway: gatewayBenchmarks,
 };
 
 const args = process.argv.slice(2);

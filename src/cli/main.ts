@@ -6,6 +6,7 @@ import { registerCatalogCommand } from './commands/catalog.js';
 import { registerCheckCommand } from './commands/check.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerEpochCommand } from './commands/epoch.js';
+import { registerGatewayCommand } from './commands/gateway.js';
 import { registerLsCommand } from './commands/ls.js';
 import { registerMigrateCommand } from './commands/migrate.js';
 import { registerReleaseCommand } from './commands/release.js';
@@ -37,6 +38,7 @@ Exit codes: 0 ok, 64 usage, 69 store unavailable, 75 busy, 77 permission denied,
     );
   // One file per command; each exports register<Name>Command(program).
   registerServeCommand(program);
+  registerGatewayCommand(program);
   registerRunCommand(program);
   registerStatusCommand(program);
   registerLsCommand(program);

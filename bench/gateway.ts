@@ -1,0 +1,89 @@
+// The fencing gateway against calling the upstream directly and against a plain reverse proxy
+// made of the same library (@fastify/reply-from over an undici pool) without fencing. One
+// process holds the clients, the proxies and the upstream (a node:http server answering at
+// once), so the figures compare the proxies' own costs on this machine.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import replyFrom from '@fastify/reply-from';
+import { fastify } from 'fastify';
+import { Pool } from 'undici';
+import { createGateway } from '../src/fencing/gateway/index.js';
+import { tempDir } from '../test/support/tmp.js';
+import { measureCycles, type BenchOptions, type BenchResult } from './lib.js';
+
+/** The gateway suite: requests/s and latency, 1 and 32 clients, same token vs a new token each time. */
+export async function gatewayBenchmarks(opts: BenchOptions): Promise<BenchResult[]> {
+  const upstream = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.end('ok'));
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const upUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+
+  const plain = fastify();
+  plain.removeAllContentTypeParsers();
+  plain.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+  await plain.register(replyFrom, { base: upUrl, undici: { connections: 128 } });
+  plain.all('/*', (req, reply) => reply.from(req.url));
+  const plainUrl = await plain.listen({ port: 0, host: '127.0.0.1' });
+
+  const tmp = tempDir('bench-gw');
+  const gw = await createGateway({
+    upstream: upUrl,
+    routes: [{ methods: ['PUT'], path: '/items/:id', scope: 'item/{id}' }],
+    marks: `sqlite:${tmp.dir}/marks.db`,
+    port: 0,
+    logLevel: 'silent',
+    processMetrics: false,
+  });
+  const gwUrl = await gw.listen();
+
+  const results: BenchResult[] = [];
+  try {
+    for (const scenario of ['same token', 'new token each'] as const) {
+      for (const workers of [1, 32]) {
+        for (const [subject, base] of [
+          ['raw reply-from proxy', plainUrl],
+          ['upstream directly', upUrl],
+          ['leasehold gateway', gwUrl],
+        ] as const) {
+          const pool = new Pool(base, { connections: workers });
+          const tokens = Array.from({ length: workers }, () => 1n);
+          const run = (ms: number) =>
+            measureCycles(workers, ms, async (w) => {
+              if (scenario === 'new token each') tokens[w]! += 1n;
+              const r = await pool.request({
+                method: 'PUT',
+                // Each client its own scope: the queue serialises one scope, not the gateway.
+                path: `/items/${scenario.length}-${workers}-${w}`,
+                headers: { 'fencing-token': tokens[w]!.toString() },
+                body: 'x',
+              });
+              await r.body.dump();
+              if (r.statusCode !== 200) throw new Error(`${subject} answered ${r.statusCode}`);
+            });
+          await run(Math.min(300, opts.durationMs / 4));
+          const m = await run(opts.durationMs);
+          await pool.close();
+          results.push({
+            suite: 'gateway',
+            subject,
+            scenario: `PUT, ${scenario}`,
+            workers,
+            keys: 'distinct',
+            cyclesPerSec: m.cyclesPerSec,
+            p50Ms: m.p50Ms,
+            p99Ms: m.p99Ms,
+            cpuMsPer1000: m.cpuMsPer1000,
+          });
+        }
+      }
+    }
+  } finally {
+    await gw.close();
+    await plain.close();
+    await new Promise((r) => upstream.close(r));
+    tmp.remove();
+  }
+  return results;
+}

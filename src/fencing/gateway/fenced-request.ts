@@ -1,0 +1,235 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { isLeaseholdError } from '../../core/errors.js';
+import { assertNever } from '../../core/results.js';
+import type { FenceReporter } from '../../stores/http/fence-reporter.js';
+import { FenceHttpError } from '../http/fence-error.js';
+import {
+  MARK_HEADER,
+  VERSION_HEADER,
+  parseFenceHeaders,
+  type FenceHeaderNames,
+} from '../http/fence-headers.js';
+import type { AnswerRecord, MarkDecision, MarkStore, ScopeHold } from '../marks/mark-store.js';
+import type { ScopeQueue } from '../scope-queue.js';
+import type { ForwardOutcome } from './forward.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { CompiledRoute } from './routes.js';
+
+/** What {@link handleFenced} needs from the gateway. */
+export interface FencedContext {
+  readonly marks: MarkStore;
+  readonly queue: ScopeQueue;
+  readonly metrics: GatewayMetrics;
+  readonly logger: Logger;
+  readonly names: FenceHeaderNames;
+  readonly replicas: 'single' | 'scope-lock';
+  readonly reporter: FenceReporter | undefined;
+  readonly forward: (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    how: { token?: bigint; capture: boolean; signal?: AbortSignal; version?: bigint },
+  ) => Promise<ForwardOutcome>;
+  readonly sendError: (reply: FastifyReply, e: FenceHttpError) => FastifyReply;
+}
+
+/** Header telling a client that an idempotent request's answer is a replay, not a new call. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
+/**
+ * One fenced request: parse its token, idempotency key and expected version; then, alone in
+ * its scope (this process's queue, and with `scope-lock` the scope's PostgreSQL lock), check
+ * and advance the mark durably, and only on `applied` forward it, holding the scope until the
+ * upstream's answer ended. Stale, duplicate and mismatched requests never reach the upstream.
+ */
+export async function handleFenced(
+  ctx: FencedContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  route: CompiledRoute,
+  scope: string,
+): Promise<FastifyReply> {
+  const fields = parseFenceHeaders(req.headers, ctx.names);
+  if (fields.status === 'invalid') {
+    ctx.metrics.decisions.inc({ result: 'invalid', route: route.name });
+    return ctx.sendError(reply, new FenceHttpError('invalid_argument', fields.message));
+  }
+  const { token, idempotencyKey: key, expectedVersion } = fields;
+  const queued = ctx.queue.run(scope, () =>
+    decideAndForward(ctx, req, reply, route, scope, token, key, expectedVersion),
+  );
+  if (queued === undefined) {
+    ctx.metrics.decisions.inc({ result: 'busy', route: route.name });
+    return ctx.sendError(
+      reply,
+      new FenceHttpError('busy', `too many requests wait for scope ${scope}; retry later`, {
+        'retry-after': '1',
+      }),
+    );
+  }
+  return queued;
+}
+
+async function decideAndForward(
+  ctx: FencedContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  route: CompiledRoute,
+  scope: string,
+  token: bigint,
+  key: string | undefined,
+  expectedVersion: bigint | undefined,
+): Promise<FastifyReply> {
+  // The client left while queued: nothing is decided or forwarded for it.
+  if (req.raw.socket === null || req.raw.socket.destroyed) return reply;
+  let hold: ScopeHold | undefined;
+  try {
+    if (ctx.replicas === 'scope-lock') hold = await ctx.marks.holdScope?.(scope);
+    let decision: MarkDecision = await ctx.marks.check({
+      scope,
+      token,
+      policy: route.policy,
+      ...(key === undefined ? {} : { idempotencyKey: key }),
+      ...(expectedVersion === undefined ? {} : { expectedVersion }),
+    });
+    let record: AnswerRecord | undefined;
+    if (decision.status === 'duplicate' && key !== undefined) {
+      record = await ctx.marks.answer(scope, token, key);
+      if (record?.state === 'not_sent') {
+        // The first attempt never reached the upstream: forward this one, but only if no
+        // newer token arrived meanwhile (the mark still equals this token).
+        const now = await ctx.marks.read(scope);
+        decision =
+          now.highWaterMark === token
+            ? { status: 'applied', wrote: true, version: undefined }
+            : { status: 'stale_fence', highWaterMark: now.highWaterMark };
+        if (decision.status === 'applied')
+          await ctx.marks.saveAnswer(scope, token, key, { state: 'pending' });
+      }
+    }
+    tell(ctx, route, scope, token, decision);
+    switch (decision.status) {
+      case 'stale_fence':
+        return ctx.sendError(
+          reply,
+          new FenceHttpError(
+            'stale_fence',
+            `token ${token} is below the scope's mark ${decision.highWaterMark}${route.policy === '>' ? ' (or equal: one write per token)' : ''}; a newer holder has written`,
+            { [MARK_HEADER]: decision.highWaterMark.toString() },
+          ),
+        );
+      case 'version_mismatch':
+        return ctx.sendError(
+          reply,
+          new FenceHttpError(
+            'version_mismatch',
+            `scope ${scope} is at version ${decision.version}, not the expected ${expectedVersion}`,
+            { [VERSION_HEADER]: decision.version.toString() },
+          ),
+        );
+      case 'duplicate':
+        return replay(ctx, reply, record);
+      case 'applied': {
+        if (decision.wrote) ctx.metrics.markWrites.inc({ route: route.name });
+        const started = performance.now();
+        const outcome = await ctx.forward(req, reply, {
+          token,
+          capture: key !== undefined,
+          ...(hold === undefined ? {} : { signal: hold.lost }),
+          ...(decision.version === undefined ? {} : { version: decision.version }),
+        });
+        ctx.metrics.upstream.observe(
+          { route: route.name, outcome: outcome.kind },
+          (performance.now() - started) / 1000,
+        );
+        if (key !== undefined) await saveOutcome(ctx, scope, token, key, outcome);
+        return reply;
+      }
+      default:
+        return assertNever(decision, 'mark decision');
+    }
+  } catch (err) {
+    if (!isLeaseholdError(err)) throw err;
+    ctx.metrics.decisions.inc({ result: 'unavailable', route: route.name });
+    ctx.logger.warn(
+      { scope, token: token.toString(), route: route.name, err: err.message },
+      'mark store failed',
+    );
+    if (reply.sent) return reply;
+    return ctx.sendError(
+      reply,
+      new FenceHttpError('unavailable', 'the mark store is unavailable; nothing was forwarded'),
+    );
+  } finally {
+    await hold?.release();
+  }
+}
+
+async function saveOutcome(
+  ctx: FencedContext,
+  scope: string,
+  token: bigint,
+  key: string,
+  outcome: ForwardOutcome,
+): Promise<void> {
+  const record: AnswerRecord =
+    outcome.kind === 'answered'
+      ? {
+          state: 'answered',
+          status: outcome.status,
+          contentType: outcome.contentType,
+          body: outcome.complete ? outcome.body : undefined,
+        }
+      : { state: outcome.kind };
+  try {
+    await ctx.marks.saveAnswer(scope, token, key, record);
+  } catch (err) {
+    // The key stays `pending`: a retry then answers `duplicate` (outcome unknown), never a second call.
+    ctx.logger.warn({ scope, err: String(err) }, 'could not record an idempotent answer');
+  }
+}
+
+function replay(
+  ctx: FencedContext,
+  reply: FastifyReply,
+  record: AnswerRecord | undefined,
+): FastifyReply {
+  if (record?.state === 'answered' && record.body !== undefined) {
+    void reply.code(record.status).header(REPLAYED_HEADER, 'true');
+    if (record.contentType !== undefined) void reply.type(record.contentType);
+    return reply.send(record.body);
+  }
+  const why =
+    record === undefined || record.state === 'pending'
+      ? 'its first attempt is still in flight, or its outcome is unknown'
+      : record.state === 'unknown'
+        ? 'its first attempt may have reached the upstream but got no answer; it is not sent again'
+        : record.state === 'answered'
+          ? `its first attempt was answered ${record.status}; the answer was too large to keep`
+          : 'it was seen before';
+  return ctx.sendError(
+    reply,
+    new FenceHttpError('duplicate', `this idempotency key was used with this token before: ${why}`),
+  );
+}
+
+function tell(
+  ctx: FencedContext,
+  route: CompiledRoute,
+  scope: string,
+  token: bigint,
+  d: MarkDecision,
+): void {
+  ctx.metrics.decisions.inc({ result: d.status, route: route.name });
+  const fields = { scope, token: token.toString(), route: route.name, result: d.status };
+  if (d.status === 'applied') ctx.logger.debug(fields, 'fenced request accepted');
+  else ctx.logger.info(fields, 'fenced request refused');
+  if (ctx.reporter !== undefined && d.status !== 'version_mismatch') {
+    ctx.reporter.onDecision({
+      scope,
+      token,
+      status: d.status,
+      ...(d.status === 'stale_fence' ? { highWaterMark: d.highWaterMark } : {}),
+    });
+  }
+}

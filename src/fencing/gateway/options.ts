@@ -1,0 +1,87 @@
+import type { Logger } from 'pino';
+import { invalidArgument } from '../../core/errors.js';
+import type { AuthConfig } from '../../server/auth.js';
+import type { MarkStore } from '../marks/mark-store.js';
+import type { GatewayRoute } from './routes.js';
+
+/** Options for {@link createGateway}. */
+export interface GatewayOptions {
+  /** The API behind the gateway, e.g. `http://127.0.0.1:9000` (a path prefix is kept). */
+  readonly upstream: string;
+  /** Routes: which requests are fenced, with which scope and policy. */
+  readonly routes: readonly GatewayRoute[];
+  /** A mark store or its URL (`sqlite:PATH`, `postgres://…`, `redis://…`). Defaults to `sqlite:./gateway.db`. */
+  readonly marks?: MarkStore | string;
+  /** Interface to listen on. Defaults to `127.0.0.1`. */
+  readonly host?: string;
+  /** Port; 0 picks a free one. Defaults to 7480. */
+  readonly port?: number;
+  /** Serve HTTPS with this certificate and key (PEM). Defaults to plain HTTP. */
+  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+  /** TLS to an `https:` upstream: extra CA (PEM), certificate checks. Defaults to the system's CAs. */
+  readonly upstreamTls?: { readonly ca?: string | Buffer; readonly rejectUnauthorized?: boolean };
+  /** Bearer tokens (as the lease server's); a token's prefixes limit the scopes it may fence. Defaults to none. */
+  readonly auth?: AuthConfig;
+  /** What an unmatched mutating request gets: `refuse` (404) or `forward` (unfenced). Defaults to `refuse`. */
+  readonly unmatched?: 'refuse' | 'forward';
+  /**
+   * `single`: this process is the only gateway for its scopes (ordering in memory).
+   * `scope-lock`: several gateways share a PostgreSQL mark store; each forward holds the
+   * scope in PostgreSQL (decision 008). Defaults to `single`.
+   */
+  readonly replicas?: 'single' | 'scope-lock';
+  /** Header names. Defaults: `Fencing-Token` (in and forwarded), `Idempotency-Key`, `Fencing-Expected-Version`. */
+  readonly headers?: {
+    readonly token?: string;
+    readonly forwardToken?: string;
+    readonly idempotencyKey?: string;
+    readonly expectedVersion?: string;
+  };
+  /** Bound on waiting for the upstream's answer (headers, then each body gap). Defaults to 30 s. */
+  readonly upstreamTimeoutMs?: number;
+  /** Requests of one scope waiting behind the one in flight; more get 429 `busy`. Defaults to 64. */
+  readonly maxQueuePerScope?: number;
+  /** Largest request body forwarded (413 beyond). Defaults to 100 MiB. */
+  readonly maxBodyBytes?: number;
+  /** Longest URL accepted (414 beyond). Defaults to 8192. */
+  readonly maxUrlLength?: number;
+  /** Keep-alive connections to the upstream. Defaults to 128. */
+  readonly upstreamConnections?: number;
+  /** Report decisions to a lease server's event stream (`POST /v1/fence-decisions`). Defaults to none. */
+  readonly report?: {
+    readonly url: string;
+    readonly apiToken?: string;
+    readonly resource?: string;
+  };
+  readonly logger?: Logger;
+  /** Level of the default logger (JSON on stderr). Defaults to `info`. */
+  readonly logLevel?: string;
+  /** Collect Node process metrics too. Defaults to true. */
+  readonly processMetrics?: boolean;
+}
+
+/** The defaults of {@link GatewayOptions}. */
+export const GATEWAY_DEFAULTS = Object.freeze({
+  marks: 'sqlite:./gateway.db',
+  host: '127.0.0.1',
+  port: 7480,
+  upstreamTimeoutMs: 30_000,
+  maxQueuePerScope: 64,
+  maxBodyBytes: 100 * 1024 * 1024,
+  maxUrlLength: 8192,
+  upstreamConnections: 128,
+});
+
+/** Checks an integer option against its range, or gives its default. */
+export function int(
+  field: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
+    throw invalidArgument(field, `must be an integer from ${min} to ${max}`, value);
+  return value;
+}

@@ -1,0 +1,192 @@
+import { invalidArgument, isLeaseholdError } from '../../core/errors.js';
+import { checkDecisionHook, tellDecision, type FenceDecisionHook } from '../decision.js';
+import { checkPolicy, type MarkPolicy, type MarkStore } from '../marks/mark-store.js';
+import { ScopeQueue } from '../scope-queue.js';
+import { fenceErrorBody, FENCE_ERROR_STATUS, type FenceErrorCode } from './fence-error.js';
+import {
+  FENCE_HEADERS,
+  MARK_HEADER,
+  VERSION_HEADER,
+  headerName,
+  parseFenceHeaders,
+  type FenceHeaderNames,
+} from './fence-headers.js';
+
+/** Options shared by the Fastify plugin and the connect-style middleware. */
+export interface HttpFenceOptions {
+  /** Where the marks live (see `openMarkStore`); never closed by the fence. */
+  readonly marks: MarkStore;
+  /** `>=` several writes per grant, `>` one per grant. Defaults to `>=`. */
+  readonly policy?: MarkPolicy;
+  /** Header names. Defaults: `Fencing-Token`, `Idempotency-Key`, `Fencing-Expected-Version`. */
+  readonly headers?: {
+    readonly token?: string;
+    readonly idempotencyKey?: string;
+    readonly expectedVersion?: string;
+  };
+  /** Requests of one scope waiting behind the one in progress; more get 429. Defaults to 64. */
+  readonly maxQueuePerScope?: number;
+  /** Told every final decision (e.g. `createFenceReporter(…).onDecision`). Defaults to none. */
+  readonly onDecision?: FenceDecisionHook;
+}
+
+/** The outcome of {@link HttpFence.enter}. */
+export type HttpFenceEntry =
+  /**
+   * The token passed and the mark is committed: run the handler, then call `done(status)` when
+   * the response finished (that frees the scope for the next request).
+   */
+  | {
+      readonly status: 'pass';
+      readonly version: bigint | undefined;
+      done(httpStatus?: number): void;
+    }
+  /** Refused: answer with this status, these headers and this JSON body; nothing ran. */
+  | {
+      readonly status: 'refused';
+      readonly code: FenceErrorCode;
+      readonly httpStatus: number;
+      readonly headers: Readonly<Record<string, string>>;
+      readonly body: string;
+    };
+
+const refused = (
+  code: FenceErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): HttpFenceEntry => ({
+  status: 'refused',
+  code,
+  httpStatus: FENCE_ERROR_STATUS[code],
+  headers,
+  body: fenceErrorBody(code, message),
+});
+
+/**
+ * The token check of `leasehold/fencing/http`, independent of the framework: parses the
+ * fencing headers, waits its turn in the scope (one request per scope at a time in this
+ * process), checks and advances the durable mark, and keeps the scope until the handler's
+ * response finished.
+ */
+export class HttpFence {
+  private readonly marks: MarkStore;
+  private readonly policy: MarkPolicy;
+  private readonly names: FenceHeaderNames;
+  private readonly queue: ScopeQueue;
+  private readonly onDecision: FenceDecisionHook | undefined;
+
+  constructor(options: HttpFenceOptions) {
+    if (typeof options?.marks?.check !== 'function')
+      throw invalidArgument('marks', 'must be a mark store (openMarkStore)', options?.marks);
+    this.marks = options.marks;
+    this.policy = checkPolicy(options.policy ?? '>=');
+    const h = options.headers ?? {};
+    this.names = {
+      token: headerName('headers.token', h.token, FENCE_HEADERS.token),
+      idempotencyKey: headerName(
+        'headers.idempotencyKey',
+        h.idempotencyKey,
+        FENCE_HEADERS.idempotencyKey,
+      ),
+      expectedVersion: headerName(
+        'headers.expectedVersion',
+        h.expectedVersion,
+        FENCE_HEADERS.expectedVersion,
+      ),
+    };
+    const max = options.maxQueuePerScope ?? 64;
+    if (!Number.isInteger(max) || max < 0 || max > 100_000)
+      throw invalidArgument('maxQueuePerScope', 'must be an integer from 0 to 100000', max);
+    this.queue = new ScopeQueue(max);
+    this.onDecision = checkDecisionHook(options.onDecision);
+  }
+
+  /** Decides one request of `scope` with these request headers. Never throws. */
+  enter(
+    scope: string,
+    headers: Readonly<Record<string, string | string[] | undefined>>,
+  ): Promise<HttpFenceEntry> {
+    const fields = parseFenceHeaders(headers, this.names);
+    if (fields.status === 'invalid')
+      return Promise.resolve(refused('invalid_argument', fields.message));
+    const { token, idempotencyKey: key, expectedVersion } = fields;
+    return new Promise<HttpFenceEntry>((resolve) => {
+      const queued = this.queue.run(scope, async () => {
+        let decision;
+        try {
+          decision = await this.marks.check({
+            scope,
+            token,
+            policy: this.policy,
+            ...(key === undefined ? {} : { idempotencyKey: key }),
+            ...(expectedVersion === undefined ? {} : { expectedVersion }),
+          });
+        } catch (err) {
+          resolve(
+            refused(
+              'unavailable',
+              isLeaseholdError(err) ? 'the mark store is unavailable' : 'internal error',
+            ),
+          );
+          return;
+        }
+        if (decision.status !== 'version_mismatch')
+          tellDecision(this.onDecision, {
+            scope,
+            token,
+            status: decision.status,
+            ...(decision.status === 'stale_fence' ? { highWaterMark: decision.highWaterMark } : {}),
+          });
+        switch (decision.status) {
+          case 'stale_fence':
+            return resolve(
+              refused(
+                'stale_fence',
+                `token ${token} is below the scope's mark ${decision.highWaterMark}`,
+                {
+                  [MARK_HEADER]: decision.highWaterMark.toString(),
+                },
+              ),
+            );
+          case 'version_mismatch':
+            return resolve(
+              refused(
+                'version_mismatch',
+                `scope ${scope} is at version ${decision.version}, not ${expectedVersion}`,
+                {
+                  [VERSION_HEADER]: decision.version.toString(),
+                },
+              ),
+            );
+          case 'duplicate':
+            return resolve(
+              refused(
+                'duplicate',
+                'this idempotency key was used with this token before; not run again',
+              ),
+            );
+          case 'applied': {
+            let finished!: (status: number | undefined) => void;
+            const over = new Promise<number | undefined>((r) => (finished = r));
+            resolve({ status: 'pass', version: decision.version, done: (s) => finished(s) });
+            const status = await over;
+            if (key !== undefined) {
+              await this.marks
+                .saveAnswer(scope, token, key, {
+                  state: 'answered',
+                  status: status ?? 0,
+                  contentType: undefined,
+                  body: undefined,
+                })
+                .catch(() => undefined);
+            }
+          }
+        }
+      });
+      if (queued === undefined)
+        resolve(
+          refused('busy', `too many requests wait for scope ${scope}`, { 'retry-after': '1' }),
+        );
+    });
+  }
+}
