@@ -14,7 +14,7 @@ import { Authenticator, authorizeKey, type Principal } from '../../server/auth.j
 import { ApiError } from '../../server/http-errors.js';
 import { createFenceReporter, type FenceReporter } from '../../stores/http/fence-reporter.js';
 import { FenceHttpError, fenceErrorBody, toFenceHttpError } from '../http/fence-error.js';
-import { FENCE_HEADERS, headerName, type FenceHeaderNames } from '../http/fence-headers.js';
+import { headerName, resolveHeaderNames, type FenceHeaderNames } from '../http/fence-headers.js';
 import type { MarkStore } from '../marks/mark-store.js';
 import { openMarkStore } from '../marks/open-mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
@@ -112,19 +112,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     10_000,
   );
   const h = options.headers ?? {};
-  const names: FenceHeaderNames = {
-    token: headerName('headers.token', h.token, FENCE_HEADERS.token),
-    idempotencyKey: headerName(
-      'headers.idempotencyKey',
-      h.idempotencyKey,
-      FENCE_HEADERS.idempotencyKey,
-    ),
-    expectedVersion: headerName(
-      'headers.expectedVersion',
-      h.expectedVersion,
-      FENCE_HEADERS.expectedVersion,
-    ),
-  };
+  const names: FenceHeaderNames = resolveHeaderNames(h);
   const forwardToken = headerName('headers.forwardToken', h.forwardToken, names.token);
   const auth = new Authenticator(options.auth);
   const logger =

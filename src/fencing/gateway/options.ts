@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
 import type { AuthConfig } from '../../server/auth.js';
+import type { FenceHeaderOptions } from '../http/fence-headers.js';
 import type { MarkStore } from '../marks/mark-store.js';
 import type { GatewayRoute } from './routes.js';
 
@@ -31,12 +32,7 @@ export interface GatewayOptions {
    */
   readonly replicas?: 'single' | 'scope-lock';
   /** Header names. Defaults: `Fencing-Token` (in and forwarded), `Idempotency-Key`, `Fencing-Expected-Version`. */
-  readonly headers?: {
-    readonly token?: string;
-    readonly forwardToken?: string;
-    readonly idempotencyKey?: string;
-    readonly expectedVersion?: string;
-  };
+  readonly headers?: FenceHeaderOptions & { readonly forwardToken?: string };
   /** Bound on waiting for the upstream's answer (headers, then each body gap). Defaults to 30 s. */
   readonly upstreamTimeoutMs?: number;
   /** Requests of one scope waiting behind the one in flight; more get 429 `busy`. Defaults to 64. */

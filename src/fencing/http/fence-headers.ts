@@ -87,6 +87,30 @@ export function parseFenceHeaders(headers: Headers, names: FenceHeaderNames): Fe
   };
 }
 
+/** Header-name options as given by a user: any may be left out. */
+export interface FenceHeaderOptions {
+  readonly token?: string;
+  readonly idempotencyKey?: string;
+  readonly expectedVersion?: string;
+}
+
+/** Resolves `headers` options (field names as `headers.token` …) over {@link FENCE_HEADERS}. */
+export function resolveHeaderNames(h: FenceHeaderOptions = {}): FenceHeaderNames {
+  return {
+    token: headerName('headers.token', h.token, FENCE_HEADERS.token),
+    idempotencyKey: headerName(
+      'headers.idempotencyKey',
+      h.idempotencyKey,
+      FENCE_HEADERS.idempotencyKey,
+    ),
+    expectedVersion: headerName(
+      'headers.expectedVersion',
+      h.expectedVersion,
+      FENCE_HEADERS.expectedVersion,
+    ),
+  };
+}
+
 /** Lower-cases and checks a header name option. */
 export function headerName(field: string, value: unknown, fallback: string): string {
   if (value === undefined) return fallback;

@@ -4,12 +4,12 @@ import { checkPolicy, type MarkPolicy, type MarkStore } from '../marks/mark-stor
 import { ScopeQueue } from '../scope-queue.js';
 import { fenceErrorBody, FENCE_ERROR_STATUS, type FenceErrorCode } from './fence-error.js';
 import {
-  FENCE_HEADERS,
   MARK_HEADER,
   VERSION_HEADER,
-  headerName,
   parseFenceHeaders,
+  resolveHeaderNames,
   type FenceHeaderNames,
+  type FenceHeaderOptions,
 } from './fence-headers.js';
 
 /** Options shared by the Fastify plugin and the connect-style middleware. */
@@ -19,11 +19,7 @@ export interface HttpFenceOptions {
   /** `>=` several writes per grant, `>` one per grant. Defaults to `>=`. */
   readonly policy?: MarkPolicy;
   /** Header names. Defaults: `Fencing-Token`, `Idempotency-Key`, `Fencing-Expected-Version`. */
-  readonly headers?: {
-    readonly token?: string;
-    readonly idempotencyKey?: string;
-    readonly expectedVersion?: string;
-  };
+  readonly headers?: FenceHeaderOptions;
   /** Requests of one scope waiting behind the one in progress; more get 429. Defaults to 64. */
   readonly maxQueuePerScope?: number;
   /** Told every final decision (e.g. `createFenceReporter(…).onDecision`). Defaults to none. */
@@ -80,20 +76,7 @@ export class HttpFence {
       throw invalidArgument('marks', 'must be a mark store (openMarkStore)', options?.marks);
     this.marks = options.marks;
     this.policy = checkPolicy(options.policy ?? '>=');
-    const h = options.headers ?? {};
-    this.names = {
-      token: headerName('headers.token', h.token, FENCE_HEADERS.token),
-      idempotencyKey: headerName(
-        'headers.idempotencyKey',
-        h.idempotencyKey,
-        FENCE_HEADERS.idempotencyKey,
-      ),
-      expectedVersion: headerName(
-        'headers.expectedVersion',
-        h.expectedVersion,
-        FENCE_HEADERS.expectedVersion,
-      ),
-    };
+    this.names = resolveHeaderNames(options.headers);
     const max = options.maxQueuePerScope ?? 64;
     if (!Number.isInteger(max) || max < 0 || max > 100_000)
       throw invalidArgument('maxQueuePerScope', 'must be an integer from 0 to 100000', max);
