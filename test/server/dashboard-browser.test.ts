@@ -4,9 +4,11 @@ import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import type { BrowserContext, Page } from 'playwright-core';
 import { LeaseClient } from '../../src/core/client.js';
+import { createGateway } from '../../src/fencing/gateway/index.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { createFenceReporter } from '../../src/stores/http/fence-reporter.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
+import { startUpstream } from '../gateway/support.js';
 import { launchChromium, watchPage, type PageWatch } from '../support/browser.js';
 import { startTestServer, type TestServer } from '../support/lease-server.js';
 import { tempDir } from '../support/tmp.js';
@@ -157,6 +159,54 @@ describe('dashboard in a real browser (headless Chromium)', () => {
     );
   });
 
+  it('a stale request refused by the fencing gateway shows highlighted and counted, with the gateway as its resource', async () => {
+    const upstream = await startUpstream();
+    const gw = await createGateway({
+      upstream: upstream.url,
+      routes: [{ methods: ['PUT'], path: '/reports/:id', scope: 'reports/{id}' }],
+      marks: `sqlite:${join(data.dir, 'gateway-marks.db')}`,
+      port: 0,
+      logLevel: 'silent',
+      report: { url: t.url, resource: 'report-api' },
+    });
+    try {
+      const url = await gw.listen();
+      const put = (token: string): Promise<Response> =>
+        fetch(`${url}/reports/july`, {
+          method: 'PUT',
+          headers: { 'fencing-token': token },
+          body: 'x',
+        });
+      assert.equal((await put('34')).status, 200);
+      const refused = await put('33');
+      assert.equal(refused.status, 409);
+      assert.equal(
+        ((await refused.json()) as { error: { code: string } }).error.code,
+        'stale_fence',
+      );
+      assert.deepEqual(
+        upstream.log.map((e) => e.token),
+        ['34'],
+        'the upstream saw only the newer token',
+      );
+    } finally {
+      await gw.close(); // flushes the gateway's reports
+      await upstream.close();
+    }
+    const stale = page.locator('#log .stale', { hasText: 'reports/july' });
+    await stale.waitFor();
+    assert.match(
+      await stale.innerText(),
+      /STALE TOKEN REJECTED reports\/july\s+token 33.*34.*report-api/,
+    );
+    await page.locator('#count-stale_fence', { hasText: /^2$/ }).waitFor();
+    const row = await page
+      .locator('#fences tr', { hasText: 'report-api' })
+      .locator('td')
+      .allTextContents();
+    assert.deepEqual(row, ['report-api', '1', '0', '1']);
+  });
+
   it('keeps the recent history across a reload (the server keeps the last events)', async () => {
     const before = await page.locator('#log > div').allInnerTexts();
     assert.ok(before.length >= 6, before.join('\n'));
@@ -164,7 +214,7 @@ describe('dashboard in a real browser (headless Chromium)', () => {
     await page.locator('#status', { hasText: 'live' }).waitFor();
     await page.locator('#log .stale', { hasText: 'jobs/report' }).waitFor();
     assert.deepEqual(await page.locator('#log > div').allInnerTexts(), before);
-    assert.equal(await page.locator('#count-stale_fence').innerText(), '1');
+    assert.equal(await page.locator('#count-stale_fence').innerText(), '2');
     assert.equal(await page.locator('#count-acquired').innerText(), '2');
   });
 
