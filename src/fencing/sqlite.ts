@@ -3,6 +3,7 @@ import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import type { FenceResult } from '../core/results.js';
 import { parseToken } from '../core/validate.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+import { retryWhileBusy, useDurableWal } from '../stores/sqlite/open-file.js';
 
 export type { FenceDecision, FenceDecisionHook } from './decision.js';
 
@@ -118,10 +119,10 @@ export class SqliteFence {
         throw invalidArgument('path', 'must be a database file path', options.path);
       const busy = options.busyTimeoutMs ?? 2000;
       try {
-        this.db = new Database(options.path, { timeout: busy });
-        this.db.pragma('journal_mode = WAL');
+        const db = new Database(options.path, { timeout: busy });
+        this.db = db;
         // FULL: a commit is fsync'd before apply() returns, so an acknowledged mark survives a crash.
-        this.db.pragma('synchronous = FULL');
+        retryWhileBusy(busy, () => useDurableWal(db));
       } catch (err) {
         throw new LeaseholdError(
           'ERR_UNAVAILABLE',

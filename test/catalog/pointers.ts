@@ -6,6 +6,7 @@ import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgre
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
+import { retryWhileBusy, useDurableWal } from '../../src/stores/sqlite/open-file.js';
 
 /** Which pointer store a writer process or a test opens. */
 export type PointerConfig =
@@ -24,8 +25,7 @@ export function openPointers(
   if (config.kind === 'sqlite') {
     if (inTransaction === undefined) return new SqlitePointerStore({ path: config.path });
     const db = new Database(config.path, { timeout: 5000 });
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
+    retryWhileBusy(5000, () => useDurableWal(db));
     const store = new SqlitePointerStore({ database: db });
     db.function('in_publish', () => {
       void inTransaction();

@@ -35,6 +35,7 @@ import { HistoryRecorder, type HistoryEvent } from '../history.js';
 import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
 import { withoutWorkerStoreTime } from './store-time.js';
+import { retryWhileBusy, useDurableWal } from '../../stores/sqlite/open-file.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
@@ -203,9 +204,11 @@ async function main(): Promise<void> {
   };
   const client = new LeaseClient({ store, ownerId: config.name });
   const db = new Database(config.resourcePath, { timeout: 5000 });
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.exec(RESOURCE_SCHEMA);
+  // Several workers open the resource file at once.
+  retryWhileBusy(5000, () => {
+    useDurableWal(db);
+    db.exec(RESOURCE_SCHEMA);
+  });
   const fence = new SqliteFence({ database: db });
   const upsert = db.prepare(UPSERT_JOB);
   const log = db.prepare(INSERT_LOG);

@@ -20,6 +20,7 @@ import { releaseChangeFeed, retainChangeFeed, type ChangeFeed } from './change-f
 import { GroupCommit } from './group-commit.js';
 import { machineBootId, machineMonotonicUs } from './machine-time.js';
 import { WalSync } from './wal-sync.js';
+import { retryWhileBusy, useDurableWal } from './open-file.js';
 import * as Q from './queries.js';
 
 /** Options for {@link SqliteLeaseStore}. */
@@ -658,32 +659,14 @@ function holderOf(row: LeaseRow, nowUs: bigint): HolderInfo {
   };
 }
 
-/**
- * Switches to WAL, sets the sync policy and migrates. Switching the journal mode needs an
- * exclusive lock and SQLite answers SQLITE_BUSY at once (no busy handler) when another process
- * opens the same new file at the same moment, so the opening steps are retried, bounded by the
- * busy timeout. The mode is only switched when it is not WAL already (a read, no lock).
- */
+/** Switches to WAL with FULL sync and migrates, retried while another process opens the file. */
 function openWithRetry(db: Database.Database, table: string, busyTimeoutMs: number): void {
-  const deadline = performance.now() + Math.max(busyTimeoutMs, 100);
-  const pause = new Int32Array(new SharedArrayBuffer(4));
-  for (let attempt = 0; ; attempt++) {
-    try {
-      if (String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') {
-        db.pragma('journal_mode = WAL');
-      }
-      // FULL: the WAL is fsync'd at every commit, so a returned token survives power loss.
-      db.pragma('synchronous = FULL');
-      db.defaultSafeIntegers(true);
-      migrate(db, table);
-      return;
-    } catch (err) {
-      const busy = (err as { code?: string }).code?.startsWith('SQLITE_BUSY') === true;
-      if (!busy || performance.now() >= deadline) throw err;
-      // A short synchronous pause: the constructor is synchronous, like better-sqlite3.
-      Atomics.wait(pause, 0, 0, Math.min(50, 5 * (attempt + 1)));
-    }
-  }
+  retryWhileBusy(busyTimeoutMs, () => {
+    // FULL: the WAL is fsync'd at every commit, so a returned token survives power loss.
+    useDurableWal(db);
+    db.defaultSafeIntegers(true);
+    migrate(db, table);
+  });
 }
 
 /** Applies the numbered migrations not yet applied to `table`, in one immediate transaction. */

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
 import { invalidArgument, LeaseholdError } from '../../../../core/errors.js';
 import { SqliteFence } from '../../../sqlite.js';
+import { retryWhileBusy, useDurableWal } from '../../../../stores/sqlite/open-file.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
 import * as Q from './queries.js';
@@ -92,10 +93,11 @@ export class SqlitePointerStore implements PointerStore {
         throw invalidArgument('path', 'must be a database file path', options.path);
       }
       try {
-        this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
-        this.db.pragma('journal_mode = WAL');
+        const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+        const db = new Database(options.path, { timeout: busyTimeoutMs });
+        this.db = db;
         // FULL: a publish is on disk before it is acknowledged.
-        this.db.pragma('synchronous = FULL');
+        retryWhileBusy(busyTimeoutMs, () => useDurableWal(db));
       } catch (err) {
         throw new LeaseholdError(
           'ERR_UNAVAILABLE',
