@@ -93,10 +93,13 @@ export class Writer {
     this.child.kill(sig);
   }
 
-  /** SIGCONT then SIGKILL, and waits for the exit. */
+  /**
+   * SIGKILL, and waits for the exit. No SIGCONT first: Linux kills a stopped process as it is,
+   * while a SIGCONT would let it run on (and, stopped before a COMMIT, send it) until the
+   * SIGKILL lands — a clean-clone run once saw a "killed before COMMIT" publish visible.
+   */
   async kill(): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) {
-      this.child.kill('SIGCONT');
       this.child.kill('SIGKILL');
     }
     await this.exited;

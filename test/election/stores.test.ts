@@ -179,6 +179,11 @@ for (const name of STORES) {
         assert.equal(ra.status, 'elected');
         if (ra.status !== 'elected') return;
         const la = ra.leadership;
+        // An observer learns of a leader by reading the store after a wake-up, so it can only
+        // report leaders that hold for longer than that read: let it see a before the operator
+        // ends a's lease (a loaded machine once ended it first and the observer saw only b).
+        for (let i = 0; i < 500 && obs.current.leader?.epoch !== la.epoch; i++) await elapse(10);
+        assert.equal(obs.current.leader?.epoch, la.epoch, 'the observer sees a');
         const pb = eb.campaign({ wait: '30s' });
         // An operator ends the leader's lease at the store, with the lease's own credentials.
         const operator = await harness.open();

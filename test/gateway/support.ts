@@ -114,10 +114,12 @@ export async function spawnGateway(
   return { cli, url: m[1]! };
 }
 
-/** Stops a spawned process (SIGKILL, after SIGCONT in case it was stopped) and awaits its exit. */
+/**
+ * Kills a spawned process with SIGKILL and awaits its exit. A stopped process dies as it is (no
+ * SIGCONT first, which would let it run on until the SIGKILL lands).
+ */
 export async function killProcess(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGCONT');
     child.kill('SIGKILL');
   }
   await exited;
