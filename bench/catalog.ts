@@ -137,7 +137,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
             const r = await catalog.publish(l, names[w]!, handles[w]![k]!);
             if (r.status !== 'applied') throw new Error(`bench publish: ${r.status}`);
           }),
-          'mark + pointer + history + registry in one PostgresFence transaction (3 round trips)',
+          'the mark and the pointer move (pointer, history, registry) in one message: one round trip, one commit',
         ),
       );
       await catalog.close();

@@ -5,9 +5,9 @@ import { parseToken, validateKey } from '../core/validate.js';
 import {
   checkIdentifier,
   checkout,
-  quoteIdent,
   renderSql,
   resolveConnection,
+  sqlState,
   timeoutPrefix,
   unavailable,
   type PgPool,
@@ -16,91 +16,12 @@ import {
   type PostgresConnectionOptions,
   type SqlParam,
 } from '../stores/postgres/client.js';
-import { runMigrations, type Migration, type MigrationReport } from '../stores/postgres/migrate.js';
+import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
 import { parseBigint } from '../stores/postgres/store.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+import { fenceStatements, REFUSED_STATE, type FenceStatements } from './postgres-statements.js';
 
 export type { FenceDecision, FenceDecisionHook } from './decision.js';
-
-/**
- * The fence's schema, version 1 (forward-only). `{{fence}}` / `{{ops}}` are the escaped
- * `schema.table` and `schema.table_op`.
- * - `{{fence}}`: one durable high-water mark per fencing scope — the highest token accepted.
- * - `{{ops}}`: idempotency keys applied under the current generation of a scope; rows of
- *   older generations are deleted when the mark moves past them.
- */
-const FENCE_0001 = `
-CREATE TABLE IF NOT EXISTS {{fence}} (
-  scope      text COLLATE "C" PRIMARY KEY,
-  high_water bigint NOT NULL CHECK (high_water >= 0),
-  updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE TABLE IF NOT EXISTS {{ops}} (
-  scope      text COLLATE "C" NOT NULL,
-  token      bigint NOT NULL,
-  op_key     text COLLATE "C" NOT NULL,
-  applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-  PRIMARY KEY (scope, token, op_key)
-);`;
-
-/**
- * Check-and-advance, sent right after BEGIN in the same message. In order:
- * - `lease` (only with lease validation; else a constant row): the seed's validate step —
- *   the caller's lease row, locked `FOR UPDATE` so no new acquisition can pass it before
- *   this transaction ends. No row: the lease is gone and nothing below happens.
- * - `mark`: advances the scope's mark to the token if the policy allows (`<=` for '>=',
- *   `<` for '>'). ON CONFLICT locks the scope's row until commit, so concurrent writers of
- *   one scope are serialised and each re-checks against the newest mark.
- * - `op`: records the idempotency key; a conflict means this (token, key) was applied.
- * - `gc`: forgets the keys of older generations once the mark moved past them.
- * Params: $1 scope, $2 token, $3 idempotency key or NULL, $4 lease key, $5 lease id.
- * Returns lease_ok, marked, op_new (ints).
- */
-const CHECK_AND_ADVANCE = `
-WITH lease AS ({{lease_check}}),
-mark AS (
-  INSERT INTO {{fence}} AS f (scope, high_water)
-  SELECT $1, $2::bigint WHERE EXISTS (SELECT 1 FROM lease)
-  ON CONFLICT (scope) DO UPDATE SET high_water = EXCLUDED.high_water, updated_at = clock_timestamp()
-  WHERE f.high_water {{cmp}} EXCLUDED.high_water
-  RETURNING high_water
-), op AS (
-  INSERT INTO {{ops}} (scope, token, op_key)
-  SELECT $1, $2::bigint, $3 FROM mark WHERE $3::text IS NOT NULL
-  ON CONFLICT DO NOTHING
-  RETURNING 1
-), gc AS (
-  DELETE FROM {{ops}} o
-  WHERE o.scope = $1 AND o.token < $2::bigint AND EXISTS (SELECT 1 FROM mark)
-)
-SELECT (SELECT count(*) FROM lease)::int AS lease_ok,
-       (SELECT count(*) FROM mark)::int AS marked,
-       (SELECT count(*) FROM op)::int AS op_new`;
-
-/**
- * The seed's validate-and-write check of the lease row (§4). Params as above. The token may
- * be the grant's own or one of the block it reserved (a local successor under the same store
- * lease, decision 007; lease table migration 0003): the fence's high-water mark still orders
- * the holders within the block.
- */
-const LEASE_CHECK = `
-  SELECT 1 FROM {{lease}}
-  WHERE resource_key = $4 AND owner_id = $5::uuid
-    AND $2::bigint BETWEEN fencing_token AND fencing_token + (COALESCE(fencing_token_block, 1) - 1)
-    AND lease_until > clock_timestamp()
-  FOR UPDATE`;
-
-/**
- * Why the write was not applied, read with a fresh snapshot (the check ran on an older one
- * if it waited for another writer). Params as above. Returns hwm, dup, lease_token.
- */
-const EXPLAIN_REFUSAL = `
-SELECT (SELECT high_water::text FROM {{fence}} WHERE scope = $1) AS hwm,
-       EXISTS (SELECT 1 FROM {{ops}} WHERE scope = $1 AND token = $2::bigint AND op_key = $3) AS dup,
-       {{lease_token}} AS lease_token`;
-
-/** Params: $1 scope. Returns hwm (text) or no row. */
-const SELECT_MARK = `SELECT high_water::text AS hwm FROM {{fence}} WHERE scope = $1`;
 
 /** A connection inside the fenced transaction, handed to your write. Do not commit or roll back. */
 export interface FenceTransaction {
@@ -195,17 +116,10 @@ export class PostgresFence {
   private readonly pool: PgPool;
   private readonly ownPool: boolean;
   private readonly schema: string;
-  private readonly migrations: Migration[];
   private readonly autoMigrate: boolean;
   private readonly timeoutMs: number;
   private readonly onDecision: FenceDecisionHook | undefined;
-  private readonly sql: {
-    checkPlain: string;
-    checkLease: string;
-    explainPlain: string;
-    explainLease: string;
-    mark: string;
-  };
+  private readonly sql: FenceStatements;
   private ready: Promise<void> | undefined;
   private closed = false;
 
@@ -243,31 +157,13 @@ export class PostgresFence {
     this.pool = conn.pool;
     this.ownPool = conn.ownPool;
 
-    const q = quoteIdent(this.schema);
-    const names: Record<string, string> = {
-      fence: `${q}.${quoteIdent(table)}`,
-      ops: `${q}.${quoteIdent(`${table}_op`)}`,
-      lease: `${quoteIdent(leaseSchema)}.${quoteIdent(leaseTable)}`,
-      cmp: policy === '>=' ? '<=' : '<',
-    };
-    const fill = (text: string, extra: Record<string, string> = {}): string =>
-      text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => extra[k] ?? names[k] ?? m);
-    this.migrations = [{ name: `${table}/0001_fence`, sql: fill(FENCE_0001) }];
-    this.sql = {
-      checkPlain: fill(CHECK_AND_ADVANCE, { lease_check: 'SELECT 1' }),
-      checkLease: fill(CHECK_AND_ADVANCE, { lease_check: fill(LEASE_CHECK) }),
-      explainPlain: fill(EXPLAIN_REFUSAL, { lease_token: 'NULL::text' }),
-      explainLease: fill(EXPLAIN_REFUSAL, {
-        lease_token: fill('(SELECT fencing_token::text FROM {{lease}} WHERE resource_key = $4)'),
-      }),
-      mark: fill(SELECT_MARK),
-    };
+    this.sql = fenceStatements({ schema: this.schema, table, leaseSchema, leaseTable, policy });
   }
 
   /** Creates or upgrades the fence tables (advisory-locked; safe from several processes). */
   migrate(): Promise<MigrationReport> {
     this.assertOpen();
-    return runMigrations(this.pool, this.schema, this.migrations);
+    return runMigrations(this.pool, this.schema, this.sql.migrations);
   }
 
   /**
@@ -280,21 +176,66 @@ export class PostgresFence {
     write: (tx: FenceTransaction) => Promise<T> | T,
   ): Promise<FenceResult<T>> {
     const result = await this.decide(request, write);
-    if (this.onDecision !== undefined) {
-      tellDecision(this.onDecision, {
-        scope: request.scope,
-        token: parseToken(request.token, 'token'),
-        status: result.status,
-        ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
-      });
-    }
+    this.tell(request, result);
     return result;
   }
 
-  private async decide<T>(
+  /**
+   * The one-round-trip form, for leasehold's own statements (the catalog's publish): the
+   * check and `statement` go out in one simple-protocol message, one implicit transaction —
+   * the check raises on refusal, so the statement is skipped and nothing commits. `statement`
+   * is rendered SQL written by leasehold (never user text). An error whose SQLSTATE is in
+   * `passThrough` (the statement's own refusals, raised to roll the mark back) is rethrown
+   * unchanged; other failures throw `ERR_UNAVAILABLE`. Answers the statement's result.
+   * @internal
+   */
+  async writeRendered(
     request: FencedWriteRequest,
-    write: (tx: FenceTransaction) => Promise<T> | T,
-  ): Promise<FenceResult<T>> {
+    statement: string,
+    passThrough: ReadonlySet<string>,
+  ): Promise<FenceResult<PgResult>> {
+    const result = await this.decideRendered(request, statement, passThrough);
+    this.tell(request, result);
+    return result;
+  }
+
+  private tell(request: FencedWriteRequest, result: FenceResult<unknown>): void {
+    if (this.onDecision === undefined) return;
+    tellDecision(this.onDecision, {
+      scope: request.scope,
+      token: parseToken(request.token, 'token'),
+      status: result.status,
+      ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
+    });
+  }
+
+  private async decideRendered(
+    request: FencedWriteRequest,
+    statement: string,
+    passThrough: ReadonlySet<string>,
+  ): Promise<FenceResult<PgResult>> {
+    const { params, lease } = this.checkRequest(request);
+    await this.ensureReady();
+    const guard = renderSql(lease ? this.sql.guardLease : this.sql.guardPlain, params);
+    try {
+      const answer = await this.pool.query(
+        `${timeoutPrefix(this.timeoutMs)}${guard}; ${statement}`,
+      );
+      return { status: 'applied', value: resultAt(answer, -1) };
+    } catch (err) {
+      const state = sqlState(err);
+      if (state === REFUSED_STATE) return refusalOf(err);
+      if (state !== undefined && passThrough.has(state)) throw err;
+      throw unavailable('PostgreSQL fence', err);
+    }
+  }
+
+  /** Validates a request; its parameters for the check. */
+  private checkRequest(request: FencedWriteRequest): {
+    params: SqlParam[];
+    key: string | undefined;
+    lease: FencedWriteRequest['lease'];
+  } {
     this.assertOpen();
     if (typeof request !== 'object' || request === null) {
       throw invalidArgument('request', 'must be an object', request);
@@ -303,7 +244,6 @@ export class PostgresFence {
     const token = parseToken(request.token, 'token');
     const key = request.idempotencyKey;
     if (key !== undefined) validateKey(key, 'idempotencyKey');
-    if (typeof write !== 'function') throw invalidArgument('write', 'must be a function', write);
     const lease = request.lease;
     if (lease !== undefined) {
       validateKey(lease.key, 'lease.key');
@@ -311,7 +251,6 @@ export class PostgresFence {
         throw invalidArgument('lease.leaseId', 'must be a lease id (a UUID)', lease.leaseId);
       }
     }
-    await this.ensureReady();
     const params: SqlParam[] = [
       scope,
       token,
@@ -319,6 +258,16 @@ export class PostgresFence {
       lease?.key ?? null,
       lease?.leaseId ?? null,
     ];
+    return { params, key, lease };
+  }
+
+  private async decide<T>(
+    request: FencedWriteRequest,
+    write: (tx: FenceTransaction) => Promise<T> | T,
+  ): Promise<FenceResult<T>> {
+    const { params, key, lease } = this.checkRequest(request);
+    if (typeof write !== 'function') throw invalidArgument('write', 'must be a function', write);
+    await this.ensureReady();
 
     const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence');
     let inTransaction = false;
@@ -440,6 +389,13 @@ function transactionOf(client: PgPoolClient): FenceTransaction {
         rowCount: number | null;
       },
   };
+}
+
+/** The result a refusal raised by the one-message check stands for. */
+function refusalOf(err: unknown): FenceResult<never> {
+  const e = err as { message?: unknown; detail?: unknown };
+  if (e.message === 'duplicate') return { status: 'duplicate' };
+  return { status: 'stale_fence', highWaterMark: parseBigint(e.detail) };
 }
 
 /** One statement's result of a multi-statement message (negative: from the end). */

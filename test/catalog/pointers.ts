@@ -1,6 +1,5 @@
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import type { PgPool, PgPoolClient } from '../../src/stores/postgres/client.js';
 import type { PointerStore } from '../../src/fencing/catalog/pointer-store.js';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
@@ -14,9 +13,10 @@ export type PointerConfig =
   | { readonly kind: 'postgres'; readonly url: string; readonly schema: string };
 
 /**
- * Opens the pointer store. `inTransaction` (when given) runs inside every publish
- * transaction, after the pointer moved and before COMMIT: SQLite through a TEMP trigger on
- * this connection only, PostgreSQL just before the COMMIT is sent on a real pool's connection.
+ * Opens the pointer store. `inTransaction` (SQLite only) runs inside every publish
+ * transaction, after the pointer moved and before COMMIT, through a TEMP trigger on this
+ * connection. A PostgreSQL publish is one message the client cannot pause inside: hold it
+ * on the server instead ({@link holdPublishes}).
  */
 export function openPointers(
   config: PointerConfig,
@@ -36,38 +36,81 @@ export function openPointers(
     );
     return store;
   }
-  if (inTransaction === undefined) {
-    return new PostgresPointerStore({
-      connectionString: config.url,
-      schema: config.schema,
-      maxConnections: 4,
-    });
+  if (inTransaction !== undefined) {
+    throw new Error('a PostgreSQL publish cannot be paused from the client: use holdPublishes');
   }
-  const inner = new pg.Pool({ connectionString: config.url, max: 4 });
-  inner.on('error', () => undefined);
-  const pool: PgPool = {
-    query: (text) => inner.query(text),
-    end: () => inner.end(),
-    connect: async (): Promise<PgPoolClient> => {
-      const c = await inner.connect();
-      // Only the COMMIT of a publish transaction (not, say, a migration's on first use).
-      let inPublish = false;
-      return {
-        query: async (text: string, values?: readonly unknown[]) => {
-          if (text.includes('_publish"(')) inPublish = true;
-          if (text === 'COMMIT' && inPublish) {
-            inPublish = false;
-            await inTransaction();
-          }
-          return values === undefined ? c.query(text) : c.query(text, values as unknown[]);
-        },
-        release: (d?: boolean | Error) => c.release(d),
-        on: (e: 'error', l: (err: Error) => void) => c.on(e, l),
-        removeListener: (e: 'error', l: (err: Error) => void) => c.removeListener(e, l),
-      };
+  return new PostgresPointerStore({
+    connectionString: config.url,
+    schema: config.schema,
+    maxConnections: 4,
+  });
+}
+
+/** A PostgreSQL publish held on the server mid-transaction; see {@link holdPublishes}. */
+export interface PublishHold {
+  /** Resolves once a publish waits on the hold: its object row locked, pointer moved, uncommitted. */
+  blocked(): Promise<void>;
+  /** Lets held publishes go on. */
+  release(): Promise<void>;
+}
+
+/**
+ * Holds every PostgreSQL publish of this schema inside its transaction: a lock on the
+ * history table (whose insert comes after the object row is locked and the pointer moved)
+ * that the publish waits on until {@link PublishHold.release}. The wait is read from
+ * `pg_locks`, not guessed. Call after the schema was migrated.
+ */
+export async function holdPublishes(
+  config: PointerConfig & { kind: 'postgres' },
+): Promise<PublishHold> {
+  const c = new pg.Client({ connectionString: config.url });
+  await c.connect();
+  const history = historyOf(config);
+  await c.query(`BEGIN; LOCK TABLE ${history} IN EXCLUSIVE MODE`);
+  const deadline = Date.now() + 60_000;
+  return {
+    blocked: async () => {
+      for (;;) {
+        const r = await c.query(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = $1::regclass`,
+          [history],
+        );
+        if ((r.rows[0] as { n: number }).n > 0) return;
+        if (Date.now() > deadline) throw new Error('no publish waited on the hold within 60 s');
+        await new Promise((res) => setTimeout(res, 10));
+      }
+    },
+    release: async () => {
+      await c.query('ROLLBACK');
+      await c.end();
     },
   };
-  return new PostgresPointerStore({ pool, schema: config.schema });
+}
+
+function historyOf(config: PointerConfig & { kind: 'postgres' }): string {
+  return `"${config.schema}"."leasehold_catalog_history"`;
+}
+
+/** Resolves once no publish of any client is running on the server (committed or rolled back). */
+export async function publishesDone(config: PointerConfig & { kind: 'postgres' }): Promise<void> {
+  const c = new pg.Client({ connectionString: config.url });
+  await c.connect();
+  try {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      // A publish holds a lock on the history table until its transaction ends.
+      const r = await c.query(
+        `SELECT count(*)::int AS n FROM pg_locks
+         WHERE relation = $1::regclass AND pid <> pg_backend_pid()`,
+        [historyOf(config)],
+      );
+      if ((r.rows[0] as { n: number }).n === 0) return;
+      if (Date.now() > deadline) throw new Error('a publish was still running after 60 s');
+      await new Promise((res) => setTimeout(res, 10));
+    }
+  } finally {
+    await c.end();
+  }
 }
 
 /** The name's high-water mark as the catalog's fence tables hold it (0n: none yet). */

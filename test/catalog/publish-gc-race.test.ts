@@ -6,7 +6,7 @@ import type { ObjectStore } from '../../src/fencing/catalog/object-store.js';
 import { DirectoryObjectStore } from '../../src/fencing/catalog/objects/directory.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
-import { openPointers, type PointerConfig } from './pointers.js';
+import { holdPublishes, openPointers, type PublishHold, type PointerConfig } from './pointers.js';
 import { testLease } from './suite.js';
 
 // The two orders of a publish racing a collection of the same object, put at exact points on
@@ -17,31 +17,29 @@ const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
 describe('publish racing gc on one object (PostgreSQL pointers)', () => {
   it('a collection while the publish transaction is open (before COMMIT) does not tombstone it; the publish wins', async () => {
     const tmp = tempDir('catalog-race');
-    const config: PointerConfig = {
+    const config = {
       kind: 'postgres',
       url: PG_URL,
       schema: uniqueSchema('catrace'),
-    };
+    } as const;
     const objects = new DirectoryObjectStore({ root: join(tmp.dir, 'objects') });
     const collector = new Catalog({ pointers: openPointers(config), objects });
-    let during: { deleted: readonly string[] } | undefined;
-    let handle = '';
-    const writer = new Catalog({
-      pointers: openPointers(config, async () => {
-        if (during !== undefined || handle === '') return;
-        // The publish has locked the row and moved the pointer, uncommitted: the object is
-        // older than the retention (0) and unreferenced as far as any other transaction sees.
-        during = await collector.gc({ retention: 0 });
-      }),
-      objects,
-    });
+    const writer = new Catalog({ pointers: openPointers(config), objects });
+    let hold: PublishHold | undefined;
     try {
       const lease = testLease('report/race', 3n);
       const s = await writer.stage(lease, 'reports/race', 'bytes');
       await tick();
-      handle = s.handle;
-      assert.equal((await writer.publish(lease, 'reports/race', s.handle)).status, 'applied');
-      assert.ok(during !== undefined, 'the collector ran inside the publish transaction');
+      // The publish waits on the server with its object row locked and the pointer moved,
+      // uncommitted: the object is older than the retention (0) and unreferenced as far as
+      // any other transaction sees.
+      hold = await holdPublishes(config);
+      const publishing = writer.publish(lease, 'reports/race', s.handle);
+      await hold.blocked();
+      const during = await collector.gc({ retention: 0 });
+      await hold.release();
+      hold = undefined;
+      assert.equal((await publishing).status, 'applied');
       assert.ok(!during.deleted.includes(s.handle), JSON.stringify(during));
       // Committed: referenced now, so no later collection deletes it either.
       await tick();
@@ -49,6 +47,7 @@ describe('publish racing gc on one object (PostgreSQL pointers)', () => {
       const got = await collector.read('reports/race');
       assert.equal(got.status === 'found' && got.body.toString(), 'bytes');
     } finally {
+      await hold?.release();
       await writer.close();
       await collector.close();
       await dropSchema(config.schema);

@@ -37,7 +37,7 @@ export type WriterRequest = { id: number } & (
       stopAfterCheck?: boolean;
       /** The control arm: a plain pointer overwrite, no fence (after the same lease check). */
       unfenced?: boolean;
-      /** Stop inside the publish transaction, after the pointer moved, before COMMIT. */
+      /** Stop inside the publish transaction, after the pointer moved, before COMMIT (SQLite). */
       stopInTransaction?: boolean;
     }
   | { cmd: 'exit' }
@@ -48,9 +48,13 @@ let stopInTransaction = false;
 const client = new LeaseClient({ store: new SqliteLeaseStore({ path: config.leasePath }) });
 const objects = new DirectoryObjectStore({ root: config.root });
 const catalog = new Catalog({
-  pointers: openPointers(config.pointers, () => {
-    if (stopInTransaction) process.kill(process.pid, 'SIGSTOP');
-  }),
+  // SQLite only: a PostgreSQL publish is one message, held on the server by the test instead.
+  pointers:
+    config.pointers.kind === 'sqlite'
+      ? openPointers(config.pointers, () => {
+          if (stopInTransaction) process.kill(process.pid, 'SIGSTOP');
+        })
+      : openPointers(config.pointers),
   objects,
 });
 const plain = new Database(config.plainPath, { timeout: 5000 });

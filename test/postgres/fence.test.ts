@@ -454,4 +454,65 @@ describe('PostgresFence', () => {
       await watched.close();
     }
   });
+  describe('the one-message form (writeRendered, used by the catalog)', () => {
+    const insert = (scope: string, token: bigint): string =>
+      `INSERT INTO ${q}.write_log (scope, token) VALUES ('${scope}', ${token}) RETURNING seq::text`;
+    const none: ReadonlySet<string> = new Set();
+
+    it('applies with the mark, refuses a lower token without running the statement, answers duplicate for a retried key', async () => {
+      const scope = uniqueKey('one-message');
+      const a = await fence.writeRendered({ scope, token: 7n }, insert(scope, 7n), none);
+      assert.equal(a.status, 'applied');
+      assert.equal(a.status === 'applied' && a.value.rows.length, 1);
+      assert.equal(await fence.highWaterMark(scope), 7n);
+      const stale = await fence.writeRendered({ scope, token: 6n }, insert(scope, 6n), none);
+      assert.deepEqual(stale, { status: 'stale_fence', highWaterMark: 7n });
+      const keyed = { scope, token: 8n, idempotencyKey: 'op-1' };
+      assert.equal((await fence.writeRendered(keyed, insert(scope, 8n), none)).status, 'applied');
+      assert.deepEqual(await fence.writeRendered(keyed, insert(scope, 8n), none), {
+        status: 'duplicate',
+      });
+      assert.deepEqual(await logOf(scope), [7n, 8n], 'only applied statements ran');
+    });
+
+    it('rolls the mark back when the statement fails: its own refusal comes back unchanged, a database error as ERR_UNAVAILABLE', async () => {
+      const scope = uniqueKey('one-message-rollback');
+      await fence.writeRendered({ scope, token: 3n }, insert(scope, 3n), none);
+      const refuse = `DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'LHT01', MESSAGE = 'mine'; END $$`;
+      await assert.rejects(
+        fence.writeRendered({ scope, token: 9n }, refuse, new Set(['LHT01'])),
+        (err: unknown) => (err as { code?: unknown }).code === 'LHT01',
+      );
+      await assert.rejects(
+        fence.writeRendered({ scope, token: 10n }, `SELECT 1/0`, none),
+        (err: unknown) => isLeaseholdError(err, 'ERR_UNAVAILABLE'),
+      );
+      assert.equal(await fence.highWaterMark(scope), 3n, 'neither failed write moved the mark');
+      assert.deepEqual(await logOf(scope), [3n]);
+    });
+
+    it("with lease validation, refuses an unknown lease and reports the lease row's token as the mark", async () => {
+      const key = uniqueKey('one-message-lease');
+      const c = new LeaseClient({ store, ownerId: 'writer-one-message' });
+      const r = await c.acquire(key, { ttl: 10_000 });
+      assert.equal(r.status, 'acquired');
+      const lease = (r as { lease: Lease }).lease;
+      // No write reached this scope yet (mark 0): the refusal shows the lease row's token.
+      const forged = await fence.writeRendered(
+        { scope: key, token: lease.token + 5n, lease: { key, leaseId: randomUUID() } },
+        insert(key, lease.token + 5n),
+        none,
+      );
+      assert.deepEqual(forged, { status: 'stale_fence', highWaterMark: lease.token });
+      const ok = await fence.writeRendered(
+        { scope: key, token: lease.token, lease: { key, leaseId: lease.leaseId } },
+        insert(key, lease.token),
+        none,
+      );
+      assert.equal(ok.status, 'applied');
+      assert.deepEqual(await logOf(key), [lease.token]);
+      await lease.release();
+      await c.close();
+    });
+  });
 });

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL pointer store's statements. `{{pointer}}`, `{{history}}`, `{{object}}`,
- * `{{publish_fn}}` are escaped schema-qualified names; `$n` are parameters.
+ * `{{publish_fn}}`, `{{publish_or_raise_fn}}` are escaped schema-qualified names; `$n` are parameters.
  */
 
 /** $1 handle, $2 name, $3 token, $4 lease id. A staged row, incomplete, unreferenced since now. */
@@ -12,9 +12,13 @@ export const COMPLETE = `
 UPDATE {{object}} SET size = $2::bigint, checksum = $3
 WHERE handle = $1 AND state = 'staged' AND size IS NULL RETURNING 1 AS ok`;
 
-/** The pointer move inside the fenced transaction (migration 0001's function); bind parameters. */
-export const PUBLISH = `SELECT status, version::text, previous_handle, current_version::text, current_key
-FROM {{publish_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7)`;
+/**
+ * The pointer move, sent in the same message as the high-water mark's check (migration
+ * 0002's function: it raises LHC01 instead of answering a refusal). $1 name, $2 handle,
+ * $3 token, $4 lease key, $5 lease id, $6 expected version or NULL, $7 idempotency key or NULL.
+ */
+export const PUBLISH = `SELECT version::text, previous_handle
+FROM {{publish_or_raise_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7)`;
 
 /** $1 name, $2 token, $3 idempotency key. The version a duplicate publish applied. */
 export const SELECT_DUPLICATE = `

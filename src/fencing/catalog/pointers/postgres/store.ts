@@ -8,6 +8,7 @@ import {
   quoteLiteral,
   renderSql,
   resolveConnection,
+  sqlState,
   timeoutPrefix,
   unavailable,
   type PgPool,
@@ -36,12 +37,40 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
 }
 
 /** The pointer store's migrations, in order. Released files are never edited: add a new one. */
-export const POSTGRES_CATALOG_MIGRATIONS = ['0001_catalog.sql'] as const;
+export const POSTGRES_CATALOG_MIGRATIONS = [
+  '0001_catalog.sql',
+  '0002_publish_or_raise.sql',
+] as const;
 
-/** Thrown inside the fenced transaction to roll it back (the mark too) with a result. */
-class Refusal extends Error {
-  constructor(readonly result: PublishResult) {
-    super(result.status);
+/** The SQLSTATE of the publish's own refusals (migration 0002). */
+const PUBLISH_REFUSED: ReadonlySet<string> = new Set(['LHC01']);
+
+/** The result a refusal raised by the publish function stands for; other errors rethrown. */
+function refusalOf(err: unknown, req: PublishRequest): PublishResult {
+  if (sqlState(err) !== 'LHC01') throw err;
+  const e = err as { message?: unknown; detail?: unknown };
+  let detail: { currentVersion?: string | null; currentKey?: string | null } = {};
+  try {
+    detail = JSON.parse(String(e.detail)) as typeof detail;
+  } catch {
+    // An unreadable detail leaves the fields unknown; the status still decides.
+  }
+  switch (e.message) {
+    case 'not_staged':
+      return { status: 'not_staged' };
+    case 'version_conflict':
+      return { status: 'version_conflict', currentVersion: Number(detail.currentVersion) };
+    case 'wrong_key':
+      throw invalidArgument(
+        'lease.key',
+        `must be the key every publish of ${req.name} uses (${JSON.stringify(detail.currentKey)}): tokens of different keys do not compare`,
+        req.leaseKey,
+      );
+    default:
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `the catalog publish function answered ${JSON.stringify(e.message)}`,
+      );
   }
 }
 
@@ -89,6 +118,7 @@ export class PostgresPointers implements PointerStore {
       history: `${q}.${quoteIdent(`${prefix}_history`)}`,
       object: `${q}.${quoteIdent(`${prefix}_object`)}`,
       publish_fn: `${q}.${quoteIdent(`${prefix}_publish`)}`,
+      publish_or_raise_fn: `${q}.${quoteIdent(`${prefix}_publish_or_raise`)}`,
       object_gc_index: quoteIdent(`${prefix}_object_gc`),
     };
     const fill = (text: string): string =>
@@ -114,80 +144,57 @@ export class PostgresPointers implements PointerStore {
     }
   }
 
+  /**
+   * One round trip: the mark's check and the pointer move in one message, one implicit
+   * transaction (`PostgresFence.writeRendered`); a refusal of either rolls back both.
+   */
   async publish(req: PublishRequest): Promise<PublishResult> {
+    if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
     await this.ensureReady();
+    const request = {
+      scope: req.name,
+      token: req.token,
+      ...(req.idempotencyKey === undefined ? {} : { idempotencyKey: req.idempotencyKey }),
+    };
+    const statement = renderSql(this.sql.PUBLISH, [
+      req.name,
+      req.handle,
+      req.token,
+      req.leaseKey,
+      req.leaseId,
+      req.expectedVersion ?? null,
+      req.idempotencyKey ?? null,
+    ]);
+    let r;
     try {
-      const r = await this.fence.write(
-        {
-          scope: req.name,
-          token: req.token,
-          ...(req.idempotencyKey === undefined ? {} : { idempotencyKey: req.idempotencyKey }),
-        },
-        async (tx): Promise<PublishResult> => {
-          const row = (
-            await tx.query<{
-              status: string;
-              version: string | null;
-              previous_handle: string | null;
-              current_version: string | null;
-              current_key: string | null;
-            }>(this.sql.PUBLISH, [
-              req.name,
-              req.handle,
-              req.token.toString(),
-              req.leaseKey,
-              req.leaseId,
-              req.expectedVersion ?? null,
-              req.idempotencyKey ?? null,
-            ])
-          ).rows[0];
-          const status: string = row?.status ?? 'no row';
-          switch (status) {
-            case 'applied':
-              return {
-                status: 'applied',
-                version: Number(row!.version),
-                previousHandle: row!.previous_handle ?? undefined,
-              };
-            case 'not_staged':
-              throw new Refusal({ status: 'not_staged' });
-            case 'version_conflict':
-              throw new Refusal({
-                status: 'version_conflict',
-                currentVersion: Number(row!.current_version),
-              });
-            case 'wrong_key':
-              throw invalidArgument(
-                'lease.key',
-                `must be the key every publish of ${req.name} uses (${JSON.stringify(row!.current_key)}): tokens of different keys do not compare`,
-                req.leaseKey,
-              );
-            default:
-              throw new LeaseholdError(
-                'ERR_PROTOCOL',
-                `the catalog publish function answered ${JSON.stringify(status)}`,
-              );
-          }
-        },
-      );
-      switch (r.status) {
-        case 'applied':
-          return r.value;
-        case 'stale_fence':
-          return r;
-        case 'duplicate': {
-          const d = await this.query(this.sql.SELECT_DUPLICATE, [
-            req.name,
-            req.token,
-            req.idempotencyKey ?? null,
-          ]);
-          const v = d.rows[0]?.['version'];
-          return { status: 'duplicate', version: v == null ? undefined : Number(v) };
-        }
-      }
+      r = await this.fence.writeRendered(request, statement, PUBLISH_REFUSED);
     } catch (err) {
-      if (err instanceof Refusal) return err.result;
-      throw err;
+      return refusalOf(err, req);
+    }
+    switch (r.status) {
+      case 'applied': {
+        const row = r.value.rows[0];
+        if (row === undefined) {
+          throw new LeaseholdError('ERR_PROTOCOL', 'the catalog publish answered no row');
+        }
+        return {
+          status: 'applied',
+          version: Number(row['version']),
+          previousHandle:
+            typeof row['previous_handle'] === 'string' ? row['previous_handle'] : undefined,
+        };
+      }
+      case 'stale_fence':
+        return r;
+      case 'duplicate': {
+        const d = await this.query(this.sql.SELECT_DUPLICATE, [
+          req.name,
+          req.token,
+          req.idempotencyKey ?? null,
+        ]);
+        const v = d.rows[0]?.['version'];
+        return { status: 'duplicate', version: v == null ? undefined : Number(v) };
+      }
     }
   }
 
