@@ -27,6 +27,9 @@ export class ScopeQueue {
   run<T>(scope: string, task: () => Promise<T>): Promise<T> | undefined {
     let entry = this.tails.get(scope);
     if (entry !== undefined && entry.size > this.maxWaiting) return undefined;
+    // Nothing of this scope is queued or running: the task starts now (no wait on a
+    // resolved promise, one microtask less on the uncontended path).
+    const before = entry?.tail;
     if (entry === undefined) {
       entry = { tail: Promise.resolve(), size: 0 };
       this.tails.set(scope, entry);
@@ -34,12 +37,11 @@ export class ScopeQueue {
     const e = entry;
     e.size++;
     this.count++;
-    const before = e.tail;
     let done!: () => void;
     const mine = new Promise<void>((r) => (done = r));
     e.tail = mine;
     return (async () => {
-      await before;
+      if (before !== undefined) await before;
       try {
         return await task();
       } finally {

@@ -65,7 +65,8 @@ export class UpstreamPool {
       const headers = opts.headers as Record<string, string | string[] | undefined> | undefined;
       const id = headers?.[FORWARD_ID_HEADER];
       const entry = typeof id === 'string' ? this.tracked.get(id) : undefined;
-      if (headers !== undefined && id !== undefined) delete headers[FORWARD_ID_HEADER];
+      // undefined, not delete: undici skips it, and the object keeps its fast shape.
+      if (headers !== undefined && id !== undefined) headers[FORWARD_ID_HEADER] = undefined;
       if (entry === undefined) return dispatch(opts, handler);
       const chunks: Buffer[] = [];
       let size = 0;

@@ -293,10 +293,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           ...headers,
           [FORWARD_ID_HEADER]: tracked.id,
         };
-        // The gateway's own bearer secret never travels further.
-        if (auth.enabled) delete out['authorization'];
+        // The gateway's own bearer secret never travels further. (undefined rather than
+        // delete: undici skips such headers, and the object keeps its fast shape.)
+        if (auth.enabled) out['authorization'] = undefined;
         if (how.token !== undefined) {
-          delete out[names.token];
+          out[names.token] = undefined;
           out[forwardToken] = how.token.toString();
         }
         return out;
