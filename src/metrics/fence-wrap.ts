@@ -13,7 +13,12 @@ export interface FencedWriteStart {
 
 /** How one fenced write ended: the fence's answer, or what it threw. */
 export type FencedWriteEnd =
-  | { readonly ok: true; readonly status: FenceResult['status'] }
+  | {
+      readonly ok: true;
+      readonly status: FenceResult['status'];
+      /** With `stale_fence`: the high-water mark that refused the token. */
+      readonly highWaterMark?: bigint;
+    }
   | { readonly ok: false; readonly error: unknown };
 
 /**
@@ -138,7 +143,13 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 function outcomeOf(result: unknown): FencedWriteEnd {
-  const status = (result as { status?: unknown } | null | undefined)?.status;
-  if (FENCE_STATUSES.has(status)) return { ok: true, status: status as FenceResult['status'] };
+  const r = result as { status?: unknown; highWaterMark?: unknown } | null | undefined;
+  const status = r?.status;
+  if (FENCE_STATUSES.has(status)) {
+    const mark = r?.highWaterMark;
+    return typeof mark === 'bigint'
+      ? { ok: true, status: status as FenceResult['status'], highWaterMark: mark }
+      : { ok: true, status: status as FenceResult['status'] };
+  }
   return { ok: false, error: new TypeError(`a fenced write answered ${String(status)}`) };
 }

@@ -4,7 +4,16 @@ import { invalidArgument } from '../core/errors.js';
 import type { FenceDecisionHook } from '../fencing/decision.js';
 import { wrapFence, type FencedWriteEnd } from './fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from './key-groups.js';
-import { observeLeadership, observeLeaseClient, type LeaseObservation } from './lease-observer.js';
+import { observeLeadership, observeLeaseClient } from './lease-observer.js';
+import {
+  recordFenceDecision,
+  recordFencedWrite,
+  recordLease,
+  recordLeadership,
+  type CounterMetric,
+  type HistogramMetric,
+  type MetricRecorder,
+} from './record.js';
 import { BUCKETS, LEASE_METRICS } from './metric-names.js';
 
 /** Options for {@link createLeaseMetrics}. */
@@ -45,18 +54,8 @@ export class LeaseMetrics {
    */
   readonly onFenceDecision: FenceDecisionHook;
   private readonly groups: KeyGroups;
-  private readonly acquisitions: Counter<Labels>;
-  private readonly acquireWait: Histogram<Labels>;
-  private readonly held: Histogram<Labels>;
-  private readonly renewals: Counter<Labels>;
-  private readonly renewalLatency: Histogram<Labels>;
-  private readonly renewalSlack: Histogram<Labels>;
-  private readonly losses: Counter<Labels>;
-  private readonly releases: Counter<Labels>;
-  private readonly fenceDecisions: Counter<Labels>;
-  private readonly fencedWrite: Histogram<Labels>;
+  private readonly recorder: MetricRecorder;
   private readonly leader: Gauge<Labels>;
-  private readonly leaderChanges: Counter<Labels>;
   /** The clients attached to any collector on this registry: the held-leases gauge counts them. */
   private readonly clients: Set<LeaseClient>;
 
@@ -84,22 +83,31 @@ export class LeaseMetrics {
         labels,
         () => new Histogram({ ...spec(m, labels), buckets: [...buckets], registers: [registry] }),
       );
-    this.acquisitions = counter(LEASE_METRICS.acquisitions, ['result', ...g]);
-    this.acquireWait = histogram(LEASE_METRICS.acquireWait, ['result', ...g], BUCKETS.wait);
-    this.held = histogram(LEASE_METRICS.held, ['end', ...g], BUCKETS.held);
-    this.renewals = counter(LEASE_METRICS.renewals, ['result', ...g]);
-    this.renewalLatency = histogram(LEASE_METRICS.renewalLatency, g, BUCKETS.latency);
-    this.renewalSlack = histogram(LEASE_METRICS.renewalSlack, g, BUCKETS.slack);
-    this.losses = counter(LEASE_METRICS.losses, ['reason', ...g]);
-    this.releases = counter(LEASE_METRICS.releases, ['result', ...g]);
-    this.fenceDecisions = counter(LEASE_METRICS.fenceDecisions, ['result', ...g]);
-    this.fencedWrite = histogram(LEASE_METRICS.fencedWrite, ['result', ...g], BUCKETS.latency);
+    // Labels as they appear on each metric; key_group only when a keyGroup is given.
+    const counters: Record<CounterMetric, Counter<Labels>> = {
+      acquisitions: counter(LEASE_METRICS.acquisitions, ['result', ...g]),
+      renewals: counter(LEASE_METRICS.renewals, ['result', ...g]),
+      losses: counter(LEASE_METRICS.losses, ['reason', ...g]),
+      releases: counter(LEASE_METRICS.releases, ['result', ...g]),
+      fenceDecisions: counter(LEASE_METRICS.fenceDecisions, ['result', ...g]),
+      leaderChanges: counter(LEASE_METRICS.leaderChanges, ['election', 'change']),
+    };
+    const histograms: Record<HistogramMetric, Histogram<Labels>> = {
+      acquireWait: histogram(LEASE_METRICS.acquireWait, ['result', ...g], BUCKETS.wait),
+      held: histogram(LEASE_METRICS.held, ['end', ...g], BUCKETS.held),
+      renewalLatency: histogram(LEASE_METRICS.renewalLatency, g, BUCKETS.latency),
+      renewalSlack: histogram(LEASE_METRICS.renewalSlack, g, BUCKETS.slack),
+      fencedWrite: histogram(LEASE_METRICS.fencedWrite, ['result', ...g], BUCKETS.latency),
+    };
+    this.recorder = {
+      add: (metric, labels) => counters[metric].inc(labels),
+      observe: (metric, labels, seconds) => histograms[metric].observe(labels, seconds),
+    };
     this.leader = this.reuse(
       LEASE_METRICS.leader,
       ['election'],
       () => new Gauge({ ...spec(LEASE_METRICS.leader, ['election']), registers: [registry] }),
     );
-    this.leaderChanges = counter(LEASE_METRICS.leaderChanges, ['election', 'change']);
     const groups = this.groups;
     this.reuse(
       LEASE_METRICS.leasesHeld,
@@ -130,7 +138,7 @@ export class LeaseMetrics {
         }),
     );
     this.onFenceDecision = (d) => {
-      this.fenceDecisions.inc(this.labels({ result: d.status }, d.scope));
+      recordFenceDecision(this.recorder, d.status, this.groups.of(d.scope));
     };
   }
 
@@ -142,7 +150,9 @@ export class LeaseMetrics {
     if (typeof client?.on !== 'function')
       throw invalidArgument('client', 'must be a LeaseClient', client);
     this.clients.add(client);
-    const unsubscribe = observeLeaseClient(client, (o) => this.count(o));
+    const unsubscribe = observeLeaseClient(client, (o) =>
+      recordLease(this.recorder, o, this.groups.of(o.event.key)),
+    );
     let attached = true;
     return () => {
       if (!attached) return;
@@ -165,7 +175,7 @@ export class LeaseMetrics {
     const labels = { election: election.name };
     this.leader.set(labels, client.heldLeases().some((l) => l.key === election.key) ? 1 : 0);
     return observeLeadership(client, election.key, (change) => {
-      this.leaderChanges.inc({ ...labels, change });
+      recordLeadership(this.recorder, election.name, change);
       this.leader.set(labels, change === 'elected' ? 1 : 0);
     });
   }
@@ -183,54 +193,11 @@ export class LeaseMetrics {
           run: (write) => write(),
           end: (outcome: FencedWriteEnd) => {
             const seconds = (performance.now() - startedAt) / 1000;
-            const result = outcome.ok ? outcome.status : 'error';
-            if (outcome.ok) this.fenceDecisions.inc(this.labels({ result }, scope));
-            this.fencedWrite.observe(this.labels({ result }, scope), seconds);
+            recordFencedWrite(this.recorder, outcome, seconds, this.groups.of(scope));
           },
         };
       },
     });
-  }
-
-  private count(o: LeaseObservation): void {
-    const key = o.event.key;
-    switch (o.kind) {
-      case 'acquire': {
-        const e = o.event;
-        this.acquisitions.inc(this.labels({ result: e.type }, key));
-        if (e.type !== 'unavailable') {
-          this.acquireWait.observe(this.labels({ result: e.type }, key), e.waitedMs / 1000);
-        }
-        return;
-      }
-      case 'renew':
-        this.renewals.inc(this.labels({ result: o.result }, key));
-        if (o.event.type === 'renewed') {
-          this.renewalLatency.observe(this.labels({}, key), o.event.latencyMs / 1000);
-        }
-        if (o.slackMs !== undefined) {
-          this.renewalSlack.observe(this.labels({}, key), o.slackMs / 1000);
-        }
-        return;
-      case 'loss':
-        this.losses.inc(this.labels({ reason: o.event.reason }, key));
-        this.held.observe(this.labels({ end: o.event.reason }, key), o.event.heldMs / 1000);
-        return;
-      case 'release':
-        this.releases.inc(this.labels({ result: o.event.result }, key));
-        if (o.heldMs !== undefined) {
-          this.held.observe(this.labels({ end: 'released' }, key), o.heldMs / 1000);
-        }
-        return;
-    }
-  }
-
-  private labels(
-    base: Partial<Record<Labels, string>>,
-    key: string,
-  ): Partial<Record<Labels, string>> {
-    const group = this.groups.of(key);
-    return group === undefined ? base : { ...base, key_group: group };
   }
 
   /** The metric already in the registry (a second collector), or a new one. */
