@@ -77,58 +77,64 @@ export function wrapFence<F extends object>(fence: F, watcher: FenceWatcher): F 
   return new Proxy(fence, {
     get(obj, prop, receiver) {
       const value: unknown = Reflect.get(obj, prop, receiver);
-      if (typeof prop !== 'string' || typeof value !== 'function') return value;
-      const locate = FENCED_WRITES[prop];
-      if (locate === undefined) return value;
+      if (typeof prop !== 'string' || typeof value !== 'function' || prop === 'constructor')
+        return value;
       let fn = wrapped.get(prop);
-      if (fn === undefined) {
-        const method = value as (...args: unknown[]) => unknown;
-        fn = (...args: unknown[]): unknown => {
-          // The fence's own `this`: its private state lives on the target, not the proxy.
-          const call = (): unknown => method.apply(obj, args);
-          const [scope, token] = locate(args);
-          let watch: ReturnType<FenceWatcher['start']>;
-          try {
-            watch = watcher.start({
-              method: prop,
-              scope: String(scope),
-              token: typeof token === 'bigint' ? token : String(token),
-            });
-          } catch {
-            // A failing monitor never changes a fence outcome.
-            return call();
-          }
-          const end = (outcome: FencedWriteEnd): void => {
-            try {
-              watch.end(outcome);
-            } catch {
-              // As above: the write's outcome stands.
-            }
-          };
-          let result: unknown;
-          try {
-            result = watch.run(call);
-          } catch (error) {
-            end({ ok: false, error });
-            throw error;
-          }
-          if (isThenable(result)) {
-            return result.then(
-              (settled) => {
-                end(outcomeOf(settled));
-                return settled;
-              },
-              (error: unknown) => {
-                end({ ok: false, error });
-                throw error;
-              },
-            );
-          }
-          end(outcomeOf(result));
-          return result;
-        };
+      if (fn !== undefined) return fn;
+      const method = value as (...args: unknown[]) => unknown;
+      const locate = FENCED_WRITES[prop];
+      if (locate === undefined) {
+        // Other methods run on the fence itself too (`this` the target, never the proxy), so
+        // that private state of any kind keeps working.
+        fn = (...args: unknown[]): unknown => method.apply(obj, args);
         wrapped.set(prop, fn);
+        return fn;
       }
+      fn = (...args: unknown[]): unknown => {
+        // The fence's own `this`: its private state lives on the target, not the proxy.
+        const call = (): unknown => method.apply(obj, args);
+        const [scope, token] = locate(args);
+        let watch: ReturnType<FenceWatcher['start']>;
+        try {
+          watch = watcher.start({
+            method: prop,
+            scope: String(scope),
+            token: typeof token === 'bigint' ? token : String(token),
+          });
+        } catch {
+          // A failing monitor never changes a fence outcome.
+          return call();
+        }
+        const end = (outcome: FencedWriteEnd): void => {
+          try {
+            watch.end(outcome);
+          } catch {
+            // As above: the write's outcome stands.
+          }
+        };
+        let result: unknown;
+        try {
+          result = watch.run(call);
+        } catch (error) {
+          end({ ok: false, error });
+          throw error;
+        }
+        if (isThenable(result)) {
+          return result.then(
+            (settled) => {
+              end(outcomeOf(settled));
+              return settled;
+            },
+            (error: unknown) => {
+              end({ ok: false, error });
+              throw error;
+            },
+          );
+        }
+        end(outcomeOf(result));
+        return result;
+      };
+      wrapped.set(prop, fn);
       return fn;
     },
   });

@@ -116,6 +116,8 @@ describe('leasehold/metrics scraped by prom-client', () => {
       db.exec('CREATE TABLE report (id TEXT PRIMARY KEY, body TEXT)');
       const fence = metrics.wrapFence(new SqliteFence({ database: db }));
       assert.ok(fence instanceof SqliteFence, 'the wrapped fence is still a SqliteFence');
+      assert.equal(fence.constructor, SqliteFence);
+      assert.equal(fence.policy, '>=');
       const put = (body: string) => (d: Database.Database) =>
         d.prepare('INSERT OR REPLACE INTO report VALUES (?, ?)').run('july', body);
       assert.equal(
