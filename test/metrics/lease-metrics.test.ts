@@ -7,6 +7,7 @@ import { createLeaseMetrics } from '../../src/metrics/index.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/index.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
+import { FaultyStore } from '../support/faulty-store.js';
 import { parseExposition, valueOf, type Sample } from './exposition.js';
 
 // ttl 1000 ms with the default drift allowance (1% + 2 ms): a lease's local deadline is 988 ms
@@ -23,8 +24,10 @@ function app() {
   const storeClock = new ManualClock();
   const clockA = new ManualClock();
   const state = new MemoryLeaseState();
+  // A's connection to the store can be made to fail.
+  const storeA = new FaultyStore(new MemoryLeaseStore({ clock: storeClock, state }));
   const a = new LeaseClient({
-    store: new MemoryLeaseStore({ clock: storeClock, state }),
+    store: storeA,
     clock: clockA,
     ownerId: 'worker-a',
   });
@@ -38,7 +41,7 @@ function app() {
   const detachA = metrics.attach(a);
   const detachB = metrics.attach(b);
   const scrape = async (): Promise<Sample[]> => parseExposition(await registry.metrics());
-  return { storeClock, clockA, a, b, registry, metrics, detachA, detachB, scrape };
+  return { storeClock, clockA, storeA, a, b, registry, metrics, detachA, detachB, scrape };
 }
 
 function leaseOf(r: Awaited<ReturnType<LeaseClient['acquire']>>): Lease {
@@ -67,7 +70,7 @@ const M = {
 
 describe('leasehold/metrics scraped by prom-client', () => {
   it('shows each metric change as leases are acquired, renewed, lost, released and fenced', async () => {
-    const { storeClock, clockA, a, b, metrics, scrape } = app();
+    const { storeClock, clockA, storeA, a, b, metrics, scrape } = app();
     let s = await scrape();
     assert.equal(valueOf(s, M.acq, { result: 'acquired' }), 0);
     assert.equal(valueOf(s, M.heldNow), 0);
@@ -93,12 +96,22 @@ describe('leasehold/metrics scraped by prom-client', () => {
     assert.equal(valueOf(s, M.slackCount), 1);
     assert.equal(valueOf(s, M.slackSum), (DEADLINE - 300) / 1000);
 
+    // A's connection is reset during its next renewal (at 600 ms): not confirmed, retried
+    // 100 ms later.
+    storeA.onRenew = () => Promise.reject(new Error('read ECONNRESET'));
+    await clockA.advance(300);
+    assert.equal(leaseA.status, 'held');
+    s = await scrape();
+    assert.equal(valueOf(s, M.renewals, { result: 'unavailable' }), 1);
+    assert.equal(valueOf(s, M.slackCount), 1, 'slack is measured on confirmed renewals only');
+    storeA.onRenew = undefined;
+
     // The store's clock jumps 2 s ahead of A's: the store expires A's lease, B takes over
-    // (token 2), and A's next renewal is answered "lost".
+    // (token 2), and A's retry is answered "lost".
     await storeClock.advance(2000);
     const leaseB = leaseOf(await b.acquire('report/july', { ttl: TTL, autoRenew: false }));
     assert.equal(leaseB.token, 2n);
-    await clockA.advance(300);
+    await clockA.advance(100);
     assert.equal(leaseA.status, 'lost');
     assert.equal(leaseA.lossReason, 'lost');
     s = await scrape();
@@ -106,7 +119,7 @@ describe('leasehold/metrics scraped by prom-client', () => {
     assert.equal(valueOf(s, M.renewals, { result: 'lost' }), 1);
     assert.equal(valueOf(s, M.lost, { reason: 'lost' }), 1);
     assert.equal(valueOf(s, M.heldCount, { end: 'lost' }), 1);
-    assert.equal(valueOf(s, M.heldSum, { end: 'lost' }), 0.6, 'A held it 600 ms by its clock');
+    assert.equal(valueOf(s, M.heldSum, { end: 'lost' }), 0.7, 'A held it 700 ms by its clock');
     assert.equal(valueOf(s, M.heldNow), 1, "only B's lease is held now");
 
     // Both write through one real SQLite fence: B's token 2 is applied, B's retry is a
