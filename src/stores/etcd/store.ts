@@ -711,17 +711,37 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   private ensureDeleteWatch(timeoutMs: number): Promise<Watcher> {
     this.deleteWatch ??= (async () => {
       const start = Buffer.from(this.layout.namespace, 'utf8');
-      const w = await withTimeout(
-        this.client
-          .watch()
-          .inRange({ start: start.length === 0 ? Buffer.from([0]) : start, end: prefixEnd(start) })
-          // etcd3's `ignore(op)` is an alias of `only(op)`: `only('delete')` is what asks
-          // etcd to filter out puts (FilterType NOPUT).
-          .only('delete')
-          .create(),
-        timeoutMs,
-        'creating the etcd deletion watch',
-      );
+      const watcher = this.client
+        .watch()
+        .inRange({ start: start.length === 0 ? Buffer.from([0]) : start, end: prefixEnd(start) })
+        // etcd3's `ignore(op)` is an alias of `only(op)`: `only('delete')` is what asks
+        // etcd to filter out puts (FilterType NOPUT).
+        .only('delete')
+        .watcher();
+      const creating = new Promise<Watcher>((resolve, reject) => {
+        watcher.once('connected', () => resolve(watcher));
+        watcher.once('error', reject);
+      });
+      // etcd3 retries a watch whose authentication fails, forever and silently: a wrong
+      // password would look like a slow server. One read of the namespace alongside answers
+      // with the real cause (authentication failed, permission denied) at once.
+      const probe = this.client
+        .get(start.length === 0 ? '\u0001' : this.layout.namespace)
+        .options(callOptions({ timeoutMs }))
+        .exec();
+      let w: Watcher;
+      try {
+        [w] = await withTimeout(
+          Promise.all([creating, probe]),
+          timeoutMs,
+          'creating the etcd deletion watch',
+        );
+      } catch (err) {
+        // Detached, a watch etcd3 could not create stops its reconnect timers (which would
+        // otherwise keep the process alive after close()).
+        void watcher.cancel().catch(() => undefined);
+        throw err;
+      }
       w.on('delete', (kv: { key: Buffer; mod_revision: string }) => {
         const e = this.held.get(kv.key.toString('utf8'));
         if (e !== undefined && e.token !== 0n && BigInt(kv.mod_revision) > e.token) {
