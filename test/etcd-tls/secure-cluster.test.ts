@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
+import { openStore, parseEtcdStoreUrl } from '../../src/stores/open-store.js';
 import { contractCases } from '../contract/cases.js';
 import type { StoreHarness } from '../contract/harness.js';
 import { etcdctl } from '../support/etcdctl.js';
@@ -119,5 +120,66 @@ describe('etcd with TLS and RBAC: credentials and permissions', () => {
       await client.close();
       await store.close();
     }
+  });
+
+  it('opens from an etcds:// URL with the user, the CA and a client certificate', async () => {
+    const hosts = etcd.endpoints.map((e) => e.replace('https://', '')).join(',');
+    const query = new URLSearchParams({
+      namespace: ETCD_APP_PREFIX,
+      ca: etcd.ca.certPath,
+      cert: etcd.client.certPath,
+      key: etcd.client.keyPath,
+    });
+    const url = `etcds://app:${encodeURIComponent(ETCD_USERS.app)}@${hosts}?${query.toString()}`;
+    const store = await openStore(url);
+    const client = new LeaseClient({ store, ownerId: 'from-url' });
+    try {
+      const key = uniqueKey('tls-url');
+      const r = await client.acquire(key, { ttl: '5s' });
+      assert.equal(r.status, 'acquired');
+      if (r.status === 'acquired') await r.lease.release();
+      // The same URL with a wrong password: unavailable, authentication failed.
+      const bad = await openStore(url.replace(encodeURIComponent(ETCD_USERS.app), 'nope'));
+      const other = new LeaseClient({ store: bad, ownerId: 'bad-url', requestTimeout: '3s' });
+      const denied = await other.acquire(key, { ttl: '5s' });
+      assert.equal(denied.status, 'unavailable');
+      if (denied.status === 'unavailable')
+        assert.match(String(denied.cause), /authentication failed/);
+      await other.close();
+      await bad.close();
+    } finally {
+      await client.close();
+      await store.close();
+    }
+  });
+
+  it('parses etcds:// URLs and refuses malformed ones naming the rule', () => {
+    assert.deepEqual(
+      parseEtcdStoreUrl('etcds://u:p%40ss@a:2379,b:2379?ca=/ca.pem&namespace=locks/'),
+      {
+        hosts: ['https://a:2379', 'https://b:2379'],
+        namespace: 'locks/',
+        tls: { ca: '/ca.pem' },
+        auth: { username: 'u', password: 'p@ss' },
+      },
+    );
+    assert.deepEqual(parseEtcdStoreUrl('etcd://u:p@a:2379'), {
+      hosts: ['http://a:2379'],
+      auth: { username: 'u', password: 'p' },
+    });
+    assert.throws(() => parseEtcdStoreUrl('etcd://a:2379?ca=/ca.pem'), /need an etcds:\/\/ URL/);
+    assert.throws(
+      () => parseEtcdStoreUrl('etcds://a:2379?cert=/c.pem'),
+      /cert and key must be given together/,
+    );
+    assert.throws(
+      () => parseEtcdStoreUrl('etcds://a:2379?cacert=/c.pem'),
+      /"cacert" is not one of/,
+    );
+    // The password never appears in the error.
+    assert.throws(
+      () => parseEtcdStoreUrl('etcds://u:secret@a'),
+      (err: Error) => !err.message.includes('secret'),
+    );
   });
 });
