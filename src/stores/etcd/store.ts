@@ -35,7 +35,12 @@ export interface EtcdLeaseStoreOptions {
   readonly hosts?: string | readonly string[];
   /** A client to use instead of `hosts`. The store does not close it. */
   readonly client?: Etcd3;
-  /** More `etcd3` client options (TLS, auth) when the store makes its own client. */
+  /**
+   * More `etcd3` client options when the store makes its own client: TLS as
+   * `credentials: { rootCertificate, certChain?, privateKey? }` (PEM buffers; use `https://`
+   * hosts) and an etcd user as `auth: { username, password }`. The user's role needs
+   * readwrite on the `namespace` prefix only. Defaults to none.
+   */
   readonly clientOptions?: Omit<IOptions, 'hosts'>;
   /**
    * Prepended to every etcd key. With the default `''`, leasehold key `jobs/nightly` is
