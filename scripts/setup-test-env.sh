@@ -23,6 +23,12 @@ need_cmd etcd etcd-server
 need_cmd etcdctl etcd-client
 # --- end etcd --------------------------------------------------------------------------------
 
+# --- pgbouncer (deployment tests) --------------------------------------------------------------
+# Tests start their own pgbouncer processes (transaction and session pooling) on free loopback
+# ports in front of the shared PostgreSQL; they need only the binary.
+need_cmd pgbouncer pgbouncer
+# --- end pgbouncer ---------------------------------------------------------------------------
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"

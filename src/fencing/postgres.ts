@@ -3,6 +3,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import type { FenceResult } from '../core/results.js';
 import { parseToken, validateKey } from '../core/validate.js';
 import {
+  answerWithin,
   checkIdentifier,
   checkout,
   renderSql,
@@ -52,7 +53,9 @@ export interface PostgresFenceOptions extends PostgresConnectionOptions {
   /**
    * Bound for each statement and lock wait of the fenced transaction, and for idle gaps
    * inside it (a writer that stalls mid-transaction is disconnected and rolled back rather
-   * than holding the scope's lock). Defaults to `5s`.
+   * than holding the scope's lock). The fence also stops waiting for any answer 1 s after
+   * it, dropping the connection, so a stalled pooler or network throws `ERR_UNAVAILABLE`
+   * instead of hanging. Defaults to `5s`.
    */
   readonly timeout?: Duration;
   /**
@@ -269,7 +272,11 @@ export class PostgresFence {
     if (typeof write !== 'function') throw invalidArgument('write', 'must be a function', write);
     await this.ensureReady();
 
-    const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence');
+    // Each statement is bounded on the server (statement_timeout) and, for a stalled pooler
+    // or network that never delivers it, here as well, a little later.
+    const bound = this.timeoutMs + CLIENT_GRACE_MS;
+    const { client: raw, done: release } = await checkout(this.pool, 'PostgreSQL fence', bound);
+    const client = boundedClient(raw, bound);
     let inTransaction = false;
     let broken: Error | undefined;
     try {
@@ -340,7 +347,11 @@ export class PostgresFence {
     await this.ensureReady();
     try {
       const r = resultAt(
-        await this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.mark, [s])),
+        await answerWithin(
+          this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.mark, [s])),
+          this.timeoutMs + CLIENT_GRACE_MS,
+          'PostgreSQL fence: reading the mark',
+        ),
         -1,
       );
       const row = r.rows[0];
@@ -372,6 +383,22 @@ export class PostgresFence {
   private assertOpen(): void {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL fence was closed');
   }
+}
+
+/** How much longer than its statement_timeout the fence waits for an answer itself. */
+const CLIENT_GRACE_MS = 1000;
+
+/** The connection with every query (ours and the caller's) bounded by `ms` on this side. */
+function boundedClient(client: PgPoolClient, ms: number): PgPoolClient {
+  return {
+    query: (text, values) =>
+      answerWithin(
+        values === undefined ? client.query(text) : client.query(text, values),
+        ms,
+        'PostgreSQL fence',
+      ),
+    release: (destroy) => client.release(destroy),
+  };
 }
 
 /** Carries an error thrown by the caller's write past our own error handling. */

@@ -1,5 +1,5 @@
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { LeaseStore } from '../core/store.js';
 
 /** Options every store opener may use; each opener ignores what it does not need. */
@@ -149,33 +149,118 @@ async function openPostgres(url: string, options: OpenStoreOptions): Promise<Lea
   return new PostgresLeaseStore({ connectionString, ...place });
 }
 
+/** What an `etcd://` or `etcds://` URL says: endpoints, namespace, TLS files and a user. */
+export interface EtcdStoreUrl {
+  readonly hosts: string[];
+  readonly namespace?: string;
+  /** PEM file paths (`etcds://` only): the CA to trust, and a client certificate and key. */
+  readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
+  /** etcd user (RBAC), from the URL's user info. */
+  readonly auth?: { readonly username: string; readonly password: string };
+}
+
+const ETCD_URL_PARAMS = new Set(['namespace', 'ca', 'cert', 'key']);
+
 /**
- * Parses `etcd://host:port[,host:port…][?namespace=PREFIX]` into etcd3 endpoints
- * (`http://host:port`) and an optional key namespace.
+ * Parses `etcd[s]://[USER:PASSWORD@]host:port[,host:port…][?namespace=P&ca=FILE&cert=FILE&key=FILE]`
+ * into etcd3 endpoints (`http://` or, for `etcds://`, `https://host:port`), a key namespace,
+ * TLS file paths and an etcd user. User and password are percent-decoded.
  */
-export function parseEtcdStoreUrl(url: string): { hosts: string[]; namespace?: string } {
-  const m = /^etcd:\/\/([^/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
+export function parseEtcdStoreUrl(url: string): EtcdStoreUrl {
+  const m = /^(etcds?):\/\/(?:([^@/?#]*)@)?([^@/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
   if (m === null) {
-    throw invalidArgument('store', 'must look like etcd://host:port[,host:port…]', url);
+    throw invalidArgument(
+      'store',
+      'must look like etcd://host:port[,host:port…] or etcds://user:password@host:port[,…]?ca=FILE',
+      redactUrl(url),
+    );
   }
-  const hosts = m[1]!.split(',').map((h) => {
+  const secure = m[1] === 'etcds';
+  const hosts = m[3]!.split(',').map((h) => {
     if (!/^[A-Za-z0-9.\-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h)) {
-      throw invalidArgument('store', `etcd endpoint ${JSON.stringify(h)} is not host:port`, url);
+      throw invalidArgument(
+        'store',
+        `etcd endpoint ${JSON.stringify(h)} is not host:port`,
+        redactUrl(url),
+      );
     }
-    return `http://${h}`;
+    return `${secure ? 'https' : 'http'}://${h}`;
   });
-  const namespace = new URLSearchParams(m[2] ?? '').get('namespace');
-  return namespace === null ? { hosts } : { hosts, namespace };
+  const params = new URLSearchParams(m[4] ?? '');
+  for (const name of params.keys()) {
+    if (!ETCD_URL_PARAMS.has(name)) {
+      throw invalidArgument(
+        'store',
+        `etcd URL parameter ${JSON.stringify(name)} is not one of ${[...ETCD_URL_PARAMS].join(', ')}`,
+        redactUrl(url),
+      );
+    }
+  }
+  const namespace = params.get('namespace');
+  const ca = params.get('ca');
+  const cert = params.get('cert');
+  const key = params.get('key');
+  if (!secure && (ca !== null || cert !== null || key !== null)) {
+    throw invalidArgument('store', 'ca, cert and key need an etcds:// URL', redactUrl(url));
+  }
+  if ((cert === null) !== (key === null)) {
+    throw invalidArgument('store', 'cert and key must be given together', redactUrl(url));
+  }
+  let auth: EtcdStoreUrl['auth'];
+  if (m[2] !== undefined) {
+    const colon = m[2].indexOf(':');
+    const username = decodeURIComponent(colon < 0 ? m[2] : m[2].slice(0, colon));
+    const password = colon < 0 ? '' : decodeURIComponent(m[2].slice(colon + 1));
+    if (username === '')
+      throw invalidArgument('store', 'the etcd user name is empty', redactUrl(url));
+    auth = { username, password };
+  }
+  const tls =
+    ca === null && cert === null
+      ? undefined
+      : { ...(ca === null ? {} : { ca }), ...(cert === null ? {} : { cert, key: key! }) };
+  return {
+    hosts,
+    ...(namespace === null ? {} : { namespace }),
+    ...(tls === undefined ? {} : { tls }),
+    ...(auth === undefined ? {} : { auth }),
+  };
 }
 
 async function openEtcd(url: string): Promise<LeaseStore> {
-  const { hosts, namespace } = parseEtcdStoreUrl(url);
+  const { hosts, namespace, tls, auth } = parseEtcdStoreUrl(url);
+  const read = (field: string, path: string | undefined): Buffer | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw invalidArgument(field, `must be a readable PEM file (${String(err)})`, path);
+    }
+  };
+  const ca = read('ca', tls?.ca);
+  const cert = read('cert', tls?.cert);
+  const key = read('key', tls?.key);
   const { EtcdLeaseStore } = await loadStoreModule(
     'etcd',
     'etcd3',
     () => import('./etcd/index.js'),
   );
-  return new EtcdLeaseStore({ hosts, ...(namespace === undefined ? {} : { namespace }) });
+  return new EtcdLeaseStore({
+    hosts,
+    ...(namespace === undefined ? {} : { namespace }),
+    clientOptions: {
+      ...(ca === undefined && cert === undefined
+        ? {}
+        : {
+            credentials: {
+              // Without ca, the system's trusted CAs verify the server.
+              ...(ca === undefined ? {} : { rootCertificate: ca }),
+              ...(cert === undefined ? {} : { certChain: cert, privateKey: key! }),
+            } as { rootCertificate: Buffer },
+          }),
+      ...(auth === undefined ? {} : { auth }),
+    },
+  });
 }
 
 /**
@@ -224,6 +309,7 @@ const OPENERS = new Map<string, StoreOpener>([
   ['postgres', openPostgres],
   ['postgresql', openPostgres],
   ['etcd', openEtcd],
+  ['etcds', openEtcd],
   ['redis', openRedis],
   ['rediss', openRedis],
   [
@@ -258,7 +344,8 @@ export function storeSchemes(): string[] {
 /**
  * Opens a {@link LeaseStore} from a URL: `sqlite:PATH`, `memory:`,
  * `postgres://USER@HOST:PORT/DB[?schema=S&table=T]` (also `postgresql://`),
- * `etcd://HOST:PORT[,HOST:PORT…][?namespace=P]`, `redis://HOST:PORT[/DB][?prefix=P]`,
+ * `etcd://HOST:PORT[,HOST:PORT…][?namespace=P]` (`etcds://USER:PW@…?ca=FILE&cert=FILE&key=FILE`
+ * for TLS and an etcd user), `redis://HOST:PORT[/DB][?prefix=P]`,
  * `http://HOST:PORT` (a leasehold server), and the schemes registered with {@link registerStoreScheme}. A bare path
  * ending in `.db` is taken as `sqlite:PATH`. Throws `ERR_INVALID_ARGUMENT` for an unknown
  * scheme and `ERR_UNAVAILABLE` when the store cannot be opened.

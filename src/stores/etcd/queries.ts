@@ -1,4 +1,10 @@
-import type { IRequestOp, ITxnRequest } from 'etcd3';
+import {
+  EtcdAuthenticationFailedError,
+  EtcdPermissionDeniedError,
+  EtcdUserNotFoundError,
+  type IRequestOp,
+  type ITxnRequest,
+} from 'etcd3';
 import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
 
 /**
@@ -135,11 +141,24 @@ export function isLeaseNotFound(err: unknown): boolean {
   return err instanceof Error && /lease not found/i.test(err.message);
 }
 
+/**
+ * Wraps a driver error as `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`),
+ * with a hint for the errors a locked-down cluster gives a misconfigured client.
+ */
 export function toUnavailable(err: unknown): unknown {
   if (isLeaseholdError(err)) return err;
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `etcd lease store: ${err instanceof Error ? err.message : String(err)}`,
-    { cause: err },
-  );
+  const message = err instanceof Error ? err.message : String(err);
+  return new LeaseholdError('ERR_UNAVAILABLE', `etcd lease store: ${message}${hintFor(err)}`, {
+    cause: err,
+  });
+}
+
+function hintFor(err: unknown): string {
+  if (err instanceof EtcdAuthenticationFailedError || err instanceof EtcdUserNotFoundError) {
+    return ' (check the user name and password given to the store)';
+  }
+  if (err instanceof EtcdPermissionDeniedError) {
+    return " (the etcd user's role needs readwrite on every key under the store's namespace: etcdctl role grant-permission ROLE --prefix=true readwrite NAMESPACE)";
+  }
+  return '';
 }

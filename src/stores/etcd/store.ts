@@ -35,7 +35,12 @@ export interface EtcdLeaseStoreOptions {
   readonly hosts?: string | readonly string[];
   /** A client to use instead of `hosts`. The store does not close it. */
   readonly client?: Etcd3;
-  /** More `etcd3` client options (TLS, auth) when the store makes its own client. */
+  /**
+   * More `etcd3` client options when the store makes its own client: TLS as
+   * `credentials: { rootCertificate, certChain?, privateKey? }` (PEM buffers; use `https://`
+   * hosts) and an etcd user as `auth: { username, password }`. The user's role needs
+   * readwrite on the `namespace` prefix only. Defaults to none.
+   */
   readonly clientOptions?: Omit<IOptions, 'hosts'>;
   /**
    * Prepended to every etcd key. With the default `''`, leasehold key `jobs/nightly` is
@@ -711,17 +716,37 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   private ensureDeleteWatch(timeoutMs: number): Promise<Watcher> {
     this.deleteWatch ??= (async () => {
       const start = Buffer.from(this.layout.namespace, 'utf8');
-      const w = await withTimeout(
-        this.client
-          .watch()
-          .inRange({ start: start.length === 0 ? Buffer.from([0]) : start, end: prefixEnd(start) })
-          // etcd3's `ignore(op)` is an alias of `only(op)`: `only('delete')` is what asks
-          // etcd to filter out puts (FilterType NOPUT).
-          .only('delete')
-          .create(),
-        timeoutMs,
-        'creating the etcd deletion watch',
-      );
+      const watcher = this.client
+        .watch()
+        .inRange({ start: start.length === 0 ? Buffer.from([0]) : start, end: prefixEnd(start) })
+        // etcd3's `ignore(op)` is an alias of `only(op)`: `only('delete')` is what asks
+        // etcd to filter out puts (FilterType NOPUT).
+        .only('delete')
+        .watcher();
+      const creating = new Promise<Watcher>((resolve, reject) => {
+        watcher.once('connected', () => resolve(watcher));
+        watcher.once('error', reject);
+      });
+      // etcd3 retries a watch whose authentication fails, forever and silently: a wrong
+      // password would look like a slow server. One read of the namespace alongside answers
+      // with the real cause (authentication failed, permission denied) at once.
+      const probe = this.client
+        .get(start.length === 0 ? '\u0001' : this.layout.namespace)
+        .options(callOptions({ timeoutMs }))
+        .exec();
+      let w: Watcher;
+      try {
+        [w] = await withTimeout(
+          Promise.all([creating, probe]),
+          timeoutMs,
+          'creating the etcd deletion watch',
+        );
+      } catch (err) {
+        // Detached, a watch etcd3 could not create stops its reconnect timers (which would
+        // otherwise keep the process alive after close()).
+        void watcher.cancel().catch(() => undefined);
+        throw err;
+      }
       w.on('delete', (kv: { key: Buffer; mod_revision: string }) => {
         const e = this.held.get(kv.key.toString('utf8'));
         if (e !== undefined && e.token !== 0n && BigInt(kv.mod_revision) > e.token) {

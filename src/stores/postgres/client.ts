@@ -31,10 +31,17 @@ export interface PgPoolClient {
 export async function checkout(
   pool: PgPool,
   what: string,
+  timeoutMs?: number,
 ): Promise<{ client: PgPoolClient; done: (err?: unknown) => void }> {
   let client: PgPoolClient;
   try {
-    client = await pool.connect();
+    const connecting = pool.connect();
+    client =
+      timeoutMs === undefined
+        ? await connecting
+        : await answerWithin(connecting, timeoutMs, `${what}: getting a connection`, (late) =>
+            late.release(true),
+          );
   } catch (err) {
     throw unavailable(what, err);
   }
@@ -251,4 +258,41 @@ export function unavailable(what: string, err: unknown): LeaseholdError {
 export function timeoutPrefix(timeoutMs: number): string {
   const ms = Math.max(1, Math.min(2_147_483_647, Math.floor(timeoutMs)));
   return `SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}; `;
+}
+
+/**
+ * Settles like `work`, or rejects `ERR_UNAVAILABLE` after `ms` when no answer came. The
+ * server-side `statement_timeout` bounds a statement only once it reaches PostgreSQL; a
+ * stalled pooler (PgBouncer stopped or overloaded) or a silent network never delivers it, and
+ * the driver would wait forever. A late result is handed to `onLate` (to give a connection
+ * back); a late failure is ignored. The caller destroys the connection it gave up on.
+ */
+export function answerWithin<T>(
+  work: Promise<T>,
+  ms: number,
+  what: string,
+  onLate?: (late: T) => void,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const timer = setTimeout(() => {
+      done = true;
+      reject(new LeaseholdError('ERR_UNAVAILABLE', `${what}: no answer within ${ms} ms`));
+    }, ms);
+    work.then(
+      (value) => {
+        if (!done) {
+          done = true;
+          clearTimeout(timer);
+          resolve(value);
+        } else onLate?.(value);
+      },
+      (err: unknown) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }

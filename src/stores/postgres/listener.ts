@@ -108,6 +108,8 @@ export class Listener {
     });
     try {
       await client.connect();
+      const pooled = await throughPooler(client);
+      if (pooled !== undefined) throw pooled;
       await client.query(`LISTEN ${quoteIdent(this.channel)}`);
     } catch (err) {
       lost = true;
@@ -153,4 +155,28 @@ export class Listener {
   private wakeAll(): void {
     for (const set of [...this.byKey.values()]) for (const fn of [...set]) fn();
   }
+}
+
+/**
+ * Refuses a LISTEN session that reached PostgreSQL through a connection pooler. A pooler in
+ * transaction mode (PgBouncer's `pool_mode = transaction`) hands the server connection to
+ * other clients after each statement: the LISTEN stays on a connection we no longer hold and
+ * its notifications are dropped without a word, so waiters would never be woken. A pooler
+ * answers the startup with a backend key of its own, so the process id the connection
+ * announced differs from the backend that runs our queries; a direct connection (or a plain
+ * TCP proxy) passes the server's through. Session mode would work, but it looks the same
+ * from here, so every pooler is refused and the error says what to do instead.
+ */
+async function throughPooler(client: pg.Client): Promise<LeaseholdError | undefined> {
+  const announced = (client as pg.Client & { processID?: unknown }).processID;
+  const row = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0];
+  if (typeof announced !== 'number' || row === undefined || row.pid === announced) {
+    return undefined;
+  }
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `PostgreSQL lease store: LISTEN session: the connection goes through a connection pooler (PostgreSQL backend ${row.pid}, but the connection announced process ${announced}, as PgBouncer does); ` +
+      'in transaction pooling mode (pool_mode = transaction) LISTEN notifications are silently lost, so leasehold does not listen through a pooler: ' +
+      'set listenConnection to a direct connection to PostgreSQL (waiters fall back to polling until then)',
+  );
 }

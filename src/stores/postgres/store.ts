@@ -62,7 +62,10 @@ export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {
   /**
    * Settings (or a connection string) for the dedicated LISTEN session that wakes waiters.
    * Defaults to the settings of the pool (pg's `Pool` exposes them) or of `connectionString`.
-   * The session must be a real one, not behind a transaction-mode pooler.
+   * The session must reach PostgreSQL directly: behind PgBouncer (whose transaction pooling
+   * silently drops notifications) the store refuses to listen, and waiters fall back to polling
+   * with a warning naming the pooling mode. With a pooler in front of the pool, set this to a
+   * direct connection (one per store).
    */
   readonly listenConnection?: PgConnectionConfig | string;
 }
