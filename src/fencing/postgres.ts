@@ -220,16 +220,25 @@ export class PostgresFence {
     const { params, lease } = this.checkRequest(request);
     await this.ensureReady();
     const guard = renderSql(lease ? this.sql.guardLease : this.sql.guardPlain, params);
+    // Bounded on the server (statement_timeout) and here, a little later, as in write().
+    const bound = this.timeoutMs + CLIENT_GRACE_MS;
+    const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence', bound);
+    let broken: Error | undefined;
     try {
-      const answer = await this.pool.query(
+      const answer = await boundedClient(client, bound).query(
         `${timeoutPrefix(this.timeoutMs)}${guard}; ${statement}`,
       );
       return { status: 'applied', value: resultAt(answer, -1) };
     } catch (err) {
       const state = sqlState(err);
+      // A refusal raised in the database leaves the connection healthy (the message ended).
       if (state === REFUSED_STATE) return refusalOf(err);
       if (state !== undefined && passThrough.has(state)) throw err;
+      if (state === undefined) broken = err instanceof Error ? err : new Error(String(err));
       throw unavailable('PostgreSQL fence', err);
+    } finally {
+      // A connection that failed or timed out on this side is destroyed, never reused.
+      release(broken);
     }
   }
 
