@@ -25,6 +25,7 @@ import {
   type LeaseKeys,
   type RedisClient,
 } from './scripts.js';
+import { EpochFloorCache, epochKey } from './epoch.js';
 import { ReleaseSubscriber, type WakeMode } from './watchers.js';
 import { WriteCoalescer } from './write-coalescing.js';
 
@@ -141,6 +142,8 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   private checked = false;
   private subscriber: ReleaseSubscriber | undefined;
   private readonly coalescer: WriteCoalescer | undefined;
+  /** The fencing epoch's floor, passed to every grant (see epoch.ts). */
+  private readonly epoch: EpochFloorCache;
   private closed = false;
 
   constructor(options: RedisLeaseStoreOptions) {
@@ -188,6 +191,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     if (typeof coalesce !== 'boolean')
       throw invalidArgument('coalesceWrites', 'must be a boolean', coalesce);
     this.coalescer = coalesce ? new WriteCoalescer(this.redis) : undefined;
+    this.epoch = new EpochFloorCache(this.redis, epochKey(prefix));
     this.check =
       evictionCheck === 'off'
         ? Promise.resolve()
@@ -216,9 +220,11 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     if (!this.checked) await this.check;
     this.gate();
     const keys = this.keysOf(request.key);
-    this.coalescer?.hold();
     let reply;
     try {
+      const floor = this.epoch.current();
+      const epochFloor = typeof floor === 'bigint' ? floor : await floor;
+      this.coalescer?.hold();
       reply = await runAcquire(
         this.redis,
         keys,
@@ -227,6 +233,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         request.ttlMs,
         request.value,
         request.tokenBlock,
+        epochFloor,
       );
     } catch (err) {
       throw this.wrap(err, 'acquire');
@@ -244,9 +251,11 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     if (!this.checked) await this.check;
     this.gate();
     const keys = this.keysOf(acquire.key);
-    this.coalescer?.hold();
     let reply;
     try {
+      const floor = this.epoch.current();
+      const epochFloor = typeof floor === 'bigint' ? floor : await floor;
+      this.coalescer?.hold();
       reply = await runHandOff(
         this.redis,
         keys,
@@ -256,6 +265,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         acquire.ttlMs,
         acquire.value,
         acquire.tokenBlock,
+        epochFloor,
       );
     } catch (err) {
       throw this.wrap(err, 'hand-off');
