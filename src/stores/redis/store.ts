@@ -204,12 +204,19 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   }
 
   /**
-   * Resolves once the start-up check (`maxmemory-policy`) has run; rejects with
-   * `ERR_UNAVAILABLE` when `evictionCheck: 'refuse'` found an unsafe policy.
+   * Resolves once the start-up check (`maxmemory-policy`) has run and the fencing epoch's
+   * floor has been read; rejects with `ERR_UNAVAILABLE` when `evictionCheck: 'refuse'` found
+   * an unsafe policy or Redis did not answer.
    */
   async ready(): Promise<void> {
     await this.check;
     if (this.refused) throw this.refused;
+    // The fencing epoch's floor, which the first grant would otherwise wait for.
+    try {
+      await this.epoch.current();
+    } catch (err) {
+      throw this.wrap(err, 'reading the fencing epoch');
+    }
   }
 
   async tryAcquire(
