@@ -124,6 +124,34 @@ export class RestoreDetector {
   }
 }
 
+/**
+ * A store's side of the epoch: reads the header and epoch record of every transaction that
+ * grants, and turns revisions into tokens.
+ */
+export class EpochGate {
+  private readonly detector = new RestoreDetector();
+  /** The epoch last read, for tokens reported outside a grant (holders, inspect). */
+  latest: EpochView = NO_EPOCH;
+
+  /**
+   * The epoch a granting transaction read; throws `ERR_UNAVAILABLE` while a restore this
+   * instance noticed has not been followed by a new epoch.
+   */
+  admit(header: Header | undefined, kvs: readonly unknown[] | undefined): EpochView {
+    const view = this.see(header, kvs);
+    this.detector.check(view);
+    return view;
+  }
+
+  /** Records what a read saw (never throws for a restore: reads do not grant). */
+  see(header: Header | undefined, kvs: readonly unknown[] | undefined): EpochView {
+    const view = epochViewOf(kvs);
+    this.detector.observe(header);
+    this.latest = view;
+    return view;
+  }
+}
+
 /** Options for {@link advanceEtcdFencingEpoch}. */
 export interface EtcdEpochOptions {
   /** etcd client URLs. Give this or `client`. */
