@@ -57,12 +57,12 @@ export function registerEpochCommand(program: Command): void {
     .addHelpText(
       'after',
       `
-Run it after restoring the store from a backup (a SQLite file copied back, a PostgreSQL dump,
-a Redis RDB, an etcd snapshot, or a failover to a replica that missed writes) and BEFORE
-letting clients in: the backup cannot know the tokens granted after it was taken, so without a
-new epoch a key could hand out a token a fenced resource has already seen. The new floor is
-the largest of the clock in ms × 1024, the previous epoch's floor carried forward at that rate,
-the highest token the store still has, and --at-least; every holder is cleared and every later
+Run it after restoring the store from a backup and BEFORE letting clients in: a SQLite file
+copied back, a PostgreSQL dump, a Redis RDB or a failover to a replica that missed writes, an
+etcd snapshot. The backup cannot know the tokens granted after it was taken, so without a new
+epoch a key could hand out a token a fenced resource has already seen. The new floor is the
+largest of the clock in ms × 1024, the previous epoch's floor carried forward at that rate, the
+highest token the store still has, and --at-least; every holder is cleared and every later
 token is greater. SQLite and etcd refuse grants after a restore they notice until this runs.
 Running it again is harmless.
 Exits 0 ok (prints the floor), 64 usage, 69 store unreachable or lease table missing.`,

@@ -108,8 +108,7 @@ export async function advanceRedisFencingEpoch(
   if (own) redis.on('error', () => undefined);
   try {
     if (own) await (redis as Redis).connect();
-    const nodes =
-      'nodes' in redis && !(redis instanceof Redis) ? redis.nodes('master') : [redis];
+    const nodes = 'nodes' in redis && !(redis instanceof Redis) ? redis.nodes('master') : [redis];
     const records: string[] = [];
     const pattern = `${globEscape(`${prefix}{`)}*${globEscape('}:lease')}`;
     for (const node of nodes) {
