@@ -110,6 +110,10 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
  *   server clock (of the new primary) did not step back. Hence `tokenDurability: 'best_effort'`.
  *   A grant that reserves a token block (decision 007) counts as that many tokens: `last` is
  *   the top of the previous grant's block (the record's `top` field).
+ * - Fencing epoch (decision 011): after Redis lost writes, `leasehold epoch` stores a floor in
+ *   `<prefix>epoch` and raises every record to it; the store passes it to every grant, so
+ *   keys without a record start above it too. Redis keeps no trace of lost writes, so the
+ *   store cannot notice a restore by itself.
  * - Asynchronous failover can lose a *grant*: two holders may both believe they hold the key
  *   for up to one TTL. The tokens still order them, so a fence at the resource
  *   (`RedisFence`, the Postgres fence …) rejects the older one. That fence is what makes

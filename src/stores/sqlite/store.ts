@@ -86,6 +86,9 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  * - A busy answer is a read: no write lock, no WAL frame.
  * - Token blocks (decision 007): a grant can reserve the tokens after its own (column
  *   `token_block`, migration 0002); the next grant comes after the whole block.
+ * - Fencing epoch (decision 011, migration 0003): keys start above the epoch's floor, and a
+ *   grant is refused while the file counts fewer grants than its sidecar `<db>-epoch` — a
+ *   file restored from an older copy — until `leasehold epoch` raises the floor (epoch.ts).
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
  *
