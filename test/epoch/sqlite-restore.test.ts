@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { copyFileSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, readFileSync, rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -7,6 +9,8 @@ import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { epochSidecarPath } from '../../src/stores/sqlite/epoch.js';
+
+const WORKER = fileURLToPath(new URL('./sqlite-grant-worker.js', import.meta.url));
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
 import { spawnCli } from '../support/cli.js';
 import { tempDir } from '../support/tmp.js';
@@ -211,9 +215,50 @@ describe('SQLite file restored from an older copy', () => {
       await a.close();
       await b.close();
     }
-    assert.match(
-      (await import('node:fs')).readFileSync(epochSidecarPath(fresh), 'latin1'),
-      /^\d{20} \d{20} \d{20}\n$/,
+    assert.match(readFileSync(epochSidecarPath(fresh), 'latin1'), /^\d{20} \d{20} \d{20}\n$/);
+  });
+  it('three processes granting on one file at once never trip the check (the sidecar is written under the write lock)', async () => {
+    const shared = join(tmp.dir, 'shared.db');
+    await new SqliteLeaseStore({ path: shared }).close();
+    const n = 60;
+    const procs: ChildProcess[] = [];
+    try {
+      const results = await Promise.all(
+        [false, false, true].map((groupCommit, i) => {
+          const p = spawn(
+            process.execPath,
+            [WORKER, JSON.stringify({ path: shared, prefix: `w${i}`, n, groupCommit })],
+            { stdio: ['ignore', 'pipe', 'inherit'] },
+          );
+          procs.push(p);
+          let out = '';
+          p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+          return new Promise<{ grants: number; refused: number; causes: string[] }>(
+            (resolve, reject) => {
+              const timer = setTimeout(() => reject(new Error('worker timed out')), 60_000);
+              p.once('exit', (code) => {
+                clearTimeout(timer);
+                if (code === 0) resolve(JSON.parse(out) as never);
+                else reject(new Error(`worker exited ${code}: ${out}`));
+              });
+            },
+          );
+        }),
+      );
+      for (const r of results) assert.deepEqual([r.grants, r.refused, r.causes], [n, 0, []]);
+    } finally {
+      for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+    }
+    const raw = new Database(shared, { readonly: true });
+    const { grants } = raw.prepare('SELECT grants FROM leasehold_lease_epoch').get() as {
+      grants: number;
+    };
+    raw.close();
+    assert.equal(grants, 3 * n);
+    const sidecar = Number(readFileSync(epochSidecarPath(shared), 'latin1').slice(0, 20));
+    assert.ok(
+      sidecar < grants && sidecar >= grants - 3,
+      `sidecar ${sidecar} just behind ${grants}`,
     );
   });
 });
