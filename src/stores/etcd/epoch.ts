@@ -83,9 +83,10 @@ export class RestoreDetector {
   private highest = 0n;
   private refused: { readonly at: bigint; readonly why: string } | undefined;
 
-  /** Records a header; returns the refusal error if this header shows a restore. */
-  observe(header: Header | undefined): void {
-    if (header === undefined) return;
+  /** Records a header; returns true when it is the one that shows a restore. */
+  observe(header: Header | undefined): boolean {
+    if (header === undefined) return false;
+    const before = this.refused;
     const rev = BigInt(header.revision);
     if (this.clusterId !== undefined && header.cluster_id !== this.clusterId) {
       this.refuse(rev, `its cluster id changed from ${this.clusterId} to ${header.cluster_id}`);
@@ -95,6 +96,7 @@ export class RestoreDetector {
     }
     this.clusterId ??= header.cluster_id;
     if (rev > this.highest || this.refused !== undefined) this.highest = rev;
+    return before === undefined && this.refused !== undefined;
   }
 
   private refuse(at: bigint, why: string): void {
@@ -133,6 +135,9 @@ export class EpochGate {
   /** The epoch last read, for tokens reported outside a grant (holders, inspect). */
   latest: EpochView = NO_EPOCH;
 
+  /** @param onRestore called once when a restore is noticed (the store ends its leases). */
+  constructor(private readonly onRestore: () => void = () => undefined) {}
+
   /**
    * The epoch a granting transaction read; throws `ERR_UNAVAILABLE` while a restore this
    * instance noticed has not been followed by a new epoch.
@@ -146,7 +151,7 @@ export class EpochGate {
   /** Records what a read saw (never throws for a restore: reads do not grant). */
   see(header: Header | undefined, kvs: readonly unknown[] | undefined): EpochView {
     const view = epochViewOf(kvs);
-    this.detector.observe(header);
+    if (this.detector.observe(header)) this.onRestore();
     this.latest = view;
     return view;
   }

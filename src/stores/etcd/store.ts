@@ -113,8 +113,17 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   /** Entries this instance holds, by etcd key. */
   private readonly held = new Map<string, HeldEntry>();
   private readonly queue: EtcdQueue;
-  /** The fencing epoch and the restore check (epoch.ts). */
-  private readonly epoch = new EpochGate();
+  /**
+   * The fencing epoch and the restore check (epoch.ts). A restore ends every lease this
+   * instance holds or waits for: what etcd says about them now predates what we knew.
+   */
+  private readonly epoch = new EpochGate(() => {
+    for (const e of [...this.held.values()]) {
+      e.gone = true;
+      this.forget(e);
+      e.onGone?.();
+    }
+  });
   private readonly closing = new AbortController();
   private deleteWatch: Promise<Watcher> | undefined;
   private closed = false;
