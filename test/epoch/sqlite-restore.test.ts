@@ -232,7 +232,7 @@ describe('SQLite file restored from an older copy', () => {
           );
           procs.push(p);
           let out = '';
-          p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+          p.stdout.on('data', (d: Buffer) => (out += d.toString()));
           return new Promise<{ grants: number; refused: number; causes: string[] }>(
             (resolve, reject) => {
               const timer = setTimeout(() => reject(new Error('worker timed out')), 60_000);
