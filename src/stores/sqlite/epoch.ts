@@ -1,5 +1,13 @@
 import Database from 'better-sqlite3';
-import { closeSync, constants, fsyncSync, openSync, readSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fsyncSync,
+  openSync,
+  readSync,
+  utimesSync,
+  writeSync,
+} from 'node:fs';
 import { resolve } from 'node:path';
 import { LeaseholdError } from '../../core/errors.js';
 import { parseToken } from '../../core/validate.js';
@@ -214,6 +222,14 @@ export async function advanceSqliteFencingEpoch(
     const r = tx.immediate();
     writeSync(fd, `${digits(r.grants)} ${digits(r.floor)} ${digits(r.nowMs)}\n`, 0, 'latin1');
     fsyncSync(fd);
+    // Holders were cleared: wake waiters in other processes now rather than at their next poll
+    // (they watch `<db>-notify`, decision 003). Best effort, like every notification.
+    try {
+      const now = new Date();
+      utimesSync(`${path}-notify`, now, now);
+    } catch {
+      // no waiter ever created it
+    }
     return { floor: r.floor, rowsRaised: r.rowsRaised, restoreNoticed: r.restoreNoticed };
   } catch (err) {
     if (err instanceof LeaseholdError) throw err;
