@@ -268,6 +268,17 @@ async function openEtcd(url: string): Promise<LeaseStore> {
  * owns its ioredis client; `prefix` (default `leasehold:`) is stripped before ioredis sees the URL.
  */
 async function openRedis(url: string): Promise<LeaseStore> {
+  const { redis, prefix } = parseRedisStoreUrl(url);
+  const { RedisLeaseStore } = await loadStoreModule(
+    'redis',
+    'ioredis',
+    () => import('./redis/index.js'),
+  );
+  return new RedisLeaseStore({ redis, ...(prefix === undefined ? {} : { prefix }) });
+}
+
+/** Splits `redis://…[?prefix=P]` into the URL ioredis sees and the key prefix. */
+export function parseRedisStoreUrl(url: string): { redis: string; prefix?: string } {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -276,15 +287,7 @@ async function openRedis(url: string): Promise<LeaseStore> {
   }
   const prefix = parsed.searchParams.get('prefix');
   parsed.searchParams.delete('prefix');
-  const { RedisLeaseStore } = await loadStoreModule(
-    'redis',
-    'ioredis',
-    () => import('./redis/index.js'),
-  );
-  return new RedisLeaseStore({
-    redis: parsed.toString(),
-    ...(prefix === null ? {} : { prefix }),
-  });
+  return prefix === null ? { redis: parsed.toString() } : { redis: parsed.toString(), prefix };
 }
 
 const OPENERS = new Map<string, StoreOpener>([

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { EXIT } from '../../src/cli/exit-codes.js';
 import { LeaseClient } from '../../src/core/client.js';
@@ -135,12 +138,18 @@ describe('leasehold migrate and epoch (real processes, shared PostgreSQL)', () =
   it('refuses a store without migrations or epochs with a usage error naming postgres', async () => {
     for (const [cmd, store] of [
       ['migrate', 'memory:'],
-      ['epoch', 'sqlite:./x.db'],
+      ['epoch', 'memory:'],
     ] as const) {
       const r = await cli(cmd, '--store', store);
       assert.equal(r.code, EXIT.usage);
       assert.match(r.err, /postgres:\/\//);
     }
+    // A SQLite file that does not exist is not created: there is nothing to raise.
+    const missing = join(tmpdir(), `leasehold-no-such-${process.pid}.db`);
+    const none = await cli('epoch', '--store', `sqlite:${missing}`);
+    assert.equal(none.code, EXIT.unavailable, none.err);
+    assert.match(none.err, /no lease table/);
+    assert.equal(existsSync(missing), false);
     const bad = await cli('epoch', '--store', url, '--at-least', '-5');
     assert.equal(bad.code, EXIT.usage);
   });
@@ -153,7 +162,7 @@ describe('leasehold migrate and epoch (real processes, shared PostgreSQL)', () =
   it('explains when to run epoch in its --help', async () => {
     const r = await cli('epoch', '--help');
     assert.equal(r.code, EXIT.ok);
-    assert.match(r.out, /restoring the lease database from a backup/);
+    assert.match(r.out, /restoring the store from a backup/);
     assert.match(r.out, /BEFORE letting clients in/);
   });
 });

@@ -391,6 +391,7 @@ describe('RedisLeaseStore specifics', () => {
       const s = new RedisLeaseStore({ redis: r, prefix: PREFIX, evictionCheck: 'off' });
       const mark = `${PREFIX}coalesce-order`;
       try {
+        await s.ready(); // reads the epoch floor, which the first grant would wait for
         // Issued in one turn: the user's SET lands after the acquire and before the GET.
         const acquired = grant('coalesce/order', s);
         const set = r.set(mark, 'after-acquire');

@@ -104,7 +104,11 @@ describe('SqliteLeaseStore token blocks', () => {
           .prepare('SELECT name FROM leasehold_migrations ORDER BY name')
           .all()
           .map((r) => (r as { name: string }).name),
-        ['leasehold_lease/0001_lease.sql', 'leasehold_lease/0002_token_block.sql'],
+        [
+          'leasehold_lease/0001_lease.sql',
+          'leasehold_lease/0002_token_block.sql',
+          'leasehold_lease/0003_epoch.sql',
+        ],
       );
       migrated.close();
       assert.deepEqual(rowOf(path, 'old'), { token: 41n, token_block: null, lease_id: null });

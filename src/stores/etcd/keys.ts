@@ -11,6 +11,7 @@ import type { HolderInfo } from '../../core/types.js';
  * - `NS + "\x01last/" + KEY`: the create revision of the last grant leasehold made on KEY
  *   (its mod revision, or its value when written after the grant). It survives release and
  *   expiry, so `inspect` can report the last token. `\x01` cannot occur in a leasehold key.
+ * - `NS + "\x01epoch"`: the fencing epoch record (epoch.ts); tokens are its base + revision.
  */
 
 /** Marks a value written by leasehold, to tell it from an `etcdctl lock` (empty) or `elect` (proposal) value. */
@@ -74,6 +75,11 @@ export class KeyLayout {
 
   last(key: string): Buffer {
     return Buffer.from(`${this.namespace}\u0001last/${key}`, 'utf8');
+  }
+
+  /** The fencing epoch record (see epoch.ts). */
+  epoch(): Buffer {
+    return Buffer.from(`${this.namespace}\u0001epoch`, 'utf8');
   }
 
   /** Splits an etcd key into (leasehold key, lease hex) when it is a contender entry in this namespace. */

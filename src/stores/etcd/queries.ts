@@ -51,8 +51,8 @@ export function aheadRange(dir: Buffer, dirEnd: Buffer, below: bigint, limit: nu
  * Enqueue, one transaction: if our entry is absent, put it on the session lease and read the
  * newest contenders (ours first, then those ahead of us); the nested transaction records the
  * last-grant marker when `KEY/` was empty before our put, i.e. when this put is a grant.
- * Responses on success: [marker txn, put, range]. On failure (our session already has an
- * entry on KEY): [range of that entry].
+ * Responses on success: [marker txn, put, range, epoch record]. On failure (our session
+ * already has an entry on KEY): [range of that entry].
  */
 export function enqueueTxn(o: {
   entryKey: Buffer;
@@ -61,6 +61,7 @@ export function enqueueTxn(o: {
   dir: Buffer;
   dirEnd: Buffer;
   lastKey: Buffer;
+  epochKey: Buffer;
   limit: number;
 }): ITxnRequest {
   return {
@@ -91,6 +92,7 @@ export function enqueueTxn(o: {
           limit: o.limit,
         },
       },
+      { request_range: { key: o.epochKey } },
     ],
     failure: [{ request_range: { key: o.entryKey } }],
   };
@@ -100,6 +102,7 @@ export function enqueueTxn(o: {
  * A waiter's re-check, read-only: if our entry still exists with our create revision and is
  * still attached to our session lease, read the contenders ahead of it. A failed compare
  * means the place is lost (deleted, or expired with its session): never grant on it.
+ * Responses on success: [range ahead, epoch record].
  */
 export function recheckTxn(o: {
   entryKey: Buffer;
@@ -107,6 +110,7 @@ export function recheckTxn(o: {
   sessionId: string;
   dir: Buffer;
   dirEnd: Buffer;
+  epochKey: Buffer;
   limit: number;
 }): ITxnRequest {
   return {
@@ -114,7 +118,10 @@ export function recheckTxn(o: {
       { key: o.entryKey, target: 'Create', result: 'Equal', create_revision: o.token.toString() },
       { key: o.entryKey, target: 'Lease', result: 'Equal', lease: o.sessionId },
     ],
-    success: [aheadRange(o.dir, o.dirEnd, o.token, o.limit)],
+    success: [
+      aheadRange(o.dir, o.dirEnd, o.token, o.limit),
+      { request_range: { key: o.epochKey } },
+    ],
     failure: [],
   };
 }

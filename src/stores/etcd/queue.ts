@@ -8,6 +8,7 @@ import type {
   StoreRequestOptions,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
+import type { EpochGate } from './epoch.js';
 import { holderFromEntry, prefixEnd, type KeyLayout } from './keys.js';
 import {
   aheadRange,
@@ -40,6 +41,8 @@ export interface QueueHost {
   entryValue(request: StoreAcquireRequest): string;
   forget(e: HeldEntry): void;
   holderInfo(kv: Kv, options: StoreRequestOptions): Promise<HolderInfo>;
+  /** The fencing epoch: every granting read goes through it (epoch.ts). */
+  readonly epoch: EpochGate;
   /** Runs one etcd call; failures become `ERR_UNAVAILABLE`, a closed store `ERR_CLOSED`. */
   run<T>(fn: () => Promise<T>): Promise<T>;
 }
@@ -206,6 +209,7 @@ export class EtcdQueue {
               dir,
               dirEnd,
               lastKey: h.layout.last(request.key),
+              epochKey: h.layout.epoch(),
               limit: PAGE,
             }),
             callOptions(rt),
@@ -242,6 +246,7 @@ export class EtcdQueue {
         if (ahead === undefined) {
           // Granted by this put. The nested transaction recorded the marker if KEY/ was empty
           // (only longer keys' entries there otherwise).
+          e.base = h.epoch.admit(res.header, res.responses[3]?.response_range?.kvs).base;
           const marked = res.responses[0]?.response_txn?.succeeded === true;
           return { kind: 'head', place, marked };
         }
@@ -486,6 +491,7 @@ export class EtcdQueue {
             sessionId: session.id,
             dir,
             dirEnd,
+            epochKey: h.layout.epoch(),
             limit: PAGE,
           }),
           callOptions(rt),
@@ -496,7 +502,14 @@ export class EtcdQueue {
     const range = res.responses[0]?.response_range;
     let ahead = this.aheadIn(range?.kvs ?? [], key, e.token);
     if (ahead === undefined && range?.more === true) ahead = await this.findAhead(key, e.token, rt);
-    if (ahead === undefined) return { kind: 'head', validFrom, storeAt };
+    if (ahead === undefined) {
+      const view = h.epoch.admit(res.header, res.responses[1]?.response_range?.kvs);
+      // Queued before the fencing epoch was raised: its revision is not above the floor
+      // (`leasehold epoch` deletes such entries; this one's delete may still be on its way).
+      if (e.token <= view.rev) return { kind: 'gone' };
+      e.base = view.base;
+      return { kind: 'head', validFrom, storeAt };
+    }
     return { kind: 'behind', ahead: ahead.kv, readRev: ahead.rev ?? BigInt(res.header.revision) };
   }
 
@@ -561,7 +574,7 @@ export class EtcdQueue {
     e.expiresLocal = storeAt + e.ttlMs;
     return {
       status: 'acquired',
-      token: e.token,
+      token: (e.base ?? 0n) + e.token,
       validFrom,
       expiresAtWallMs: Date.now() + e.ttlMs,
     };

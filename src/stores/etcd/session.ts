@@ -13,6 +13,8 @@ export interface HeldEntry {
    * unknown) and for a queued waiter's entry until its put is answered.
    */
   token: bigint;
+  /** The fencing epoch's base when it was granted (epoch.ts): its token is base + `token`. */
+  base?: bigint;
   /** The entry's exact value (it contains the lease id): deletes of ghosts compare it. */
   readonly value: string;
   readonly session: Session;

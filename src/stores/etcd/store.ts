@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { Etcd3, type IOptions, type Watcher } from 'etcd3';
+import { Etcd3, type IOptions, type ITxnResponse, type Watcher } from 'etcd3';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
@@ -15,6 +15,7 @@ import type {
   Unwatch,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import { EpochGate, epochRangeOp, type EpochView } from './epoch.js';
 import { decodeEntry, encodeEntry, holderFromEntry, KeyLayout, prefixEnd } from './keys.js';
 import {
   callOptions,
@@ -80,8 +81,11 @@ const HEADROOM_SAFETY_MS = 200;
  * the lowest create revision holds KEY. So `etcdctl lock KEY`, Go's `concurrency.Mutex` and
  * leasehold exclude each other.
  *
- * - Tokens are the holding entry's create revision: etcd's cluster-wide revision, committed
- *   by the Raft quorum before it is returned, strictly increasing across leader changes.
+ * - Tokens are the holding entry's create revision — etcd's cluster-wide revision, committed
+ *   by the Raft quorum before it is returned, strictly increasing across leader changes —
+ *   plus the base of the fencing epoch (0 until `leasehold epoch` runs; see epoch.ts), read
+ *   in the same transaction. An instance that sees etcd go back in time (a snapshot restore)
+ *   refuses to grant until the epoch is raised.
  * - Expiry is etcd's lease TTL (whole seconds, by the etcd leader's clock). Leases of one
  *   store instance with the same TTL share one etcd lease (a session): renewals share
  *   keepalive rounds, at most one per session per `renewBatchMs`, whatever the number of
@@ -114,6 +118,17 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   /** Entries this instance holds, by etcd key. */
   private readonly held = new Map<string, HeldEntry>();
   private readonly queue: EtcdQueue;
+  /**
+   * The fencing epoch and the restore check (epoch.ts). A restore ends every lease this
+   * instance holds or waits for: what etcd says about them now predates what we knew.
+   */
+  private readonly epoch = new EpochGate(() => {
+    for (const e of [...this.held.values()]) {
+      e.gone = true;
+      this.forget(e);
+      e.onGone?.();
+    }
+  });
   private readonly closing = new AbortController();
   private deleteWatch: Promise<Watcher> | undefined;
   private closed = false;
@@ -195,6 +210,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       entryValue: (r) => this.valueOf(r),
       forget: (e) => this.forget(e),
       holderInfo: (kv, o) => this.holderInfo(kv, o),
+      epoch: this.epoch,
       run: (fn) => this.run(fn),
     });
   }
@@ -273,15 +289,21 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
         success: [
           { request_put: { key: entryKey, value: Buffer.from(value), lease: session.id } },
           { request_put: { key: this.layout.last(request.key), value: Buffer.alloc(0) } },
+          epochRangeOp(this.layout),
         ],
-        failure: [{ request_range: contendersRange(dir, dirEnd) }],
+        failure: [{ request_range: contendersRange(dir, dirEnd) }, epochRangeOp(this.layout)],
       },
       callOptions(options),
     );
+    const view = await this.admit(res, res.succeeded ? 2 : 1, entryKey, options);
     if (res.succeeded) {
-      const token = BigInt(res.header.revision);
-      this.remember(session, entryKey, request, token, startedAt);
-      return { status: 'acquired', token, expiresAtWallMs: Date.now() + request.ttlMs };
+      const revision = BigInt(res.header.revision);
+      this.remember(session, entryKey, request, revision, startedAt, view.base);
+      return {
+        status: 'acquired',
+        token: view.base + revision,
+        expiresAtWallMs: Date.now() + request.ttlMs,
+      };
     }
     const kvs = (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[];
     const holder = this.firstDirect(kvs, request.key);
@@ -289,7 +311,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       // Only entries of longer keys (`KEY/x/…`) live under `KEY/`: take etcd's slow path.
       return this.recipePath(session, request, options, startedAt, entryKey, value);
     }
-    return this.answerFor(holder, session, request, entryKey, startedAt, options);
+    return this.answerFor(holder, session, request, entryKey, startedAt, options, view);
   }
 
   /**
@@ -313,12 +335,14 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
         success: [
           { request_put: { key: entryKey, value: Buffer.from(value), lease: session.id } },
           { request_range: contendersRange(dir, dirEnd) },
+          epochRangeOp(this.layout),
         ],
-        failure: [{ request_range: contendersRange(dir, dirEnd) }],
+        failure: [{ request_range: contendersRange(dir, dirEnd) }, epochRangeOp(this.layout)],
       },
       callOptions(options),
     );
     const rangeAt = res.succeeded ? 1 : 0;
+    const view = await this.admit(res, rangeAt + 1, entryKey, options);
     const kvs = (res.responses[rangeAt]?.response_range?.kvs ?? []) as unknown as Kv[];
     const holder = this.firstDirect(kvs, request.key);
     const mine = BigInt(res.header.revision);
@@ -338,8 +362,12 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
         },
         callOptions(options),
       );
-      this.remember(session, entryKey, request, mine, startedAt);
-      return { status: 'acquired', token: mine, expiresAtWallMs: Date.now() + request.ttlMs };
+      this.remember(session, entryKey, request, mine, startedAt, view.base);
+      return {
+        status: 'acquired',
+        token: view.base + mine,
+        expiresAtWallMs: Date.now() + request.ttlMs,
+      };
     }
     if (res.succeeded) {
       await this.deleteByRevision(entryKey, mine, options);
@@ -347,7 +375,30 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     if (holder === undefined) {
       throw new LeaseholdError('ERR_UNAVAILABLE', `contention on ${request.key} did not settle`);
     }
-    return this.answerFor(holder, session, request, entryKey, startedAt, options);
+    return this.answerFor(holder, session, request, entryKey, startedAt, options, view);
+  }
+
+  /**
+   * The epoch a granting transaction read (its response `at`). When the store refuses (a
+   * restore it noticed), an entry the transaction put is deleted again before the refusal is
+   * thrown, so that it does not hold the key for other instances.
+   */
+  private async admit(
+    res: ITxnResponse,
+    at: number,
+    entryKey: Buffer,
+    options: StoreRequestOptions,
+  ): Promise<EpochView> {
+    try {
+      return this.epoch.admit(res.header, res.responses[at]?.response_range?.kvs);
+    } catch (err) {
+      if (res.succeeded) {
+        await this.deleteByRevision(entryKey, BigInt(res.header.revision), options).catch(
+          () => undefined,
+        );
+      }
+      throw err;
+    }
   }
 
   /** `acquired` for our own live entry with the same lease id (a retry), `busy` otherwise. */
@@ -358,12 +409,22 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     entryKey: Buffer,
     startedAt: number,
     options: StoreRequestOptions,
+    view: EpochView,
   ): Promise<StoreAcquireResult> {
-    const token = BigInt(holder.create_revision);
+    const revision = BigInt(holder.create_revision);
     const decoded = decodeEntry(holder.value.toString('utf8'));
     if (!('foreign' in decoded) && decoded.leaseId === request.leaseId) {
-      if (holder.key.equals(entryKey)) this.remember(session, entryKey, request, token, startedAt);
-      return { status: 'acquired', token };
+      if (revision <= view.rev) {
+        // Our own entry, from before the fencing epoch: its token is not above the floor.
+        throw new LeaseholdError(
+          'ERR_UNAVAILABLE',
+          `the lease on ${request.key} was granted before the fencing epoch was raised; acquire it anew`,
+        );
+      }
+      if (holder.key.equals(entryKey)) {
+        this.remember(session, entryKey, request, revision, startedAt, view.base);
+      }
+      return { status: 'acquired', token: view.base + revision };
     }
     const info = await this.holderInfo(holder, options);
     return { status: 'busy', holder: info, retryAfterMs: info.remainingMs };
@@ -411,14 +472,25 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     // entry by token and lease id, and delete it only if both still match.
     const dir = this.layout.dir(lease.key);
     const res = await this.run(() =>
-      this.client.kv.range(contendersRange(dir, prefixEnd(dir)), callOptions(options)),
+      this.client.kv.txn(
+        {
+          compare: [],
+          success: [
+            { request_range: contendersRange(dir, prefixEnd(dir)) },
+            epochRangeOp(this.layout),
+          ],
+          failure: [],
+        },
+        callOptions(options),
+      ),
     );
-    for (const kv of res.kvs as unknown as Kv[]) {
-      if (BigInt(kv.create_revision) !== lease.token) continue;
+    const { base } = this.epoch.see(res.header, res.responses[1]?.response_range?.kvs);
+    for (const kv of (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[]) {
+      if (base + BigInt(kv.create_revision) !== lease.token) continue;
       if (this.layout.parseEntry(kv.key)?.key !== lease.key) continue;
       const d = decodeEntry(kv.value.toString('utf8'));
       if ('foreign' in d || d.leaseId !== lease.leaseId) continue;
-      const deleted = await this.deleteByRevision(kv.key, lease.token, options);
+      const deleted = await this.deleteByRevision(kv.key, BigInt(kv.create_revision), options);
       return deleted ? { status: 'released' } : { status: 'not_owner' };
     }
     return { status: 'not_owner' };
@@ -434,17 +506,21 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
           success: [
             { request_range: contendersRange(dir, prefixEnd(dir)) },
             { request_range: { key: this.layout.last(key) } },
+            epochRangeOp(this.layout),
           ],
           failure: [],
         },
         callOptions(options),
       ),
     );
+    const view = this.epoch.see(res.header, res.responses[2]?.response_range?.kvs);
     const kvs = (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[];
     const lastKv = (res.responses[1]?.response_range?.kvs ?? [])[0] as unknown as Kv | undefined;
     const holderKv = this.firstDirect(kvs, key);
     const holder = holderKv === undefined ? undefined : await this.holderInfo(holderKv, options);
-    let lastToken = lastKv === undefined ? 0n : lastTokenOf(lastKv);
+    // A marker from before the epoch names no token of this epoch.
+    const lastRev = lastKv === undefined ? 0n : lastTokenOf(lastKv);
+    let lastToken = lastRev > view.rev ? view.base + lastRev : 0n;
     if (holder !== undefined && holder.token > lastToken) lastToken = holder.token;
     return { key, lastToken, holder };
   }
@@ -453,14 +529,27 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     this.assertOpen();
     const start = Buffer.from(this.layout.namespace + prefix, 'utf8');
     const res = await this.run(() =>
-      this.client.kv.range(
-        { key: start.length === 0 ? Buffer.from([0]) : start, range_end: prefixEnd(start) },
+      this.client.kv.txn(
+        {
+          compare: [],
+          success: [
+            {
+              request_range: {
+                key: start.length === 0 ? Buffer.from([0]) : start,
+                range_end: prefixEnd(start),
+              },
+            },
+            epochRangeOp(this.layout),
+          ],
+          failure: [],
+        },
         callOptions(options),
       ),
     );
+    this.epoch.see(res.header, res.responses[1]?.response_range?.kvs);
     // Group contenders by key; the lowest create revision of each group holds it.
     const firstByKey = new Map<string, Kv>();
-    for (const kv of res.kvs as unknown as Kv[]) {
+    for (const kv of (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[]) {
       const p = this.layout.parseEntry(kv.key);
       if (p === undefined || !p.key.startsWith(prefix)) continue;
       const cur = firstByKey.get(p.key);
@@ -529,6 +618,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     request: StoreAcquireRequest,
     token: bigint,
     startedAt: number,
+    base: bigint,
   ): void {
     const etcdKey = entryKey.toString('utf8');
     const prior = this.held.get(etcdKey);
@@ -538,6 +628,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       key: request.key,
       leaseId: request.leaseId,
       token,
+      base,
       value: this.valueOf(request),
       session,
       ttlMs: request.ttlMs,
@@ -586,7 +677,8 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   private findHeld(lease: StoreLeaseRef): HeldEntry | undefined {
     for (const s of this.pool.sessions()) {
       const e = this.held.get(this.layout.entry(lease.key, s.hex).toString('utf8'));
-      if (e !== undefined && e.leaseId === lease.leaseId && e.token === lease.token) return e;
+      if (e === undefined || e.leaseId !== lease.leaseId) continue;
+      if ((e.base ?? 0n) + e.token === lease.token) return e;
     }
     return undefined;
   }
@@ -704,7 +796,8 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       );
       remainingMs = Number(ttl.TTL) * 1000;
     }
-    return holderFromEntry(kv.value.toString('utf8'), hex, remainingMs, BigInt(kv.create_revision));
+    const token = this.epoch.latest.base + BigInt(kv.create_revision);
+    return holderFromEntry(kv.value.toString('utf8'), hex, remainingMs, token);
   }
 
   /**

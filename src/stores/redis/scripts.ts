@@ -71,6 +71,7 @@ const SCRIPTS = {
     lua('handoff.lua'),
   ),
   inspect: LuaScript.fromFiles('inspect', LEASE_HOLDER_LUA, lua('inspect.lua')),
+  epochRaise: LuaScript.fromFiles('epoch-raise', DECIMAL_LUA, lua('epoch-raise.lua')),
 } as const;
 
 /** The Redis names of one lease key, all under the `{key}` hash tag. */
@@ -108,6 +109,7 @@ export async function runAcquire(
   ttlMs: number,
   value: string | undefined,
   tokenBlock = 1,
+  epochFloor = 0n,
 ): Promise<AcquireReply> {
   const args: ScriptArg[] = [
     leaseId,
@@ -117,6 +119,8 @@ export async function runAcquire(
     tokenBlock,
     keys.channel,
   ];
+  // Sent only once an epoch was raised: the common case keeps its arguments as they were.
+  if (epochFloor > 0n) args.push(epochFloor.toString());
   return acquireReplyOf(asArray(await SCRIPTS.acquire.run(redis, [keys.record], args)), 0);
 }
 
@@ -142,6 +146,7 @@ export async function runHandOff(
   ttlMs: number,
   value: string | undefined,
   tokenBlock = 1,
+  epochFloor = 0n,
 ): Promise<{ released: boolean; acquire: AcquireReply }> {
   const args: ScriptArg[] = [
     from.leaseId,
@@ -152,7 +157,8 @@ export async function runHandOff(
     ttlMs,
     value === undefined ? '' : `=${value}`,
   ];
-  if (tokenBlock > 1) args.push(tokenBlock);
+  if (tokenBlock > 1 || epochFloor > 0n) args.push(tokenBlock);
+  if (epochFloor > 0n) args.push(epochFloor.toString());
   const reply = asArray(await SCRIPTS.handoff.run(redis, [keys.record], args));
   return { released: reply[0] === 1, acquire: acquireReplyOf(reply, 1) };
 }
@@ -182,6 +188,17 @@ export async function runRelease(
     [leaseId, token.toString(), keys.channel],
   );
   return reply === 1;
+}
+
+/** Runs epoch-raise.lua: raises one record to `floor` and clears its holder. */
+export async function runEpochRaise(
+  redis: RedisClient,
+  keys: LeaseKeys,
+  floor: bigint,
+): Promise<boolean> {
+  return (
+    (await SCRIPTS.epochRaise.run(redis, [keys.record], [floor.toString(), keys.channel])) === 1
+  );
 }
 
 /** Runs inspect.lua: the last token and the live holder, if any. */

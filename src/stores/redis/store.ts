@@ -25,6 +25,7 @@ import {
   type LeaseKeys,
   type RedisClient,
 } from './scripts.js';
+import { EpochFloorCache, epochKey } from './epoch.js';
 import { ReleaseSubscriber, type WakeMode } from './watchers.js';
 import { WriteCoalescer } from './write-coalescing.js';
 
@@ -109,6 +110,10 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
  *   server clock (of the new primary) did not step back. Hence `tokenDurability: 'best_effort'`.
  *   A grant that reserves a token block (decision 007) counts as that many tokens: `last` is
  *   the top of the previous grant's block (the record's `top` field).
+ * - Fencing epoch (decision 011): after Redis lost writes, `leasehold epoch` stores a floor in
+ *   `<prefix>epoch` and raises every record to it; the store passes it to every grant, so
+ *   keys without a record start above it too. Redis keeps no trace of lost writes, so the
+ *   store cannot notice a restore by itself.
  * - Asynchronous failover can lose a *grant*: two holders may both believe they hold the key
  *   for up to one TTL. The tokens still order them, so a fence at the resource
  *   (`RedisFence`, the Postgres fence …) rejects the older one. That fence is what makes
@@ -141,6 +146,8 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   private checked = false;
   private subscriber: ReleaseSubscriber | undefined;
   private readonly coalescer: WriteCoalescer | undefined;
+  /** The fencing epoch's floor, passed to every grant (see epoch.ts). */
+  private readonly epoch: EpochFloorCache;
   private closed = false;
 
   constructor(options: RedisLeaseStoreOptions) {
@@ -188,6 +195,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     if (typeof coalesce !== 'boolean')
       throw invalidArgument('coalesceWrites', 'must be a boolean', coalesce);
     this.coalescer = coalesce ? new WriteCoalescer(this.redis) : undefined;
+    this.epoch = new EpochFloorCache(this.redis, epochKey(prefix));
     this.check =
       evictionCheck === 'off'
         ? Promise.resolve()
@@ -200,12 +208,19 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   }
 
   /**
-   * Resolves once the start-up check (`maxmemory-policy`) has run; rejects with
-   * `ERR_UNAVAILABLE` when `evictionCheck: 'refuse'` found an unsafe policy.
+   * Resolves once the start-up check (`maxmemory-policy`) has run and the fencing epoch's
+   * floor has been read; rejects with `ERR_UNAVAILABLE` when `evictionCheck: 'refuse'` found
+   * an unsafe policy or Redis did not answer.
    */
   async ready(): Promise<void> {
     await this.check;
     if (this.refused) throw this.refused;
+    // The fencing epoch's floor, which the first grant would otherwise wait for.
+    try {
+      await this.epoch.current();
+    } catch (err) {
+      throw this.wrap(err, 'reading the fencing epoch');
+    }
   }
 
   async tryAcquire(
@@ -216,9 +231,11 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     if (!this.checked) await this.check;
     this.gate();
     const keys = this.keysOf(request.key);
-    this.coalescer?.hold();
     let reply;
     try {
+      const floor = this.epoch.current();
+      const epochFloor = typeof floor === 'bigint' ? floor : await floor;
+      this.coalescer?.hold();
       reply = await runAcquire(
         this.redis,
         keys,
@@ -227,6 +244,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         request.ttlMs,
         request.value,
         request.tokenBlock,
+        epochFloor,
       );
     } catch (err) {
       throw this.wrap(err, 'acquire');
@@ -244,9 +262,11 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     if (!this.checked) await this.check;
     this.gate();
     const keys = this.keysOf(acquire.key);
-    this.coalescer?.hold();
     let reply;
     try {
+      const floor = this.epoch.current();
+      const epochFloor = typeof floor === 'bigint' ? floor : await floor;
+      this.coalescer?.hold();
       reply = await runHandOff(
         this.redis,
         keys,
@@ -256,6 +276,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         acquire.ttlMs,
         acquire.value,
         acquire.tokenBlock,
+        epochFloor,
       );
     } catch (err) {
       throw this.wrap(err, 'hand-off');

@@ -13,7 +13,8 @@ SELECT lease_id, owner_id, token, token_block, expires_us, boot_id, value
 FROM {{table}} WHERE key = @key`;
 
 /**
- * The grant, in one atomic statement: insert with token 1, or take over a free, released,
+ * The grant, in one atomic statement: insert with the epoch floor + 1 (migration 0003; 1
+ * until an epoch was raised), or take over a free, released,
  * expired or previous-boot row with the token after the last grant's block
  * (token + token_block, NULL = 1). `@tokenBlock` is this grant's block (NULL for 1). The
  * statement writes nothing when the block would end above int64's maximum: `@roomTop` is that
@@ -24,7 +25,7 @@ FROM {{table}} WHERE key = @key`;
  */
 export const ACQUIRE = `
 INSERT INTO {{table}} (key, lease_id, owner_id, token, token_block, expires_us, boot_id, expires_wall_ms, value)
-VALUES (@key, @leaseId, @ownerId, 1, @tokenBlock, @expiresUs, @bootId, @expiresWallMs, @value)
+VALUES (@key, @leaseId, @ownerId, (SELECT floor + 1 FROM {{epoch}} WHERE id = 1), @tokenBlock, @expiresUs, @bootId, @expiresWallMs, @value)
 ON CONFLICT (key) DO UPDATE SET
   lease_id = excluded.lease_id,
   owner_id = excluded.owner_id,

@@ -17,6 +17,7 @@ import type {
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { releaseChangeFeed, retainChangeFeed, type ChangeFeed } from './change-feed.js';
+import { epochNames, RestoreGuard } from './epoch.js';
 import { GroupCommit } from './group-commit.js';
 import { machineBootId, machineMonotonicUs } from './machine-time.js';
 import { WalSync } from './wal-sync.js';
@@ -67,7 +68,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   tokenBlocks: true,
 });
 
-const MIGRATIONS = ['0001_lease.sql', '0002_token_block.sql'] as const;
+const MIGRATIONS = ['0001_lease.sql', '0002_token_block.sql', '0003_epoch.sql'] as const;
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /**
@@ -85,6 +86,9 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  * - A busy answer is a read: no write lock, no WAL frame.
  * - Token blocks (decision 007): a grant can reserve the tokens after its own (column
  *   `token_block`, migration 0002); the next grant comes after the whole block.
+ * - Fencing epoch (decision 011, migration 0003): keys start above the epoch's floor, and a
+ *   grant is refused while the file counts fewer grants than its sidecar `<db>-epoch` — a
+ *   file restored from an older copy — until `leasehold epoch` raises the floor (epoch.ts).
  * - Not for network file systems (their locking and notifications are unreliable), and not
  *   for `:memory:`, which gives every connection a private database.
  *
@@ -134,6 +138,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
   private readonly writes: GroupCommit<Write, WriteResult> | undefined;
   /** The grants' durability barrier, when `groupCommit` is on. */
   private readonly wal: WalSync | undefined;
+  /** Refuses grants on a file restored from an older copy (see epoch.ts). */
+  private readonly guard: RestoreGuard;
   private closed = false;
   private closing: Promise<void> | undefined;
 
@@ -177,7 +183,10 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
     this.path = join(realpathSync(dirname(absolute)), basename(absolute));
     const groupCommit = options.groupCommit === true;
     this.bootId = machineBootId();
-    const sql = (text: string): string => text.replaceAll('{{table}}', `"${table}"`);
+    const sql = (text: string): string =>
+      text.replaceAll('{{table}}', `"${table}"`).replaceAll('{{epoch}}', `"${table}_epoch"`);
+    const guard = new RestoreGuard(this.db, table, this.path);
+    this.guard = guard;
     this.stmt = {
       select: this.db.prepare(sql(Q.SELECT_LEASE)),
       acquire: this.db.prepare(sql(Q.ACQUIRE)),
@@ -215,7 +224,10 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
         }
       };
     };
-    this.acquireTx = immediate((p: Record<string, unknown>) => acquire.get(p));
+    this.acquireTx = immediate((p: Record<string, unknown>) => {
+      guard.check();
+      return acquire.get(p);
+    });
     // A hand-off grants, so it commits with the grants' FULL sync (with group commit: it waits
     // for the WAL sync before answering).
     this.handOffTx = immediate(
@@ -225,6 +237,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
         release: Record<string, unknown>;
         acquire: Record<string, unknown>;
       }) => {
+        guard.check();
         const released = release.run(p.release).changes === 1;
         const granted = acquire.get(p.acquire);
         const holder = granted === undefined ? this.stmt.select.get({ key: p.key }) : undefined;
@@ -248,6 +261,9 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
       // The store's time is read inside the transaction, once the write lock is held, so a
       // wait for the lock (or for the batch) never shortens a lease.
       const writeAll = immediate((writes: Write[]) => {
+        // A throw fails the whole batch, renewals and releases included: a restored file
+        // answers unavailable to all of them until the epoch is raised.
+        if (writes.some((w) => w.kind === 'grant')) guard.check();
         const nowUs = machineMonotonicUs();
         const wallMs = Date.now();
         return writes.map((w) => {
@@ -533,6 +549,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
         this.wal.close();
       }
       releaseChangeFeed(this.path, this.feed);
+      this.guard.close();
       this.db.close();
     })();
     return this.closing;
@@ -681,11 +698,13 @@ function migrate(db: Database.Database, table: string): void {
       const name = `${table}/${file}`;
       if (applied.get(name) !== undefined) continue;
       const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
-      db.exec(
-        text
-          .replaceAll('{{table}}', `"${table}"`)
-          .replaceAll('{{block_guard}}', `"${table}_block_guard"`),
-      );
+      let sql = text
+        .replaceAll('{{table}}', `"${table}"`)
+        .replaceAll('{{block_guard}}', `"${table}_block_guard"`);
+      for (const [name, quoted] of Object.entries(epochNames(table))) {
+        sql = sql.replaceAll(name, quoted);
+      }
+      db.exec(sql);
       record.run(name, BigInt(Date.now()));
     }
   }).immediate();

@@ -3,6 +3,7 @@
 -- ARGV[1]  lease id      ARGV[2] owner id      ARGV[3] ttl in ms
 -- ARGV[4]  '=' .. value, or '' for none      ARGV[5] token block (1..64; absent: 1)
 -- ARGV[6]  the key's pub/sub channel, told 'granted' on a grant (absent: nobody is told)
+-- ARGV[7]  the fencing epoch floor, canonical decimal (absent: none; see lease-acquire.lua)
 -- Returns: what lease_acquire returns (granted, idempotent re-grant, or busy — nothing written).
 return lease_acquire(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5] or '1'),
-  ARGV[6])
+  ARGV[6], ARGV[7])

@@ -72,12 +72,15 @@ end
 -- Returns: {1, token, nowMs}   granted (nowMs = Redis TIME in ms at the grant, an integer)
 --          {1, token}          the same live lease id asked again (idempotent retry)
 --          {0, owner, token, remainingMs, leaseIdPrefix, v}   busy
--- Token: max(last + 1, TIME_ms * 1024), last = the record's token (the top of the previous
--- grant's block). The floor keeps tokens above every earlier one even when Redis lost the
--- record (restart without persistence, failover to a replica that missed writes), as long as
--- a key never used 1024 tokens (grants times their blocks) within one ms and the clock did
--- not step back.
-local function lease_acquire(record, id, owner, ttl_ms, v, block, channel)
+-- epoch_floor: the fencing epoch's floor (canonical decimal, '0' for none) as the store last
+-- read it from `<prefix>epoch` (epoch.ts); `leasehold epoch` also raises every existing
+-- record to it, so it matters for keys that have no record.
+-- Token: max(last + 1, TIME_ms * 1024, epoch_floor + 1), last = the record's token (the top
+-- of the previous grant's block). The time floor keeps tokens above every earlier one even
+-- when Redis lost the record (restart without persistence, failover to a replica that missed
+-- writes), as long as a key never used 1024 tokens (grants times their blocks) within one ms
+-- and the clock did not step back; the epoch floor is the explicit version of it.
+local function lease_acquire(record, id, owner, ttl_ms, v, block, channel, epoch_floor)
   local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v', 'own')
   local now = lease_now_ms()
   if rec[1] and tonumber(rec[2]) > now then
@@ -89,6 +92,7 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block, channel)
   local token = dec_incr(last)
   local floor = lease_floor(now)
   if dec_lt(token, floor) then token = floor end
+  if epoch_floor and not dec_lt(epoch_floor, token) then token = dec_incr(epoch_floor) end
   local top = block > 1 and dec_add(token, block - 1) or token
   if dec_lt(LEASEHOLD_MAX_TOKEN, top) then
     return redis.error_reply('LEASEHOLD token space of this key is exhausted')
