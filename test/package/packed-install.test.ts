@@ -51,11 +51,11 @@ function ok(r: Run, what: string): string {
   return r.out;
 }
 
-/** The first fenced block of `lang` in the README. */
-function readmeBlock(lang: 'js' | 'ts'): string {
-  const text = readFileSync(join(ROOT, 'README.md'), 'utf8');
+/** The first fenced block of `lang` in a Markdown file (the README by default). */
+function readmeBlock(lang: 'js' | 'ts', file = 'README.md'): string {
+  const text = readFileSync(join(ROOT, file), 'utf8');
   const m = new RegExp('```' + lang + '\\n([\\s\\S]*?)```').exec(text);
-  assert.ok(m, `README has a ${lang} block`);
+  assert.ok(m, `${file} has a ${lang} block`);
   return m[1]!;
 }
 
@@ -248,6 +248,15 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
       const env = { DATABASE_URL: PG_URL.replace(/\/[^/]*$/, `/${database}`) };
       const out = ok(run(process.execPath, ['out/tour.js'], dir, env), 'node out/tour.js');
       assert.match(out, /^token \d+, valid for \d+ms$/m);
+    });
+
+    it("runs the testing guide's example (memory store, manual clock) with node --test", () => {
+      writeFileSync(join(dir, 'testing-guide.test.mjs'), readmeBlock('js', 'docs/testing.md'));
+      const out = ok(
+        run(process.execPath, ['--test', 'testing-guide.test.mjs'], dir),
+        'node --test testing-guide.test.mjs',
+      );
+      assert.match(out, /^# pass 1$/m);
     });
 
     it('runs the installed leasehold command, which names what serve needs', () => {
