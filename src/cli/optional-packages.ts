@@ -1,3 +1,5 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { LeaseholdError } from '../core/errors.js';
 
 /**
@@ -53,13 +55,79 @@ function specs(pkgs: readonly OptionalPackage[]): string {
 }
 
 /**
- * Throws `ERR_UNAVAILABLE` naming every package of `pkgs` that is not installed, with the
- * versions to install, before `command` (such as `serve`) loads code that imports them
- * statically: Node's own "Cannot find package" names one package, no version, and no way out.
+ * The directory npx installed this copy of leasehold into (`…/_npx/<hash>`), or undefined
+ * when leasehold was installed into a project (or runs from a checkout).
  */
-export function requirePackages(command: string, pkgs: readonly OptionalPackage[]): void {
+export function npxInstallDir(moduleUrl: string = import.meta.url): string | undefined {
+  const m = /^(.*[\\/]_npx[\\/][^\\/]+)[\\/]node_modules[\\/]leasehold[\\/]/.exec(
+    fileURLToPath(moduleUrl),
+  );
+  return m?.[1];
+}
+
+/** Set in the re-run after installing, so that a failed install cannot loop. */
+const INSTALLED_ENV = 'LEASEHOLD_NPX_INSTALLED';
+
+/**
+ * Under npx, installs the missing packages next to leasehold in npx's own directory and runs
+ * the same command again in a child process, forwarding signals and exiting with its code:
+ * `npx leasehold serve` stays one command although the server's packages are optional.
+ * npx has asked the user before installing leasehold; a project install is never changed.
+ */
+async function installUnderNpx(
+  command: string,
+  dir: string,
+  missing: readonly OptionalPackage[],
+): Promise<never> {
+  process.stderr.write(
+    `leasehold ${command}: installing ${specs(missing)} next to leasehold in npx's directory ${dir} (once)\n`,
+  );
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const installed = spawnSync(
+    npm,
+    ['install', '--no-audit', '--no-fund', ...missing.map((p) => `${p}@${OPTIONAL_PACKAGES[p]}`)],
+    { cwd: dir, stdio: ['ignore', 2, 2] },
+  );
+  if (installed.status !== 0) {
+    throw new LeaseholdError(
+      'ERR_UNAVAILABLE',
+      `leasehold ${command}: npm install of ${missing.join(', ')} in ${dir} failed (${installed.error?.message ?? `exit ${installed.status}`})`,
+    );
+  }
+  const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, [INSTALLED_ENV]: '1' },
+  });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => child.kill(signal));
+  }
+  const code = await new Promise<number>((resolve) =>
+    child.once('exit', (c, sig) => resolve(c ?? (sig === null ? 1 : 128))),
+  );
+  process.exit(code);
+}
+
+/**
+ * Makes sure the packages `command` (such as `serve`) needs are installed before it loads code
+ * that imports them statically: Node's own "Cannot find package" names one package, no
+ * version, and no way out. Run through npx, it installs them and re-runs the command (see
+ * {@link installUnderNpx}; `LEASEHOLD_NPX_INSTALL=0` turns that off). Otherwise it throws
+ * `ERR_UNAVAILABLE` naming every missing package with the versions to install.
+ */
+export async function requirePackages(
+  command: string,
+  pkgs: readonly OptionalPackage[],
+): Promise<void> {
   const missing = missingPackages(pkgs);
   if (missing.length === 0) return;
+  const npxDir = npxInstallDir();
+  if (
+    npxDir !== undefined &&
+    process.env[INSTALLED_ENV] !== '1' &&
+    process.env['LEASEHOLD_NPX_INSTALL'] !== '0'
+  ) {
+    await installUnderNpx(command, npxDir, missing);
+  }
   const names = missing.join(', ');
   const once = missing.map((p) => `-p ${specs([p])}`).join(' ');
   throw new LeaseholdError(

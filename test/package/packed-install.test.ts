@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +37,8 @@ function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = 
     cwd,
     encoding: 'utf8',
     timeout: STEP_TIMEOUT_MS,
-    env: { ...process.env, ...env },
+    // Without the runner's context, a `node --test` child runs its own tests.
+    env: { ...process.env, NODE_TEST_CONTEXT: undefined, ...env },
   });
   return {
     status: r.status,
@@ -270,6 +271,91 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
       assert.equal(serve.status, 69, serve.out);
       assert.match(serve.out, /fastify@\^5[^ ]* pino@\^10[^ ]* prom-client@\^15/);
     });
+  });
+
+  it("npx leasehold serve runs in one command: the server packages go into npx's directory", async () => {
+    const cwd = join(tmp.dir, 'npx');
+    ok(run('mkdir', ['-p', cwd], tmp.dir), 'mkdir');
+    // Its own process group, so that teardown reaches npm, leasehold and the re-run server.
+    const child = spawn(
+      'npm',
+      [
+        'exec',
+        '--yes',
+        `--package=${tarball}`,
+        '--',
+        'leasehold',
+        'serve',
+        '--store',
+        'memory:',
+        '--port',
+        '0',
+      ],
+      {
+        cwd,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, npm_config_prefer_offline: 'true', LEASEHOLD_NPX_INSTALLED: '' },
+      },
+    );
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    const group = (signal: NodeJS.Signals): void => {
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        // already gone
+      }
+    };
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`no server in 120 s:\n${out}\n${err}`)),
+          120_000,
+        );
+        const check = (): void => {
+          const m = /listening on (http:\/\/\S+)/.exec(out);
+          if (m !== null) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        };
+        child.stdout.on('data', check);
+        void exited.then(() => {
+          clearTimeout(timer);
+          reject(new Error(`npx exited first:\n${out}\n${err}`));
+        });
+      });
+      assert.match(
+        err,
+        /leasehold serve: installing fastify@\S+ pino@\S+ prom-client@\S+ next to leasehold/,
+      );
+      const health = await fetch(`${url}/healthz`);
+      assert.equal(health.status, 200);
+      const acquired = await fetch(`${url}/v1/acquire`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ key: 'npx/job', ttl: '10s' }),
+      });
+      assert.equal(((await acquired.json()) as { status: string }).status, 'acquired');
+      // SIGTERM ends npm, leasehold and the re-run server; nothing is left answering.
+      group('SIGTERM');
+      await Promise.race([
+        exited,
+        new Promise((_, reject) => setTimeout(() => reject(new Error('npx did not exit')), 30_000)),
+      ]);
+      await assert.rejects(fetch(`${url}/healthz`));
+    } finally {
+      group('SIGKILL');
+      // The npx directory this test made (named in the install line) is removed again.
+      const dir = /npx's directory (\S+) \(once\)/.exec(err)?.[1];
+      if (dir !== undefined && /[\\/]_npx[\\/][0-9a-f]+$/.test(dir)) {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
   });
 
   for (const ioredis of ['ioredis@5', 'ioredis@6']) {

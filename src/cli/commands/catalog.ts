@@ -32,7 +32,7 @@ const NO_OBJECTS: ObjectStore = {
 
 /** Loaded on use: the catalog's metrics need prom-client, which other commands do not. */
 async function open(flags: CatalogFlags, needObjects: boolean): Promise<Catalog> {
-  requirePackages('catalog', FEATURE_PACKAGES.catalog);
+  await requirePackages('catalog', FEATURE_PACKAGES.catalog);
   const [{ Catalog }, { openObjectStore, openPointerStore }] = await Promise.all([
     import('../../fencing/catalog/catalog.js'),
     import('../../fencing/catalog/open.js'),

@@ -107,7 +107,7 @@ export async function runDemo(
     return 2;
   }
   // The real story runs SQLite stores in child processes; the simulated one needs nothing.
-  requirePackages('demo --real', FEATURE_PACKAGES.sqlite);
+  await requirePackages('demo --real', FEATURE_PACKAGES.sqlite);
   const { runRealPauseStory } = await import('../../sim/real/stories.js');
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-demo-'));
   let n = 0;

@@ -84,7 +84,7 @@ Examples:
     )
     .action(
       action(async (flags: GatewayFlags) => {
-        requirePackages('gateway', FEATURE_PACKAGES.gateway);
+        await requirePackages('gateway', FEATURE_PACKAGES.gateway);
         const { loadGatewayConfig } = await import('../../fencing/gateway/config.js');
         const { parseRouteFlag } = await import('../../fencing/gateway/routes.js');
         const file: GatewayConfigFile =

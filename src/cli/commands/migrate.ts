@@ -12,7 +12,7 @@ interface MigrateFlags {
 
 /** Creates the lease table of a SQLite store (and its file) unless it is there. */
 async function migrateSqlite(path: string, flags: MigrateFlags): Promise<number> {
-  requirePackages('migrate', FEATURE_PACKAGES.sqlite);
+  await requirePackages('migrate', FEATURE_PACKAGES.sqlite);
   const { SqliteLeaseStore, sqliteLeaseTableExists } = await import('../../stores/sqlite/index.js');
   const existed = sqliteLeaseTableExists(path);
   if (!existed) await new SqliteLeaseStore({ path }).close();

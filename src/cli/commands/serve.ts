@@ -82,7 +82,7 @@ Examples:
         // Loaded here so that client commands (run, status …) do not pay for Fastify, and so
         // that a library install without the server's packages can still run them.
         const sqlite = storeUrl.startsWith('sqlite:') || /^[^:]*\.db$/.test(storeUrl);
-        requirePackages('serve', [
+        await requirePackages('serve', [
           ...FEATURE_PACKAGES.server,
           ...(sqlite ? FEATURE_PACKAGES.sqlite : []),
         ]);
