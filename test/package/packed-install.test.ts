@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -71,22 +79,43 @@ function treeBytes(dir: string): number {
   return total;
 }
 
+/** `run`, without blocking: the three installs go on side by side. */
+function runAsync(cmd: string, args: string[], cwd: string): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), STEP_TIMEOUT_MS);
+    child.once('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, out: stdout + stderr });
+    });
+  });
+}
+
 /** A fresh ESM project with the tarball and `deps` installed, and nothing else. */
-function project(root: string, name: string, tarball: string, deps: string[]): string {
+async function project(
+  root: string,
+  name: string,
+  tarball: string,
+  deps: string[],
+): Promise<string> {
   const dir = join(root, name);
-  ok(run('mkdir', ['-p', dir], root), 'mkdir');
+  mkdirSync(dir, { recursive: true });
   writeFileSync(
     join(dir, 'package.json'),
     JSON.stringify({ name: `app-${name}`, private: true, type: 'module' }),
   );
   const out = ok(
-    run('npm', ['install', ...NPM_FLAGS, tarball, ...deps], dir),
+    await runAsync('npm', ['install', ...NPM_FLAGS, tarball, ...deps], dir),
     `npm install ${name}`,
   );
   // A peer range that excludes the driver, or a dependency whose engines exclude our Node,
   // shows here (ERESOLVE fails the install; EBADENGINE is only a warning).
   assert.doesNotMatch(out, /EBADENGINE|ERESOLVE|peer dep/i, out);
-  ok(run('npm', ['ls', '--all'], dir), `npm ls in ${name}`);
+  ok(await runAsync('npm', ['ls', '--all'], dir), `npm ls in ${name}`);
   return dir;
 }
 
@@ -137,6 +166,8 @@ function importReport(dir: string): Map<string, string> {
 describe('the packed package, installed from its tarball', { timeout: 300_000 }, () => {
   const tmp = tempDir('packed');
   let tarball = '';
+  /** The fresh projects by name, installed side by side once the tarball is there. */
+  const installs = new Map<string, Promise<string>>();
   const database = `lh_pack_${process.pid}_${randomBytes(3).toString('hex')}`;
 
   before(async () => {
@@ -160,6 +191,14 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
     );
     process.stdout.write(`# tarball ${(info[0]!.size / 1024).toFixed(0)} KB\n`);
     await withPgClient((c) => c.query(`CREATE DATABASE "${database}"`));
+    const start = (name: string, deps: string[]): void => {
+      const p = project(tmp.dir, name, tarball, deps);
+      p.catch(() => undefined); // awaited (and failed) by the suite that uses it
+      installs.set(name, p);
+    };
+    start('pg', ['pg@' + PKG.peerDependencies['pg']!]);
+    start('ioredis5', ['ioredis@5']);
+    start('ioredis6', ['ioredis@6']);
   });
   after(async () => {
     tmp.remove();
@@ -173,8 +212,8 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
 
   describe('with only pg', () => {
     let dir = '';
-    before(() => {
-      dir = project(tmp.dir, 'pg', tarball, ['pg@' + PKG.peerDependencies['pg']!]);
+    before(async () => {
+      dir = await installs.get('pg')!;
     });
 
     it('installs neither better-sqlite3 nor the server framework, and stays small', (t) => {
@@ -275,7 +314,7 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
 
   it("npx leasehold serve runs in one command: the server packages go into npx's directory", async () => {
     const cwd = join(tmp.dir, 'npx');
-    ok(run('mkdir', ['-p', cwd], tmp.dir), 'mkdir');
+    mkdirSync(cwd);
     // Its own process group, so that teardown reaches npm, leasehold and the re-run server.
     const child = spawn(
       'npm',
@@ -361,8 +400,8 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
   for (const ioredis of ['ioredis@5', 'ioredis@6']) {
     describe(`with only ${ioredis}`, () => {
       let dir = '';
-      before(() => {
-        dir = project(tmp.dir, ioredis.replace('@', ''), tarball, [ioredis]);
+      before(async () => {
+        dir = await installs.get(ioredis.replace('@', ''))!;
       });
 
       it('imports the Redis subpaths and holds a lease on the shared Redis', async () => {
