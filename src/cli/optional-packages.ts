@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { LeaseholdError } from '../core/errors.js';
 
@@ -102,7 +103,8 @@ async function installUnderNpx(
     process.on(signal, () => child.kill(signal));
   }
   const code = await new Promise<number>((resolve) =>
-    child.once('exit', (c, sig) => resolve(c ?? (sig === null ? 1 : 128))),
+    // A child ended by a signal exits the way a shell reports it: 128 + the signal's number.
+    child.once('exit', (c, sig) => resolve(c ?? 128 + (sig === null ? 0 : constants.signals[sig]))),
   );
   process.exit(code);
 }
