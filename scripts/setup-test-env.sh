@@ -29,6 +29,10 @@ need_cmd etcdctl etcd-client
 need_cmd pgbouncer pgbouncer
 # --- end pgbouncer ---------------------------------------------------------------------------
 
+# The HTTP API examples (examples/) are run by test/docs: Python's standard library and curl.
+need_cmd python3 python3
+need_cmd curl curl
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"

@@ -25,7 +25,12 @@ export interface OpenStoreOptions {
  * The driver package each store needs, with the versions leasehold supports (its peer
  * dependencies): what to install when one is missing.
  */
-export const DRIVER_PACKAGES = Object.freeze({ pg: '^8.11.0', ioredis: '^5.3.0', etcd3: '^1.1.2' });
+export const DRIVER_PACKAGES = Object.freeze({
+  pg: '^8.11.0',
+  ioredis: '^5.3.0 || ^6.0.0',
+  etcd3: '^1.1.2',
+  'better-sqlite3': '^12.4.0',
+});
 
 /**
  * Loads a store module, turning Node's "Cannot find package 'ioredis'" into an error that
@@ -47,12 +52,18 @@ async function loadStoreModule<T>(
     ) {
       throw new LeaseholdError(
         'ERR_UNAVAILABLE',
-        `${scheme}: stores need the ${pkg} package, which is not installed: npm install ${pkg}@${DRIVER_PACKAGES[pkg]}`,
+        `${scheme}: stores need the ${pkg} package, which is not installed: npm install ${installSpec(pkg)}`,
         { cause: err },
       );
     }
     throw err;
   }
+}
+
+/** `pkg@range`, quoted when the range has spaces (`'ioredis@^5.3.0 || ^6.0.0'`). */
+function installSpec(pkg: keyof typeof DRIVER_PACKAGES): string {
+  const spec = `${pkg}@${DRIVER_PACKAGES[pkg]}`;
+  return spec.includes(' ') ? `'${spec}'` : spec;
 }
 
 /** The error of a read-only open where the lease table does not exist. */
@@ -295,7 +306,11 @@ const OPENERS = new Map<string, StoreOpener>([
     'sqlite',
     async (url, options) => {
       const path = sqliteStorePath(url);
-      const { SqliteLeaseStore, sqliteLeaseTableExists } = await import('./sqlite/index.js');
+      const { SqliteLeaseStore, sqliteLeaseTableExists } = await loadStoreModule(
+        'sqlite',
+        'better-sqlite3',
+        () => import('./sqlite/index.js'),
+      );
       if (options.readOnly === true && !sqliteLeaseTableExists(path)) {
         throw noLeaseTable(existsSync(path) ? `${path} has none` : `${path} does not exist`, url);
       }

@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { Catalog } from '../../fencing/catalog/catalog.js';
+import type { Catalog } from '../../fencing/catalog/catalog.js';
 import type { ObjectStore } from '../../fencing/catalog/object-store.js';
-import { openObjectStore, openPointerStore } from '../../fencing/catalog/open.js';
 import type { CatalogEntry } from '../../fencing/catalog/results.js';
 import { action, cliDuration, printJson, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 
 interface CatalogFlags {
   pointers?: string;
@@ -30,7 +30,13 @@ const NO_OBJECTS: ObjectStore = {
   close: () => Promise.resolve(),
 };
 
-function open(flags: CatalogFlags, needObjects: boolean): Catalog {
+/** Loaded on use: the catalog's metrics need prom-client, which other commands do not. */
+async function open(flags: CatalogFlags, needObjects: boolean): Promise<Catalog> {
+  await requirePackages('catalog', FEATURE_PACKAGES.catalog);
+  const [{ Catalog }, { openObjectStore, openPointerStore }] = await Promise.all([
+    import('../../fencing/catalog/catalog.js'),
+    import('../../fencing/catalog/open.js'),
+  ]);
   const pointers = flags.pointers ?? process.env['LEASEHOLD_CATALOG_POINTERS'] ?? DEFAULT_POINTERS;
   const objectsUrl = flags.objects ?? process.env['LEASEHOLD_CATALOG_OBJECTS'];
   if (needObjects && objectsUrl === undefined)
@@ -108,7 +114,7 @@ export function registerCatalogCommand(program: Command): void {
     )
     .action(
       action(async (prefix: string, flags: CatalogFlags) => {
-        const c = open(flags, false);
+        const c = await open(flags, false);
         try {
           const entries = await c.list(prefix, { limit: limitOf(flags, 1000) });
           if (flags.json === true) printJson({ entries: entries.map(entryJson) });
@@ -126,7 +132,7 @@ export function registerCatalogCommand(program: Command): void {
     .description("Show a name's visible object (exit 1 when the name has none).")
     .action(
       action(async (name: string, flags: CatalogFlags) => {
-        const c = open(flags, false);
+        const c = await open(flags, false);
         try {
           const e = await c.head(name);
           if (flags.json === true) printJson({ entry: e === undefined ? null : entryJson(e) });
@@ -148,7 +154,7 @@ export function registerCatalogCommand(program: Command): void {
     .description("A name's applied publishes, newest first.")
     .action(
       action(async (name: string, flags: CatalogFlags) => {
-        const c = open(flags, false);
+        const c = await open(flags, false);
         try {
           const entries = await c.history(name, { limit: limitOf(flags, 100) });
           if (flags.json === true) printJson({ history: entries.map(entryJson) });
@@ -172,7 +178,7 @@ export function registerCatalogCommand(program: Command): void {
     )
     .action(
       action(async (flags: CatalogFlags & { retention: string }) => {
-        const c = open(flags, true);
+        const c = await open(flags, true);
         try {
           const r = await c.gc({
             retention: cliDuration(flags.retention),

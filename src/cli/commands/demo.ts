@@ -11,7 +11,8 @@ import {
   summarizeLesson,
   type LessonFault,
 } from '../../sim/lesson.js';
-import { runRealPauseStory, type RealStep } from '../../sim/real/stories.js';
+import type { RealStep } from '../../sim/real/stories.js';
+import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 import { processIo, type CommandIo } from './io.js';
 
 /** Options of `leasehold demo`, durations in ms. */
@@ -105,6 +106,9 @@ export async function runDemo(
     );
     return 2;
   }
+  // The real story runs SQLite stores in child processes; the simulated one needs nothing.
+  await requirePackages('demo --real', FEATURE_PACKAGES.sqlite);
+  const { runRealPauseStory } = await import('../../sim/real/stories.js');
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-demo-'));
   let n = 0;
   const print = (s: RealStep): void =>

@@ -5,6 +5,7 @@ import type { GatewayConfigFile } from '../../fencing/gateway/config.js';
 import type { GatewayRoute } from '../../fencing/gateway/routes.js';
 import { action, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 
 interface GatewayFlags {
   upstream?: string;
@@ -83,6 +84,7 @@ Examples:
     )
     .action(
       action(async (flags: GatewayFlags) => {
+        await requirePackages('gateway', FEATURE_PACKAGES.gateway);
         const { loadGatewayConfig } = await import('../../fencing/gateway/config.js');
         const { parseRouteFlag } = await import('../../fencing/gateway/routes.js');
         const file: GatewayConfigFile =

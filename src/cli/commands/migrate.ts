@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { sqliteStorePath } from '../../stores/open-store.js';
 import { action, DEFAULT_STORE, printJson } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 import { adminTarget } from './admin-store.js';
 
 interface MigrateFlags {
@@ -11,6 +12,7 @@ interface MigrateFlags {
 
 /** Creates the lease table of a SQLite store (and its file) unless it is there. */
 async function migrateSqlite(path: string, flags: MigrateFlags): Promise<number> {
+  await requirePackages('migrate', FEATURE_PACKAGES.sqlite);
   const { SqliteLeaseStore, sqliteLeaseTableExists } = await import('../../stores/sqlite/index.js');
   const existed = sqliteLeaseTableExists(path);
   if (!existed) await new SqliteLeaseStore({ path }).close();

@@ -5,6 +5,7 @@ import { loadServerConfig, type ServerConfigFile } from '../../server/config.js'
 import { openStore, storeSchemes } from '../../stores/open-store.js';
 import { action, closeQuietly, DEFAULT_STORE, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 
 interface ServeFlags {
   store?: string;
@@ -78,7 +79,13 @@ Examples:
         const storeUrl =
           flags.store ?? file.store ?? process.env['LEASEHOLD_STORE'] ?? DEFAULT_STORE;
         const port = parsePort(flags.port) ?? parsePort(file.listen?.port);
-        // Loaded here so that client commands (run, status …) do not pay for Fastify.
+        // Loaded here so that client commands (run, status …) do not pay for Fastify, and so
+        // that a library install without the server's packages can still run them.
+        const sqlite = storeUrl.startsWith('sqlite:') || /^[^:]*\.db$/.test(storeUrl);
+        await requirePackages('serve', [
+          ...FEATURE_PACKAGES.server,
+          ...(sqlite ? FEATURE_PACKAGES.sqlite : []),
+        ]);
         const { createLeaseServer } = await import('../../server/server.js');
         // Many clients' grants arrive together here: let them share one fsync (SQLite).
         const store = await openStore(storeUrl, { groupCommit: true });
