@@ -43,7 +43,10 @@ export class RedisCluster {
   /** Ports of the nodes not killed by {@link kill}. */
   private readonly running: Set<number>;
 
-  private constructor(readonly nodes: readonly RedisProcess[]) {
+  private constructor(
+    readonly nodes: readonly RedisProcess[],
+    private readonly masters: number,
+  ) {
     this.running = new Set(nodes.map((n) => n.port));
   }
 
@@ -88,7 +91,15 @@ export class RedisCluster {
         ],
         { timeout: 60_000 },
       );
-      const cluster = new RedisCluster(nodes);
+      const cluster = new RedisCluster(nodes, masters);
+      // CLUSTER SLOTS (what clients read) lists a replica only once it has replicated
+      // something: write a few keys so every master has.
+      const c = cluster.client();
+      try {
+        for (let i = 0; i < 64; i++) await c.set(`leasehold-fixture:{${i}}`, '1');
+      } finally {
+        c.disconnect();
+      }
       await cluster.waitHealthy();
       return cluster;
     } catch (err) {
@@ -163,8 +174,9 @@ export class RedisCluster {
   }
 
   /**
-   * Waits until every live node reports `cluster_state:ok`, every slot is served by a live
-   * master and every replica's link to its master is up.
+   * Waits until every live node reports `cluster_state:ok`, every live node's table shows
+   * the expected number of masters serving slots and of replicas (gossip has settled), and
+   * every replica's link to its master is up.
    */
   async waitHealthy(timeoutMs = 60_000): Promise<void> {
     await eventually(
@@ -177,6 +189,16 @@ export class RedisCluster {
           try {
             const info = await admin.cluster('INFO');
             if (!info.includes('cluster_state:ok')) return undefined;
+            const table = parseNodes((await admin.cluster('NODES')) as string);
+            const up = table.filter((t) => !t.failed && this.running.has(t.port));
+            const masters = up.filter((t) => t.role === 'master' && t.slots.length > 0);
+            const replicas = up.filter((t) => t.role === 'replica');
+            if (masters.length !== this.masters) return undefined;
+            if (replicas.length !== this.running.size - this.masters) return undefined;
+            // What clients see: each slot range with its master and its live replicas.
+            const slots = (await admin.cluster('SLOTS')) as unknown[][];
+            const listed = slots.reduce((sum, range) => sum + range.length - 3, 0);
+            if (listed !== replicas.length) return undefined;
             const repl = await admin.info('replication');
             if (repl.includes('role:slave') && !repl.includes('master_link_status:up'))
               return undefined;
@@ -249,7 +271,7 @@ function parseNodes(text: string): ClusterNodeInfo[] {
     out.push({
       id,
       port,
-      role: f.includes('master') ? 'master' : 'replica',
+      role: f.includes('slave') ? 'replica' : 'master',
       failed: f.includes('fail') || f.includes('fail?'),
       // Importing/migrating markers (`[…]`) are not served slots.
       slots: slots.filter((s) => !s.startsWith('[')),
