@@ -18,7 +18,7 @@ export interface FailoverLoadOptions {
   readonly durationMs: number;
   /** When (ms after the start) `fault` runs. */
   readonly faultAtMs: number;
-  /** Kills the master (and waits for nothing). */
+  /** Kills the master; resolves once it has exited. */
   readonly fault: () => Promise<void>;
   /** Keys whose takeover time is measured (those the fault took away). Defaults to all. */
   readonly affected?: (key: string) => boolean;
@@ -50,7 +50,10 @@ export interface FailoverFigures {
    * record): grants or renewals that the failover lost.
    */
   lostGrants: number;
-  /** From the fault to the first grant of an affected key. */
+  /**
+   * From the fault's end (the master has exited) to the first grant of an affected key asked
+   * for after it (a grant answered around the kill may come from the dying master).
+   */
   takeoverMs: number | undefined;
   /** Grants of a key, in the order they were answered, whose token was not above the one before. */
   grantOrderViolations: number;
@@ -133,6 +136,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverF
     try {
       while (performance.now() < end) {
         const key = o.keys[Math.floor(Math.random() * o.keys.length)]!;
+        const askedAt = performance.now();
         const r = await client.acquire(key, { ttl: o.ttl, wait: '300ms' }).catch(() => undefined);
         if (r === undefined || r.status === 'unavailable') {
           f.unavailable++;
@@ -143,7 +147,12 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverF
         const g: Grant = { key, token: r.lease.token, at: performance.now(), end: undefined };
         grants.push(g);
         f.grants++;
-        if (faultAt !== undefined && f.takeoverMs === undefined && (o.affected?.(key) ?? true))
+        if (
+          faultAt !== undefined &&
+          askedAt > faultAt &&
+          f.takeoverMs === undefined &&
+          (o.affected?.(key) ?? true)
+        )
           f.takeoverMs = g.at - faultAt;
         const lease = r.lease;
         const lost = new Promise<void>((resolve) =>
@@ -175,8 +184,8 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverF
 
   const faultRun = (async () => {
     await elapse(o.faultAtMs);
-    faultAt = performance.now();
     await o.fault();
+    faultAt = performance.now();
   })();
   await Promise.all([...Array.from({ length: o.workers }, (_, i) => worker(i)), faultRun]);
 
