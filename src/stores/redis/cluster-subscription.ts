@@ -28,9 +28,12 @@ const MAX_BACKOFF_MS = 2000;
  */
 export class ClusterSubscription {
   private readonly channels = new Set<string>();
-  private conn: Redis;
+  /** Undefined while no node is known to connect to (retried with a growing delay). */
+  private conn: Redis | undefined;
   private closed = false;
   private failures = 0;
+  /** Connections opened so far: every one after the first is a move. */
+  private opened = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -44,29 +47,37 @@ export class ClusterSubscription {
   /** Subscribes `channel` on the current node; resolves once the node confirmed it. */
   async subscribe(channel: string): Promise<void> {
     this.channels.add(channel);
+    // Without a connection the channel is subscribed once one is made; this waiter learns
+    // that now and waits by its timers meanwhile.
+    if (this.conn === undefined) throw new Error('no Redis Cluster node to subscribe on');
     await this.conn.subscribe(channel);
   }
 
   async unsubscribe(channel: string): Promise<void> {
     this.channels.delete(channel);
-    await this.conn.unsubscribe(channel);
+    await this.conn?.unsubscribe(channel);
   }
 
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
-    this.conn.disconnect();
+    this.conn?.disconnect();
   }
 
-  private open(previous: string | undefined): Redis {
+  private open(previous: string | undefined): Redis | undefined {
     const nodes = this.cluster.nodes('all');
     const others = nodes.filter((n) => nodeName(n) !== previous);
     const candidates = others.length > 0 ? others : nodes;
     const from = candidates[Math.floor(Math.random() * candidates.length)];
+    if (from === undefined) {
+      // The client knows no node right now (its slot map is being rebuilt): try again.
+      this.retry(previous);
+      return undefined;
+    }
     const base = this.cluster.options.redisOptions ?? {};
     const conn = new Redis({
-      host: from?.options.host ?? '127.0.0.1',
-      port: from?.options.port ?? 6379,
+      host: from.options.host ?? '127.0.0.1',
+      port: from.options.port ?? 6379,
       ...(base.username === undefined ? {} : { username: base.username }),
       ...(base.password === undefined ? {} : { password: base.password }),
       ...(base.tls === undefined ? {} : { tls: base.tls }),
@@ -75,7 +86,7 @@ export class ClusterSubscription {
       retryStrategy: () => null,
       maxRetriesPerRequest: 1,
     });
-    const moved = previous !== undefined;
+    const moved = this.opened++ > 0;
     conn.on('message', (channel: string, message: string) => this.events.message(channel, message));
     conn.on('error', (err: unknown) => {
       this.logger.debug({ err: String(err) }, 'redis release subscriber error');
@@ -97,19 +108,24 @@ export class ClusterSubscription {
     });
     conn.once('end', () => {
       if (this.closed || this.conn !== conn) return;
-      const name = nodeName(conn);
-      // The first move is at once (releases are being missed); a cluster with no reachable
-      // node is retried with a growing delay.
-      const delay = this.failures === 0 ? 0 : Math.min(MAX_BACKOFF_MS, 50 * 2 ** this.failures);
-      this.failures++;
-      this.timer = setTimeout(() => {
-        if (this.closed) return;
-        this.logger.info({ from: name }, 'redis release subscriber moves to another node');
-        this.conn = this.open(name);
-      }, delay);
-      this.timer.unref();
+      this.retry(nodeName(conn));
     });
     return conn;
+  }
+
+  /** Opens a connection to another node than `previous`, soon. */
+  private retry(previous: string | undefined): void {
+    // The first move is at once (releases are being missed); a cluster with no reachable
+    // node is retried with a growing delay.
+    const delay = this.failures === 0 ? 0 : Math.min(MAX_BACKOFF_MS, 50 * 2 ** this.failures);
+    this.failures++;
+    this.conn = undefined;
+    this.timer = setTimeout(() => {
+      if (this.closed) return;
+      this.logger.info({ from: previous }, 'redis release subscriber moves to another node');
+      this.conn = this.open(previous);
+    }, delay);
+    this.timer.unref();
   }
 }
 
