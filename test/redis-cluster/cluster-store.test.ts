@@ -117,6 +117,28 @@ describe('Redis store on a 3-master + 3-replica Redis Cluster', () => {
     }
   });
 
+  it('a frozen replica does not hold up ready(): its check gives up after 2 s and the store works', async () => {
+    const replica = (await cluster.table()).find((n) => n.role === 'replica' && !n.failed);
+    assert.ok(replica !== undefined);
+    const i = cluster.indexOfPort(replica.port);
+    cluster.pause(i);
+    try {
+      const started = performance.now();
+      const s = store({ evictionCheck: 'refuse' });
+      await s.ready();
+      const tookMs = performance.now() - started;
+      assert.ok(tookMs < 10_000, `ready() after ${tookMs.toFixed(0)} ms`);
+      const client = new LeaseClient({ store: s });
+      clients.push(client);
+      const r = await client.acquire('jobs/frozen-replica', { ttl: '5s' });
+      assert.equal(r.status, 'acquired');
+      await r.lease.release();
+    } finally {
+      cluster.resume(i);
+    }
+    await cluster.waitHealthy();
+  });
+
   it('refuses a key beginning with "}" with the same error on every store, and in the Redis fence', async () => {
     const dir = tempDir('brace');
     const sqlite = new SqliteLeaseStore({ path: `${dir.dir}/leases.db` });

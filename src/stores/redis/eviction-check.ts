@@ -3,6 +3,9 @@ import { LeaseholdError } from '../../core/errors.js';
 import type { Logger } from '../../core/events.js';
 import type { RedisClient } from './scripts.js';
 
+/** How long one node may take to answer the check before it is left for the next one. */
+const CHECK_TIMEOUT_MS = 2000;
+
 /** What the store does when Redis may evict keys (`maxmemory-policy` other than `noeviction`). */
 export type EvictionCheck = 'warn' | 'refuse' | 'off';
 
@@ -18,7 +21,8 @@ export type EvictionCheck = 'warn' | 'refuse' | 'off';
  *   cluster, one that was down) are checked whenever the client refreshes its slot map.
  *
  * An unsafe policy in `refuse` mode sets {@link refused}; every later operation throws it. A
- * node that cannot be asked (down, `CONFIG` renamed) is logged and asked again next time.
+ * node that cannot be asked (down, frozen past 2 s, `CONFIG` renamed) is logged and asked
+ * again next time.
  */
 export class EvictionGuard {
   /** Set once an unsafe policy was found in `refuse` mode: the store's operations throw it. */
@@ -73,15 +77,17 @@ export class EvictionGuard {
     // fails), after which nodes() lists every master and replica.
     const first = await this.policyOf(this.redis, 'the cluster');
     if (first === undefined) return;
-    for (const node of this.redis.nodes('all')) {
-      const name = `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
-      if (this.checked.has(name)) continue;
-      await this.checkNode(node, name);
-    }
+    // All nodes at once, each bounded: a frozen node must not hold up the store's start.
+    await Promise.all(
+      this.redis.nodes('all').map((node) => {
+        const name = `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
+        return this.checked.has(name) ? Promise.resolve() : this.checkNode(node, name, true);
+      }),
+    );
   }
 
-  private async checkNode(node: Redis, name: string): Promise<void> {
-    const policy = await this.policyOf(node, name);
+  private async checkNode(node: Redis, name: string, bounded = false): Promise<void> {
+    const policy = await this.policyOf(node, name, bounded);
     if (policy === undefined) return;
     this.checked.add(name);
     if (policy === 'noeviction' || this.warned.has(name)) return;
@@ -98,10 +104,27 @@ export class EvictionGuard {
     }
   }
 
-  /** The node's policy, or undefined (logged) when it cannot be read. */
-  private async policyOf(node: RedisClient, name: string): Promise<string | undefined> {
+  /**
+   * The node's policy, or undefined (logged) when it cannot be read. `bounded`: give up after {@link CHECK_TIMEOUT_MS} (a Cluster node, asked again at the next
+   * slot refresh). Unbounded, the command waits for the client's connection like any other.
+   */
+  private async policyOf(
+    node: RedisClient,
+    name: string,
+    bounded = false,
+  ): Promise<string | undefined> {
+    let timer: NodeJS.Timeout | undefined;
     try {
-      const reply = await node.config('GET', 'maxmemory-policy');
+      const reply = await Promise.race([
+        node.config('GET', 'maxmemory-policy'),
+        new Promise<never>((_, reject) => {
+          if (!bounded) return;
+          timer = setTimeout(
+            () => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS}ms`)),
+            CHECK_TIMEOUT_MS,
+          );
+        }),
+      ]);
       if (Array.isArray(reply) && typeof reply[1] === 'string') return reply[1];
       return 'noeviction';
     } catch (err) {
@@ -110,6 +133,8 @@ export class EvictionGuard {
         'could not read maxmemory-policy (CONFIG disabled?); make sure it is noeviction',
       );
       return undefined;
+    } finally {
+      clearTimeout(timer);
     }
   }
 }
