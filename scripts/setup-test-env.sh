@@ -11,7 +11,9 @@ need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 # (Stores added later extend these lists: postgres, redis-server, etcd.)
 
 # >>> redis (issue 4): the shared Redis on 127.0.0.1:6379 and the redis-server binary that
-# the fault tests start as throwaway processes (failover, restart, eviction).
+# the fault tests start as throwaway processes (failover, restart, eviction), the Cluster
+# tests (`redis-cli --cluster create`) and the Sentinel tests (`redis-server conf --sentinel`:
+# the sentinel is the same binary, so no redis-sentinel package is needed).
 need_cmd redis-server redis-server
 need_cmd redis-cli redis-tools
 # <<< redis

@@ -29,8 +29,8 @@ function utf8Bytes(s: string): number {
 
 /**
  * A key is a non-empty, well-formed string of at most 1 KiB of UTF-8 with no control
- * characters (NUL, CR, LF …). Keys are compared exactly as given: `é` in NFC and NFD are
- * different keys, as are `A` and `a`.
+ * characters (NUL, CR, LF …) that does not begin with `}`. Keys are compared exactly as
+ * given: `é` in NFC and NFD are different keys, as are `A` and `a`.
  */
 export function validateKey(value: unknown, field = 'key'): string {
   if (typeof value !== 'string') throw invalidArgument(field, 'must be a string', value);
@@ -45,6 +45,10 @@ export function validateKey(value: unknown, field = 'key'): string {
       value,
     );
   }
+  // Keys become `{key}` hash tags; a leading `}` would leave the tag empty and scatter one
+  // key's records over slots. Refused on every store so a key's validity never depends on
+  // the backend it happens to run on.
+  if (value.startsWith('}')) throw invalidArgument(field, 'must not begin with "}"', value);
   const bytes = utf8Bytes(value);
   if (bytes > LIMITS.maxKeyBytes) {
     throw invalidArgument(

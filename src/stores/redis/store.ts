@@ -26,11 +26,11 @@ import {
   type RedisClient,
 } from './scripts.js';
 import { EpochFloorCache, epochKey } from './epoch.js';
+import { EvictionGuard, isCluster, type EvictionCheck } from './eviction-check.js';
 import { ReleaseSubscriber, type WakeMode } from './watchers.js';
 import { WriteCoalescer } from './write-coalescing.js';
 
-/** What the store does when Redis may evict keys (`maxmemory-policy` other than `noeviction`). */
-export type EvictionCheck = 'warn' | 'refuse' | 'off';
+export type { EvictionCheck } from './eviction-check.js';
 
 /** Options for {@link RedisLeaseStore}. */
 export interface RedisLeaseStoreOptions {
@@ -49,9 +49,11 @@ export interface RedisLeaseStoreOptions {
   /** A pino-compatible logger for the start-up check and subscriber errors. Defaults to silent. */
   readonly logger?: Logger;
   /**
-   * The start-up check of `maxmemory-policy`: `warn` logs an error-level warning unless it is
-   * `noeviction`, `refuse` makes every operation fail with `ERR_UNAVAILABLE`, `off` skips
-   * it. A server that disables `CONFIG` is tolerated (logged). Defaults to `warn`.
+   * The check of `maxmemory-policy`: `warn` logs a warning unless it is `noeviction`,
+   * `refuse` makes every operation fail with `ERR_UNAVAILABLE`, `off` skips it. It runs at
+   * start-up and again after a reconnect; on a Cluster it asks every master and replica, and
+   * nodes added later when the client refreshes its slot map (see {@link EvictionGuard}). A
+   * server that disables `CONFIG` is tolerated (logged). Defaults to `warn`.
    */
   readonly evictionCheck?: EvictionCheck;
   /**
@@ -142,7 +144,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   private readonly replicationTimeoutMs: number;
   private readonly wake: WakeMode;
   private readonly check: Promise<void>;
-  private refused: LeaseholdError | undefined;
+  private readonly eviction: EvictionGuard | undefined;
   private checked = false;
   private subscriber: ReleaseSubscriber | undefined;
   private readonly coalescer: WriteCoalescer | undefined;
@@ -196,10 +198,14 @@ export class RedisLeaseStore implements HandOffLeaseStore {
       throw invalidArgument('coalesceWrites', 'must be a boolean', coalesce);
     this.coalescer = coalesce ? new WriteCoalescer(this.redis) : undefined;
     this.epoch = new EpochFloorCache(this.redis, epochKey(prefix));
-    this.check =
+    this.eviction =
       evictionCheck === 'off'
+        ? undefined
+        : new EvictionGuard(this.redis, evictionCheck, this.logger);
+    this.check =
+      this.eviction === undefined
         ? Promise.resolve()
-        : this.checkEviction(evictionCheck).finally(() => {
+        : this.eviction.start().finally(() => {
             this.checked = true;
           });
     if (evictionCheck === 'off') this.checked = true;
@@ -214,7 +220,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
    */
   async ready(): Promise<void> {
     await this.check;
-    if (this.refused) throw this.refused;
+    if (this.eviction?.refused) throw this.eviction.refused;
     // The fencing epoch's floor, which the first grant would otherwise wait for.
     try {
       await this.epoch.current();
@@ -427,6 +433,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.eviction?.stop();
     await this.subscriber?.close();
     if (this.ownsClient) {
       // QUIT on a connection that is down would wait in the offline queue for a reconnect.
@@ -489,7 +496,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
 
   private gate(): void {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the Redis lease store was closed');
-    if (this.refused) throw this.refused;
+    if (this.eviction?.refused) throw this.eviction.refused;
   }
 
   private async awaitReplication(request: StoreAcquireRequest, token: bigint): Promise<void> {
@@ -512,31 +519,6 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     );
   }
 
-  private async checkEviction(mode: 'warn' | 'refuse'): Promise<void> {
-    let policy: string | undefined;
-    try {
-      const reply = await this.redis.config('GET', 'maxmemory-policy');
-      if (Array.isArray(reply) && typeof reply[1] === 'string') policy = reply[1];
-    } catch (err) {
-      this.logger.info(
-        { err: String(err) },
-        'could not read maxmemory-policy (CONFIG disabled?); make sure it is noeviction',
-      );
-      return;
-    }
-    if (policy === undefined || policy === 'noeviction') return;
-    const message =
-      `Redis maxmemory-policy is ${policy}: under memory pressure Redis may evict lease ` +
-      `records, letting two holders in at once (tokens then rely on the TIME floor). ` +
-      `Set maxmemory-policy noeviction on the lease Redis.`;
-    if (mode === 'refuse') {
-      this.refused = new LeaseholdError('ERR_UNAVAILABLE', message);
-      this.logger.error({ policy }, message);
-    } else {
-      this.logger.warn({ policy }, message);
-    }
-  }
-
   private wrap(err: unknown, op: string): LeaseholdError {
     if (isLeaseholdError(err)) return err;
     if (err instanceof TypeError) {
@@ -549,9 +531,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
 }
 
 function nodesOf(redis: RedisClient): Redis[] {
-  return 'nodes' in redis && typeof redis.nodes === 'function' && !(redis instanceof Redis)
-    ? redis.nodes('master')
-    : [redis as Redis];
+  return isCluster(redis) ? redis.nodes('master') : [redis];
 }
 
 function globEscape(s: string): string {

@@ -1,5 +1,7 @@
 import type { Logger } from '../../core/events.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
+import { ClusterSubscription } from './cluster-subscription.js';
+import { isCluster } from './eviction-check.js';
 import type { RedisClient } from './scripts.js';
 
 interface Watcher {
@@ -35,28 +37,27 @@ export type WakeMode = 'one' | 'all';
  * the next, so no wake-up is lost. The client's timer at the holder's expiry and its poll
  * stay as backstops. `'all'` wakes every waiter.
  *
- * After a reconnect ioredis re-subscribes (autoResubscribe); every waiter is then woken,
- * since releases published while the connection was down were not seen.
+ * After a reconnect every waiter is woken, since releases published while the connection
+ * was down were not seen: on one node (standalone, Sentinel) ioredis re-subscribes by itself
+ * and this runs on its `'ready'`; on a Cluster the subscription is a {@link ClusterSubscription},
+ * which moves to another node when its node goes away and says when it has.
  */
 export class ReleaseSubscriber {
   private readonly channels = new Map<string, Channel>();
-  private readonly sub: RedisClient;
-  private connectedOnce = false;
+  private readonly sub: PubSubLink;
 
   constructor(
     base: RedisClient,
     private readonly wake: WakeMode,
     private readonly logger: Logger,
   ) {
-    this.sub = base.duplicate();
-    this.sub.on('message', (channel: string, message: string) => this.onMessage(channel, message));
-    this.sub.on('ready', () => {
-      if (this.connectedOnce) this.wakeEveryone();
-      this.connectedOnce = true;
-    });
-    this.sub.on('error', (err: unknown) => {
-      this.logger.warn({ err: String(err) }, 'redis release subscriber error');
-    });
+    const events = {
+      message: (channel: string, message: string) => this.onMessage(channel, message),
+      resubscribed: () => this.wakeEveryone(),
+    };
+    this.sub = isCluster(base)
+      ? new ClusterSubscription(base, events, logger)
+      : nodeLink(base, events, logger);
   }
 
   /** Registers `onChange` for `channel`; resolves once the subscription is live at the server. */
@@ -95,7 +96,7 @@ export class ReleaseSubscriber {
 
   async close(): Promise<void> {
     this.channels.clear();
-    this.sub.disconnect();
+    this.sub.close();
     await Promise.resolve();
   }
 
@@ -140,6 +141,36 @@ export class ReleaseSubscriber {
   private wakeEveryone(): void {
     for (const entry of this.channels.values()) for (const w of entry.watchers) call(w);
   }
+}
+
+/** The subscription connection: subscribe, unsubscribe, close. */
+interface PubSubLink {
+  subscribe(channel: string): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
+  close(): void;
+}
+
+/** The subscription on one node: a duplicate of the store's client, re-subscribed by ioredis. */
+function nodeLink(
+  base: RedisClient,
+  events: { message(channel: string, message: string): void; resubscribed(): void },
+  logger: Logger,
+): PubSubLink {
+  const sub = base.duplicate();
+  let connectedOnce = false;
+  sub.on('message', (channel: string, message: string) => events.message(channel, message));
+  sub.on('ready', () => {
+    if (connectedOnce) events.resubscribed();
+    connectedOnce = true;
+  });
+  sub.on('error', (err: unknown) => {
+    logger.warn({ err: String(err) }, 'redis release subscriber error');
+  });
+  return {
+    subscribe: (channel) => sub.subscribe(channel),
+    unsubscribe: (channel) => sub.unsubscribe(channel),
+    close: () => sub.disconnect(),
+  };
 }
 
 function call(w: Watcher, change?: WatchChange): void {

@@ -4,6 +4,7 @@ import { httpSqliteHarness } from './http-sqlite.js';
 import { memoryHarness } from './memory.js';
 import { postgresHarness } from './postgres.js';
 import { redisHarness } from './redis.js';
+import { redisClusterHarness, redisSentinelHarness } from './redis-topologies.js';
 import { sqliteGroupCommitHarness, sqliteHarness } from './sqlite.js';
 import { etcdClusterHarness, etcdSingleHarness } from './etcd.js';
 
@@ -17,6 +18,8 @@ export const HARNESSES: Record<string, () => StoreHarness> = {
   'sqlite-group-commit': sqliteGroupCommitHarness,
   postgres: postgresHarness,
   redis: redisHarness,
+  'redis-cluster': redisClusterHarness,
+  'redis-sentinel': redisSentinelHarness,
   etcd: etcdSingleHarness,
   'etcd-cluster': etcdClusterHarness,
   'http-sqlite': httpSqliteHarness,
