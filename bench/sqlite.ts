@@ -23,7 +23,10 @@ function rawPair(path: string): (key: string) => void {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.defaultSafeIntegers(true);
-  const sql = (t: string): string => t.replaceAll('{{table}}', '"leasehold_lease"');
+  const sql = (t: string): string =>
+    t
+      .replaceAll('{{table}}', '"leasehold_lease"')
+      .replaceAll('{{epoch}}', '"leasehold_lease_epoch"');
   const acquire = db.prepare(sql(Q.ACQUIRE));
   const release = db.prepare(sql(Q.RELEASE));
   const acquireTx = db.transaction(

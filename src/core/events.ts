@@ -70,6 +70,7 @@ export type LeaseEvent =
       readonly heldMs: number;
     });
 
+/** The `type` of a {@link LeaseEvent}: `acquired`, `renewed`, `lost`, `released`, … */
 export type LeaseEventType = LeaseEvent['type'];
 export type LeaseEventOf<T extends LeaseEventType> = Extract<LeaseEvent, { type: T }>;
 

@@ -37,6 +37,10 @@ export interface StoreLeaseRef {
   readonly token: Token;
 }
 
+/**
+ * A store's answer to one acquisition attempt: `acquired` with the grant's token, or `busy`
+ * with who holds the key and when to try again. Failures to answer throw `ERR_UNAVAILABLE`.
+ */
 export type StoreAcquireResult =
   | {
       readonly status: 'acquired';
@@ -46,9 +50,11 @@ export type StoreAcquireResult =
     }
   | { readonly status: 'busy'; readonly holder: HolderInfo; readonly retryAfterMs: number };
 
+/** A store's answer to a renewal: `renewed` (extended by the TTL) or `lost` (not held any more). */
 export type StoreRenewResult =
   { readonly status: 'renewed'; readonly expiresAtWallMs?: number } | { readonly status: 'lost' };
 
+/** A store's answer to a release: `released`, or `not_owner` when the lease was not held. */
 export type StoreReleaseResult = { readonly status: 'released' } | { readonly status: 'not_owner' };
 
 /**
