@@ -11,6 +11,7 @@ import { LeaseholdError } from '../core/errors.js';
 export const OPTIONAL_PACKAGES = Object.freeze({
   '@aws-sdk/client-s3': '^3.400.0',
   '@fastify/reply-from': '^12.6.5',
+  '@opentelemetry/api': '^1.9.0',
   'better-sqlite3': '^12.4.0',
   etcd3: '^1.1.2',
   fastify: '^5.6.0',

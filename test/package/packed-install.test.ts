@@ -132,7 +132,8 @@ const NEEDS = {
   ioredis: ['./redis', './fencing/redis'],
   'better-sqlite3': ['./sqlite', './fencing/sqlite'],
   etcd3: ['./etcd'],
-  'prom-client': ['./catalog'],
+  'prom-client': ['./catalog', './metrics'],
+  '@opentelemetry/api': ['./otel'],
   fastify: ['./server'],
   // It needs fastify too; @fastify/reply-from is the first import that fails.
   '@fastify/reply-from': ['./fencing/gateway'],
