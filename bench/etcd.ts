@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
 import { LeaseClient } from '../src/core/client.js';
-import { ForwardingLeaseStore } from '../src/core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../src/testing/forwarding-store.js';
 import type { Lease } from '../src/core/lease.js';
 import { EtcdLeaseStore } from '../src/stores/etcd/store.js';
 import { EtcdCluster } from '../test/support/etcd-cluster.js';

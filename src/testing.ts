@@ -2,8 +2,8 @@
  * Helpers for testing code that uses leasehold: a virtual clock that drives the real client
  * and the memory store in virtual time.
  */
-export { ManualClock } from './core/manual-clock.js';
-export { ForwardingLeaseStore } from './core/forwarding-store.js';
+export { ManualClock } from './testing/manual-clock.js';
+export { ForwardingLeaseStore } from './testing/forwarding-store.js';
 
 /**
  * The history checker: feed it a JSON-lines history of your own system (docs/history-format.md)
@@ -11,7 +11,7 @@ export { ForwardingLeaseStore } from './core/forwarding-store.js';
  * conservatism (I4), linearizability of store operations (I5), lost acknowledged writes (I6),
  * release/renew safety (I7) and liveness.
  */
-export { checkHistory, formatReport, formatFigures, percentile } from './sim/checker.js';
+export { checkHistory, formatReport, formatFigures, percentile } from './check/checker.js';
 export type {
   CheckOptions,
   CheckReport,
@@ -20,15 +20,15 @@ export type {
   InvariantReport,
   InvariantStatus,
   Violation,
-} from './sim/checker.js';
-export { checkLinearizability } from './sim/linearizability.js';
+} from './check/checker.js';
+export { checkLinearizability } from './check/linearizability.js';
 export type {
   LinearizabilityOptions,
   LinearizabilityResult,
   KeyLinearizability,
   LinearizabilityCounterexample,
   LeaseOp,
-} from './sim/linearizability.js';
+} from './check/linearizability.js';
 export { formatHistory, HistoryParseError, HistoryRecorder, parseHistory } from './sim/history.js';
 export type {
   ClientEvent,

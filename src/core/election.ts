@@ -2,11 +2,18 @@ import { abortReason, delay, systemClock, type Clock, type TimerHandle } from '.
 import type { AcquireOptions, LeaseClient } from './client.js';
 import { parseDuration, type Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
+import { requireObject } from './runtime/options.js';
 import type { Lease } from './lease.js';
 import type { ReleaseResult } from './results.js';
 import type { Unwatch } from './store.js';
 import type { HolderInfo, LeaseState, Token } from './types.js';
 import { checkSignal, LIMITS, validateKey, validateValue, validateWait } from './validate.js';
+
+/** The defaults of {@link ElectionOptions} and of {@link Election.observe}. */
+const ELECTION_DEFAULTS = Object.freeze({
+  stepDown: 'deadline' as const,
+  observePollMs: 2000,
+});
 
 /** Options for {@link Election}. */
 export interface ElectionOptions {
@@ -197,8 +204,7 @@ export class Election {
   private readonly clock: Clock;
 
   constructor(options: ElectionOptions) {
-    if (typeof options !== 'object' || options === null)
-      throw invalidArgument('options', 'must be an object', options);
+    requireObject(options);
     if (options.client === undefined || typeof options.client.acquire !== 'function')
       throw invalidArgument('client', 'must be a LeaseClient', options.client);
     if (typeof options.name !== 'string' || options.name.length === 0)
@@ -210,7 +216,7 @@ export class Election {
     parseDuration('ttl', options.ttl);
     this.ttl = options.ttl;
     this.renewEvery = options.renewEvery;
-    const stepDown = options.stepDown ?? 'deadline';
+    const stepDown = options.stepDown ?? ELECTION_DEFAULTS.stepDown;
     if (stepDown !== 'deadline' && stepDown !== 'first_failure')
       throw invalidArgument('stepDown', "must be 'deadline' or 'first_failure'", stepDown);
     this.stepDown = stepDown;
@@ -282,7 +288,7 @@ export class Election {
   ): Promise<Observation> {
     const pollMs =
       options.pollInterval === undefined
-        ? 2000
+        ? ELECTION_DEFAULTS.observePollMs
         : parseDuration('pollInterval', options.pollInterval);
     if (pollMs < 10)
       throw invalidArgument('pollInterval', 'must be at least 10ms', options.pollInterval);

@@ -1,31 +1,80 @@
+import type { AcquireAsk } from './client-context.js';
 import type { Lease } from './lease.js';
-import type { Settled } from './request.js';
+import type { Settled } from './runtime/request.js';
 import type { Unwatch, WatchChange } from './store.js';
-import type { Wakeup } from './wakeup.js';
+import type { Wakeup } from './runtime/wakeup.js';
 
-/** What a releasing lease needs to know to hand its key straight to a waiter. */
-export interface HandOffRequest {
-  readonly key: string;
-  readonly ttlMs: number;
-  readonly driftMs: number;
-  readonly renewEveryMs: number | undefined;
-  readonly value: string | undefined;
-}
-
-/** One parked acquisition. */
+/**
+ * One parked acquisition. Besides its wake-up it carries the state of a hand-off to it,
+ * which only this class changes: claimed by a releasing lease of the same client, then a
+ * lease delivered (or nothing, when the hand-off failed), taken by the waiting acquisition
+ * or, if it gave up meanwhile, released.
+ */
 export class Waiter {
-  /** A releasing lease of this client is handing the key to this waiter right now. */
-  claimed = false;
-  /** The waiter gave up (aborted, timed out, client closed): a hand-off arriving later is released. */
-  gone = false;
-  /** The lease a hand-off delivered; the waiter returns it. */
-  lease: Lease | undefined;
+  private claimedBy = false;
+  private left = false;
+  private delivered: Lease | undefined;
+  private taken = false;
 
+  /**
+   * @param request what the acquisition asks for; a hand-off serves it with the same
+   * @param startedAt when the acquisition began, on the client's monotonic clock
+   */
   constructor(
     readonly wakeup: Wakeup,
-    readonly request: HandOffRequest,
+    readonly request: AcquireAsk,
     readonly startedAt: number,
   ) {}
+
+  /** A releasing lease of this client is handing the key to this waiter right now. */
+  get claimed(): boolean {
+    return this.claimedBy;
+  }
+
+  /** The waiter gave up (aborted, timed out, client closed). */
+  get gone(): boolean {
+    return this.left;
+  }
+
+  /** Called by {@link KeyWaiters.claimHead}. */
+  claim(): boolean {
+    if (this.claimedBy || this.left) return false;
+    this.claimedBy = true;
+    return true;
+  }
+
+  /** Gives back a claim; true when there was one. */
+  unclaim(): boolean {
+    const was = this.claimedBy;
+    this.claimedBy = false;
+    return was;
+  }
+
+  /**
+   * Ends a hand-off to this waiter: `lease` if it got one (released at once if the waiter
+   * is gone), and wakes it either way.
+   */
+  deliver(lease: Lease | undefined): void {
+    this.claimedBy = false;
+    if (lease !== undefined) {
+      if (this.left) void lease.release();
+      else this.delivered = lease;
+    }
+    this.wakeup.notify();
+  }
+
+  /** The lease a hand-off delivered, now the waiting acquisition's to return. */
+  take(): Lease | undefined {
+    if (this.delivered === undefined || this.taken) return undefined;
+    this.taken = true;
+    return this.delivered;
+  }
+
+  /** The waiter gives up: a lease delivered but not taken, or delivered later, is released. */
+  abandon(): void {
+    this.left = true;
+    if (this.delivered !== undefined && !this.taken) void this.delivered.release();
+  }
 }
 
 /**
@@ -77,15 +126,13 @@ export class KeyWaiters {
       return undefined;
     }
     this.handOffRun++;
-    head.claimed = true;
+    head.claim();
     return head;
   }
 
   /** Gives back a claim {@link claimHead} made when no hand-off could be done after all. */
   unclaim(waiter: Waiter): void {
-    if (!waiter.claimed) return;
-    waiter.claimed = false;
-    if (this.handOffRun > 0) this.handOffRun--;
+    if (waiter.unclaim() && this.handOffRun > 0) this.handOffRun--;
   }
 
   /**
@@ -122,5 +169,29 @@ export class KeyWaiters {
       // The head may have consumed a notification meant for whoever comes next.
       this.parked[0]!.wakeup.notify();
     }
+  }
+}
+
+/** The queues of parked acquisitions of one client (or one server), by key. */
+export class WaitQueues {
+  private readonly byKey = new Map<string, KeyWaiters>();
+
+  /** The queue of `key`, if anyone waits for it. */
+  get(key: string): KeyWaiters | undefined {
+    return this.byKey.get(key);
+  }
+
+  /** Parks `waiter` at the end of the queue of `key` (made on first use, dropped when empty). */
+  join(key: string, waiter: Waiter): KeyWaiters {
+    let queue = this.byKey.get(key);
+    if (queue === undefined) {
+      const created = new KeyWaiters(() => {
+        if (this.byKey.get(key) === created) this.byKey.delete(key);
+      });
+      this.byKey.set(key, created);
+      queue = created;
+    }
+    queue.join(waiter);
+    return queue;
   }
 }

@@ -1,65 +1,15 @@
-import type { MonotonicGuard } from './clock.js';
 import { LeaseholdError } from './errors.js';
-import type { LeaseEvents, Logger } from './events.js';
 import { leaseIdPrefix } from './ids.js';
-import { boundedRequest, isProgrammerError } from './request.js';
-import { Timed, type TimeoutQueue } from './timeout-queue.js';
+import { boundedRequest, isProgrammerError } from './runtime/request.js';
+import type { LeaseContext, LeaseGrant, LeaseHooks } from './lease-grant.js';
+import { RenewalSchedule, renewTimeoutMs } from './renewal.js';
 import type { LossReason, ReleaseResult, RenewResult } from './results.js';
-import type { LeaseStore } from './store.js';
 import type { Token } from './types.js';
 
 const RELEASED: ReleaseResult = Object.freeze({ status: 'released' });
 
 /** The state of a {@link Lease}: `held` until it is lost or released, then never again. */
 export type LeaseStatus = 'held' | 'lost' | 'released';
-
-/** Everything a Lease needs from the client that made it. */
-export interface LeaseInit {
-  readonly store: LeaseStore;
-  /** The client's request timeouts (renewals and the release use them). */
-  readonly timeouts: TimeoutQueue;
-  /** The client's lease timers (background: they never keep the process alive). */
-  readonly leaseTimers: TimeoutQueue;
-  readonly guard: MonotonicGuard;
-  readonly events: LeaseEvents;
-  readonly logger: Logger;
-  readonly key: string;
-  readonly leaseId: string;
-  readonly ownerId: string;
-  readonly token: Token;
-  /**
-   * The store lease this lease acts under, when it is a local successor (decision 007): the
-   * token the store's record holds (renew and release send it) and the last token of the
-   * block that store grant reserved. Absent for a lease the store granted itself: `token`
-   * is then both, unless `blockEnd` says the grant reserved more.
-   */
-  readonly storeToken?: Token;
-  readonly blockEnd?: Token;
-  readonly value: string | undefined;
-  readonly ttlMs: number;
-  /** The clock-drift allowance subtracted from every deadline. */
-  readonly driftMs: number;
-  /**
-   * Monotonic time taken before the request that established the store lease's current
-   * validity was sent: the acquire, or for a local successor its predecessor's last
-   * confirmed renewal (the deadline is measured from it).
-   */
-  readonly sentAt: number;
-  /** When this lease began, for `heldMs`; defaults to `sentAt`. */
-  readonly grantedAt?: number;
-  /** Background renewal cadence, or undefined to renew only by hand. */
-  readonly renewEveryMs: number | undefined;
-  /** Timeout for a release request, and the cap on a renewal's. */
-  readonly requestTimeoutMs: number;
-  /**
-   * Offered the release first: returns the outcome when it passed the key straight to a
-   * waiter (one atomic release-and-acquire), a function when the key passes to a local
-   * successor under the same store lease (called once the release is reported), or
-   * undefined to release as usual.
-   */
-  readonly handOff?: (lease: Lease) => Promise<ReleaseResult> | (() => void) | undefined;
-  readonly onSettled: (lease: Lease) => void;
-}
 
 /**
  * A granted lease: the capability to act on `key` under fencing `token` until `deadline`.
@@ -87,13 +37,6 @@ export class Lease implements AsyncDisposable {
   readonly ttlMs: number;
 
   /**
-   * @internal The client's bookkeeping: this lease's index in its client's list of held
-   * leases (-1 once settled), and whether its release is being handed to a waiter.
-   */
-  heldSlot = -1;
-  /** @internal */
-  handingOff = false;
-  /**
    * @internal The store lease's token (what renew and release send) and the last token its
    * grant reserved: equal to `token` unless this lease is or may have local successors.
    */
@@ -101,7 +44,9 @@ export class Lease implements AsyncDisposable {
   /** @internal */
   readonly blockEnd: Token;
 
-  private readonly init: LeaseInit;
+  private readonly ctx: LeaseContext;
+  private readonly hooks: LeaseHooks;
+  private readonly driftMs: number;
   /** Made on first read of `signal`: a lease nobody watches costs no AbortController. */
   private controller: AbortController | undefined;
   private currentDeadline: number;
@@ -109,32 +54,33 @@ export class Lease implements AsyncDisposable {
   private readonly grantedAt: number;
   private statusValue: LeaseStatus = 'held';
   private reason: LossReason | undefined;
-  /**
-   * One timer per lease, at the earlier of the next renewal and the deadline: a lease that is
-   * acquired and released at once costs one timer, not two. It is an entry in the client's
-   * lease-timer queue, not a Node timer of its own (see TimeoutQueue).
-   */
-  private readonly timer = new LeaseTimer(() => this.onTimer());
-  private timerAt = Number.POSITIVE_INFINITY;
-  /** When the next background renewal is due; undefined while none is scheduled. */
-  private renewAt: number | undefined;
+  private readonly schedule: RenewalSchedule;
   private inflight: Promise<RenewResult> | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
 
-  constructor(init: LeaseInit) {
-    this.init = init;
-    this.key = init.key;
-    this.leaseId = init.leaseId;
-    this.ownerId = init.ownerId;
-    this.token = init.token;
-    this.storeToken = init.storeToken ?? init.token;
-    this.blockEnd = init.blockEnd ?? init.token;
-    this.value = init.value;
-    this.ttlMs = init.ttlMs;
-    this.grantedAt = init.grantedAt ?? init.sentAt;
-    this.lastRenewSentAt = init.sentAt;
-    this.currentDeadline = init.sentAt + init.ttlMs - init.driftMs;
-    if (init.renewEveryMs !== undefined) this.renewAt = init.sentAt + init.renewEveryMs;
+  /** @internal Made by the client's registry of held leases, never by hand. */
+  constructor(ctx: LeaseContext, grant: LeaseGrant, hooks: LeaseHooks) {
+    this.ctx = ctx;
+    this.hooks = hooks;
+    this.key = grant.key;
+    this.leaseId = grant.leaseId;
+    this.ownerId = ctx.ownerId;
+    this.token = grant.token;
+    this.storeToken = grant.storeToken ?? grant.token;
+    this.blockEnd = grant.blockEnd ?? grant.token;
+    this.value = grant.value;
+    this.ttlMs = grant.ttlMs;
+    this.driftMs = grant.driftMs;
+    this.grantedAt = grant.grantedAt ?? grant.sentAt;
+    this.lastRenewSentAt = grant.sentAt;
+    this.currentDeadline = grant.sentAt + grant.ttlMs - grant.driftMs;
+    this.schedule = new RenewalSchedule(
+      ctx.leaseTimers,
+      grant.renewEveryMs,
+      grant.ttlMs,
+      grant.sentAt,
+      () => this.onTimer(),
+    );
     this.arm();
   }
 
@@ -172,13 +118,8 @@ export class Lease implements AsyncDisposable {
   /** Milliseconds of local validity left (0 once lost or released). Rechecks the clock. */
   remainingMs(): number {
     if (this.statusValue !== 'held') return 0;
-    let now: number;
-    try {
-      now = this.init.guard.now();
-    } catch {
-      this.end('clock');
-      return 0;
-    }
+    const now = this.clockNow();
+    if (now === undefined) return 0;
     const left = this.currentDeadline - now;
     if (left <= 0) {
       this.end('expired');
@@ -244,13 +185,13 @@ export class Lease implements AsyncDisposable {
   }
 
   private async doRelease(): Promise<ReleaseResult> {
-    this.clearRenewTimer();
+    this.schedule.take();
     if (this.inflight) await this.inflight.catch(() => undefined);
     const heldMs = this.heldMs();
     const wasHeld = this.statusValue === 'held';
     this.end('released');
     const { key, leaseId } = this;
-    const handedOff = wasHeld ? this.init.handOff?.(this) : undefined;
+    const handedOff = wasHeld ? this.hooks.handOff(this) : undefined;
     let result: ReleaseResult;
     if (typeof handedOff === 'function') {
       // A local successor takes over the store lease: nothing to ask the store. Reported
@@ -262,9 +203,9 @@ export class Lease implements AsyncDisposable {
     } else if (handedOff !== undefined) {
       result = await handedOff;
     } else {
-      const { store, timeouts } = this.init;
+      const { store, timeouts, requestTimeoutMs } = this.ctx;
       const storeToken = this.storeToken;
-      const settled = await boundedRequest(timeouts, this.init.requestTimeoutMs, undefined, (o) =>
+      const settled = await boundedRequest(timeouts, requestTimeoutMs, undefined, (o) =>
         store.release({ key, leaseId, token: storeToken }, o),
       );
       if (settled.ok) {
@@ -279,8 +220,8 @@ export class Lease implements AsyncDisposable {
   }
 
   private emitReleased(result: ReleaseResult, heldMs: number): void {
-    if (!this.init.events.active) return;
-    this.init.events.emit({
+    if (!this.ctx.events.active) return;
+    this.ctx.events.emit({
       type: 'released',
       key: this.key,
       ownerId: this.ownerId,
@@ -301,28 +242,16 @@ export class Lease implements AsyncDisposable {
   }
 
   private async doRenew(): Promise<RenewResult> {
-    const { guard, store, timeouts } = this.init;
-    let sentAt: number;
-    try {
-      sentAt = guard.now();
-    } catch {
-      this.end('clock');
-      return { status: 'lost', reason: 'clock' };
-    }
+    const { store, timeouts } = this.ctx;
+    const sentAt = this.clockNow();
+    if (sentAt === undefined) return { status: 'lost', reason: 'clock' };
     const left = this.currentDeadline - sentAt;
     if (left <= 0) {
       this.end('expired');
       return { status: 'lost', reason: 'expired' };
     }
-    const scheduledFor = this.lastRenewSentAt + (this.init.renewEveryMs ?? 0);
-    // The request may take no longer than the lease has left: a renewal still in flight at
-    // the deadline counts as failed (k8s#44887). It gets at most half of that (and at most
-    // the request timeout), so that a lost reply leaves time for a retry: waiting the whole
-    // validity for one answer turned a single dropped packet into a lost lease.
-    const timeoutMs = Math.max(
-      1,
-      Math.floor(Math.max(Math.min(left, 25), Math.min(this.init.requestTimeoutMs, left / 2))),
-    );
+    const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
+    const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
     const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
       store.renew(
         { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs },
@@ -335,7 +264,7 @@ export class Lease implements AsyncDisposable {
     }
     if (!settled.ok) {
       if (isProgrammerError(settled.error)) throw settled.error;
-      this.init.events.emit({
+      this.ctx.events.emit({
         type: 'renew_failed',
         key: this.key,
         ownerId: this.ownerId,
@@ -343,7 +272,7 @@ export class Lease implements AsyncDisposable {
         leaseIdPrefix: leaseIdPrefix(this.leaseId),
         cause: settled.error,
       });
-      this.init.logger.warn(
+      this.ctx.logger.warn(
         {
           key: this.key,
           token: this.token.toString(),
@@ -359,23 +288,18 @@ export class Lease implements AsyncDisposable {
       this.end('lost');
       return { status: 'lost', reason: 'lost' };
     }
-    let now: number;
-    try {
-      now = guard.now();
-    } catch {
-      this.end('clock');
-      return { status: 'lost', reason: 'clock' };
-    }
+    const now = this.clockNow();
+    if (now === undefined) return { status: 'lost', reason: 'clock' };
     if (now >= this.currentDeadline) {
       this.end('expired');
       return { status: 'lost', reason: 'expired' };
     }
     this.lastRenewSentAt = sentAt;
-    this.currentDeadline = Math.max(this.currentDeadline, sentAt + this.ttlMs - this.init.driftMs);
-    this.scheduleRenewal(sentAt + (this.init.renewEveryMs ?? 0));
+    this.currentDeadline = Math.max(this.currentDeadline, sentAt + this.ttlMs - this.driftMs);
+    this.schedule.next(this.schedule.dueAfter(sentAt));
     this.arm(); // the deadline moved even when renewals are by hand
-    if (this.init.events.active) {
-      this.init.events.emit({
+    if (this.ctx.events.active) {
+      this.ctx.events.emit({
         type: 'renewed',
         key: this.key,
         ownerId: this.ownerId,
@@ -390,30 +314,29 @@ export class Lease implements AsyncDisposable {
 
   private heldMs(): number {
     try {
-      return Math.max(0, this.init.guard.now() - this.grantedAt);
+      return Math.max(0, this.ctx.guard.now() - this.grantedAt);
     } catch {
       return 0;
+    }
+  }
+
+  /**
+   * The monotonic time, or undefined when the clock misbehaved: the lease then ends at once
+   * (reason `clock`), since its deadline can no longer be trusted.
+   */
+  private clockNow(): number | undefined {
+    try {
+      return this.ctx.guard.now();
+    } catch {
+      this.end('clock');
+      return undefined;
     }
   }
 
   /** (Re)arms the lease's one timer for the earlier of the next renewal and the deadline. */
   private arm(): void {
     if (this.statusValue !== 'held') return;
-    const at = Math.min(this.renewAt ?? Number.POSITIVE_INFINITY, this.currentDeadline);
-    const timers = this.init.leaseTimers;
-    if (timers.has(this.timer)) {
-      if (at === this.timerAt) return;
-      timers.remove(this.timer);
-    }
-    let now: number;
-    try {
-      now = this.init.guard.now();
-    } catch {
-      this.end('clock');
-      return;
-    }
-    this.timerAt = at;
-    timers.add(this.timer, Math.max(0, at - now), now);
+    this.schedule.arm(this.currentDeadline, () => this.clockNow());
   }
 
   private onTimer(): void {
@@ -421,15 +344,12 @@ export class Lease implements AsyncDisposable {
     if (this.statusValue !== 'held') return;
     const left = this.remainingMs();
     if (left <= 0) return;
-    // `left ≤ deadline − renewAt`, not `deadline − left ≥ renewAt`: subtraction rounds
-    // monotonically, so this holds whenever now ≥ renewAt; the other form can round below
-    // renewAt at fractional readings, and the timer then re-armed at 0 ms forever.
-    if (this.renewAt !== undefined && left <= this.currentDeadline - this.renewAt) {
-      this.renewAt = undefined;
+    if (this.schedule.isDue(left, this.currentDeadline)) {
+      this.schedule.take();
       // A background renewal must never leak a rejection: anything unexpected ends the lease
       // (fail closed) and is logged.
       this.renewOnce().catch((err: unknown) => {
-        this.init.logger.error(
+        this.ctx.logger.error(
           { key: this.key, token: this.token.toString(), err: String(err) },
           'lease renewal failed unexpectedly; treating the lease as lost',
         );
@@ -439,27 +359,10 @@ export class Lease implements AsyncDisposable {
     this.arm();
   }
 
-  private scheduleRenewal(at: number): void {
-    if (this.init.renewEveryMs === undefined || this.statusValue !== 'held') return;
-    this.renewAt = at;
-    this.arm();
-  }
-
   private scheduleRetry(): void {
-    if (this.init.renewEveryMs === undefined || this.statusValue !== 'held') return;
-    const retryMs = Math.min(this.init.renewEveryMs, Math.max(25, Math.floor(this.ttlMs / 10)));
-    let now: number;
-    try {
-      now = this.init.guard.now();
-    } catch {
-      this.end('clock');
-      return;
-    }
-    this.scheduleRenewal(now + retryMs);
-  }
-
-  private clearRenewTimer(): void {
-    this.renewAt = undefined;
+    if (this.schedule.everyMs === undefined || this.statusValue !== 'held') return;
+    const now = this.clockNow();
+    if (now !== undefined && this.schedule.retry(now)) this.arm();
   }
 
   private lossError(): LeaseholdError {
@@ -475,11 +378,10 @@ export class Lease implements AsyncDisposable {
     const heldMs = this.heldMs();
     this.statusValue = reason === 'released' ? 'released' : 'lost';
     this.reason = reason;
-    this.renewAt = undefined;
-    this.init.leaseTimers.remove(this.timer);
+    this.schedule.stop();
     this.controller?.abort(this.lossError());
     if (reason !== 'released') {
-      this.init.events.emit({
+      this.ctx.events.emit({
         type: 'lost',
         key: this.key,
         ownerId: this.ownerId,
@@ -488,22 +390,11 @@ export class Lease implements AsyncDisposable {
         reason,
         heldMs,
       });
-      this.init.logger.warn(
+      this.ctx.logger.warn(
         { key: this.key, token: this.token.toString(), lease: leaseIdPrefix(this.leaseId), reason },
         'lease lost',
       );
     }
-    this.init.onSettled(this);
-  }
-}
-
-/** A lease's entry in its client's lease-timer queue. */
-class LeaseTimer extends Timed {
-  constructor(private readonly fire: () => void) {
-    super();
-  }
-
-  onTimeout(): void {
-    this.fire();
+    this.hooks.settled(this);
   }
 }

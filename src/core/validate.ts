@@ -189,3 +189,12 @@ export function parseToken(value: unknown, field = 'token'): bigint {
   }
   return token;
 }
+
+/**
+ * Parses a 64-bit integer that a database sent as text (a statement cast it so), never
+ * through a JS number; `source` names the sender in the `ERR_PROTOCOL` thrown otherwise.
+ */
+export function parseInt8Text(value: unknown, source: string): bigint {
+  if (typeof value === 'string' && /^-?[0-9]{1,19}$/.test(value)) return BigInt(value);
+  throw new LeaseholdError('ERR_PROTOCOL', `${source} returned a malformed token ${String(value)}`);
+}

@@ -1,7 +1,7 @@
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { FenceResult } from '../core/results.js';
-import { parseToken, validateKey } from '../core/validate.js';
+import { parseInt8Text, parseToken, validateKey } from '../core/validate.js';
 import {
   answerWithin,
   checkIdentifier,
@@ -18,7 +18,6 @@ import {
   type SqlParam,
 } from '../stores/postgres/client.js';
 import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
-import { parseBigint } from '../stores/postgres/store.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
 import { fenceStatements, REFUSED_STATE, type FenceStatements } from './postgres-statements.js';
 
@@ -312,9 +311,9 @@ export class PostgresFence {
         ).rows[0];
         inTransaction = false;
         if (key !== undefined && why?.['dup'] === true) return { status: 'duplicate' };
-        let hwm = why?.['hwm'] == null ? 0n : parseBigint(why['hwm']);
+        let hwm = why?.['hwm'] == null ? 0n : parseInt8Text(why['hwm'], 'PostgreSQL');
         if (!leaseOk && why?.['lease_token'] != null) {
-          const leaseToken = parseBigint(why['lease_token']);
+          const leaseToken = parseInt8Text(why['lease_token'], 'PostgreSQL');
           if (leaseToken > hwm) hwm = leaseToken;
         }
         return { status: 'stale_fence', highWaterMark: hwm };
@@ -364,7 +363,7 @@ export class PostgresFence {
         -1,
       );
       const row = r.rows[0];
-      return row === undefined ? 0n : parseBigint(row['hwm']);
+      return row === undefined ? 0n : parseInt8Text(row['hwm'], 'PostgreSQL');
     } catch (err) {
       throw unavailable('PostgreSQL fence', err);
     }
@@ -431,7 +430,7 @@ function transactionOf(client: PgPoolClient): FenceTransaction {
 function refusalOf(err: unknown): FenceResult<never> {
   const e = err as { message?: unknown; detail?: unknown };
   if (e.message === 'duplicate') return { status: 'duplicate' };
-  return { status: 'stale_fence', highWaterMark: parseBigint(e.detail) };
+  return { status: 'stale_fence', highWaterMark: parseInt8Text(e.detail, 'PostgreSQL') };
 }
 
 /** One statement's result of a multi-statement message (negative: from the end). */

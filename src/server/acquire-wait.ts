@@ -1,12 +1,8 @@
 import { systemClock } from '../core/clock.js';
 import { LeaseholdError } from '../core/errors.js';
-import type {
-  LeaseStore,
-  StoreAcquireRequest,
-  StoreAcquireResult,
-  Unwatch,
-} from '../core/store.js';
-import { Wakeup } from '../core/wakeup.js';
+import type { WaitQueues } from '../core/key-waiters.js';
+import type { LeaseStore, StoreAcquireRequest, StoreAcquireResult } from '../core/store.js';
+import { waitForKey } from '../core/wait-loop.js';
 
 /** Options for one server-side acquisition. */
 export interface WaitingAcquireOptions {
@@ -22,46 +18,53 @@ export interface WaitingAcquireOptions {
   readonly time: <T>(op: string, fn: () => Promise<T>) => Promise<T>;
 }
 
+const cancelled = (): LeaseholdError =>
+  new LeaseholdError('ERR_ABORTED', 'the request was cancelled');
+
 /**
- * Acquires `request.key` at the store, waiting up to `waitMs` for a busy key: it subscribes
- * to the store's change notifications, re-checks once the subscription is live, and then
- * sleeps until a notification, the holder's expiry or a jittered backstop poll. The same
- * lease id is used for every attempt, so an attempt whose answer was lost is idempotent.
- * Throws `ERR_ABORTED` when `signal` fires and whatever the store throws when unreachable.
+ * Acquires `request.key` at the store, waiting up to `waitMs` for a busy key, through the
+ * client's own wait loop: parked in the key's queue in `waiting` (one store subscription per
+ * key; a notification wakes only the first waiter), re-checked once the subscription is
+ * live, and woken by a notification, the holder's expiry or a jittered backstop poll. The
+ * same lease id is used for every attempt, so an attempt whose answer was lost is
+ * idempotent. Throws `ERR_ABORTED` when `signal` fires and whatever the store throws when
+ * unreachable (a failed subscription included).
  */
-export async function acquireWaiting(
+export function acquireWaiting(
   store: LeaseStore,
+  waiting: WaitQueues,
   request: StoreAcquireRequest,
   options: WaitingAcquireOptions,
 ): Promise<StoreAcquireResult> {
   const { signal } = options;
-  const until = performance.now() + options.waitMs;
-  const wakeup = new Wakeup(systemClock);
-  let unwatch: Unwatch | undefined;
-  let subscribed = false;
-  try {
-    for (;;) {
-      if (signal.aborted) throw new LeaseholdError('ERR_ABORTED', 'the request was cancelled');
-      const answer = await options.time('acquire', () =>
-        store.tryAcquire(request, { timeoutMs: options.requestTimeoutMs, signal }),
-      );
-      if (answer.status === 'acquired') return answer;
-      const left = until - performance.now();
-      if (left <= 0) return answer;
-      if (!subscribed) {
-        subscribed = true;
-        // A grant leaves the key held: only a change that may have freed it wakes us.
-        unwatch = await store.watch(request.key, (change) => {
-          if (change !== 'granted') wakeup.notify();
-        });
-        continue; // re-check now that a release cannot slip by unnoticed
-      }
-      const untilExpiry = answer.retryAfterMs + 1 + Math.floor(Math.random() * 5);
-      const poll = Math.floor(options.pollMs * (0.8 + 0.4 * Math.random()));
-      const why = await wakeup.wait(Math.max(1, Math.min(left, untilExpiry, poll)), signal);
-      if (why === 'aborted') throw new LeaseholdError('ERR_ABORTED', 'the request was cancelled');
-    }
-  } finally {
-    unwatch?.();
-  }
+  const startedAt = performance.now();
+  const storeOptions = { timeoutMs: options.requestTimeoutMs, signal };
+  return waitForKey<StoreAcquireResult>({
+    // The server never hands a key over between requests: no drift or renewal to carry.
+    ask: { ...request, driftMs: 0, renewEveryMs: undefined },
+    startedAt,
+    until: startedAt + options.waitMs,
+    signal,
+    queues: waiting,
+    clock: systemClock,
+    now: () => performance.now(),
+    random: Math.random,
+    pollIntervalMs: options.pollMs,
+    pendingMs: options.requestTimeoutMs,
+    watch: (notify) =>
+      store.watch(request.key, notify).then(
+        (unwatch) => ({ ok: true, value: unwatch }),
+        (error: unknown) => ({ ok: false, error, timedOut: false, aborted: false }),
+      ),
+    watchFailed: (error) => {
+      throw error;
+    },
+    turn: async () => {
+      const answer = await options.time('acquire', () => store.tryAcquire(request, storeOptions));
+      if (answer.status === 'acquired') return { kind: 'done', acquired: true, result: answer };
+      return { kind: 'busy', busy: answer };
+    },
+    gaveUp: (busy) => busy,
+    aborted: cancelled,
+  });
 }

@@ -20,7 +20,7 @@ import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
 import type { ServerMetrics } from './metrics.js';
 import { holderJson, stateJson, wholeMs } from './json.js';
-import { linkedSignal } from '../stores/http/linked-signal.js';
+import { linkSignals } from '../core/runtime/signals.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
 export interface AcquireBody {
@@ -293,9 +293,9 @@ export async function acquireRoute(
       }
       metrics.storeRequestDone('acquire', true, started);
     } else {
-      const link = linkedSignal([client.signal(), ctx.shutdown]);
+      const link = linkSignals([client.signal(), ctx.shutdown]);
       try {
-        answer = await acquireWaiting(ctx.store, request, {
+        answer = await acquireWaiting(ctx.store, ctx.waiting, request, {
           waitMs,
           requestTimeoutMs: ctx.requestTimeoutMs,
           pollMs: ctx.pollMs,

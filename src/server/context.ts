@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger as PinoLogger } from 'pino';
 import type { LeaseStore, StoreRequestOptions } from '../core/store.js';
+import type { WaitQueues } from '../core/key-waiters.js';
 import type { Authenticator, Principal } from './auth.js';
 import type { EventHub } from './event-hub.js';
 import type { ExpiryTracker } from './expiry-tracker.js';
@@ -27,6 +28,11 @@ export interface ServerContext {
    * their own work by `timeoutMs`.
    */
   readonly storeOptions: StoreRequestOptions;
+  /**
+   * Requests waiting for a key, queued per key: one store subscription per key, and a
+   * notification wakes only the first of them (as in the client).
+   */
+  readonly waiting: WaitQueues;
 }
 
 declare module 'fastify' {

@@ -1,5 +1,4 @@
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { FastCounter, FastHistogram, type HistogramSeries } from './fast-metrics.js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
 const HELD_BUCKETS = [0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 86400];
@@ -8,26 +7,24 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 /**
  * The server's Prometheus metrics (DESIGN §7), in a registry of its own so that several servers
  * in one process (tests) do not collide. Labels are bounded: results, verbs, routes and status
- * codes — never keys, owners or lease ids. The counters and histograms counted on every lease
- * operation are {@link FastCounter}s and {@link FastHistogram}s (prom-client's label checks and
- * hashing on each count were ~2% of the server's CPU); the registry renders them as prom-client
- * would.
+ * codes — never keys, owners or lease ids. prom-client's own counters and histograms; the
+ * store-request series, timed on every store call, are resolved once per operation.
  */
 export class ServerMetrics {
   readonly registry: Registry;
-  readonly acquisitions: FastCounter<'result'>;
-  readonly acquireWait: FastHistogram<'result'>;
-  readonly renewals: FastCounter<'result'>;
-  readonly releases: FastCounter<'result'>;
-  readonly leasesLost: FastCounter<'reason'>;
-  readonly timeHeld: FastHistogram<'end'>;
+  readonly acquisitions: Counter<'result'>;
+  readonly acquireWait: Histogram<'result'>;
+  readonly renewals: Counter<'result'>;
+  readonly releases: Counter<'result'>;
+  readonly leasesLost: Counter<'reason'>;
+  readonly timeHeld: Histogram<'end'>;
   readonly leasesTracked: Gauge;
-  readonly storeRequests: FastHistogram<'op' | 'outcome'>;
-  readonly httpRequests: FastHistogram<'method' | 'route' | 'status'>;
-  readonly authFailures: FastCounter<'code'>;
+  readonly storeRequests: Histogram<'op' | 'outcome'>;
+  readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
+  readonly authFailures: Counter<'code'>;
   readonly sseClients: Gauge;
-  readonly eventsPublished: FastCounter<'type'>;
-  readonly fenceDecisions: FastCounter<'result'>;
+  readonly eventsPublished: Counter<'type'>;
+  readonly fenceDecisions: Counter<'result'>;
 
   constructor(options: {
     storeKind: string;
@@ -40,38 +37,38 @@ export class ServerMetrics {
     registry.setDefaultLabels({ store: options.storeKind });
     this.registry = registry;
     const r = [registry];
-    this.acquisitions = new FastCounter({
+    this.acquisitions = new Counter({
       name: 'leasehold_acquisitions_total',
       help: 'Acquire requests answered, by result (acquired, busy, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.acquireWait = new FastHistogram({
+    this.acquireWait = new Histogram({
       name: 'leasehold_acquire_wait_seconds',
       help: 'Time from an acquire request to its answer, including any bounded wait, by result.',
       labelNames: ['result'],
       buckets: WAIT_BUCKETS,
       registers: r,
     });
-    this.renewals = new FastCounter({
+    this.renewals = new Counter({
       name: 'leasehold_renewals_total',
       help: 'Renew requests answered, by result (renewed, lost, not_owner, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.releases = new FastCounter({
+    this.releases = new Counter({
       name: 'leasehold_releases_total',
       help: 'Release requests answered, by result (released, not_owner, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.leasesLost = new FastCounter({
+    this.leasesLost = new Counter({
       name: 'leasehold_leases_lost_total',
       help: 'Leases that ended without a release: renewal answered lost, or expiry noticed by the server.',
       labelNames: ['reason'],
       registers: r,
     });
-    this.timeHeld = new FastHistogram({
+    this.timeHeld = new Histogram({
       name: 'leasehold_lease_held_seconds',
       help: 'How long leases granted by this server were held, by how they ended (released, expired).',
       labelNames: ['end'],
@@ -87,21 +84,21 @@ export class ServerMetrics {
         this.set(liveLeases());
       },
     });
-    this.storeRequests = new FastHistogram({
+    this.storeRequests = new Histogram({
       name: 'leasehold_store_request_seconds',
       help: 'Latency of requests from the server to its lease store, by operation and outcome.',
       labelNames: ['op', 'outcome'],
       buckets: LATENCY_BUCKETS,
       registers: r,
     });
-    this.httpRequests = new FastHistogram({
+    this.httpRequests = new Histogram({
       name: 'leasehold_http_request_seconds',
       help: 'HTTP requests served, by method, route pattern and status code.',
       labelNames: ['method', 'route', 'status'],
       buckets: LATENCY_BUCKETS,
       registers: r,
     });
-    this.authFailures = new FastCounter({
+    this.authFailures = new Counter({
       name: 'leasehold_auth_failures_total',
       help: 'Requests refused by authentication or authorization, by error code.',
       labelNames: ['code'],
@@ -112,13 +109,13 @@ export class ServerMetrics {
       help: 'Open server-sent event streams.',
       registers: r,
     });
-    this.eventsPublished = new FastCounter({
+    this.eventsPublished = new Counter({
       name: 'leasehold_events_total',
       help: 'Lease events published on the event stream, by type.',
       labelNames: ['type'],
       registers: r,
     });
-    this.fenceDecisions = new FastCounter({
+    this.fenceDecisions = new Counter({
       name: 'leasehold_fence_decisions_total',
       help: 'Fence decisions reported by protected resources (POST /v1/fence-decisions), by result (applied, duplicate, stale_fence).',
       labelNames: ['result'],
@@ -153,8 +150,8 @@ export class ServerMetrics {
     let series = this.storeSeriesByOp.get(op);
     if (series === undefined) {
       series = {
-        ok: this.storeRequests.child({ op, outcome: 'ok' }),
-        error: this.storeRequests.child({ op, outcome: 'error' }),
+        ok: this.storeRequests.labels({ op, outcome: 'ok' }),
+        error: this.storeRequests.labels({ op, outcome: 'error' }),
       };
       this.storeSeriesByOp.set(op, series);
     }
@@ -163,6 +160,6 @@ export class ServerMetrics {
 }
 
 interface StoreSeries {
-  readonly ok: HistogramSeries;
-  readonly error: HistogramSeries;
+  readonly ok: Histogram.Internal<'op' | 'outcome'>;
+  readonly error: Histogram.Internal<'op' | 'outcome'>;
 }

@@ -19,6 +19,7 @@ import { registerElectionRoutes } from './elections.js';
 import { registerFenceRoutes } from './fence-decisions.js';
 import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
+import { WaitQueues } from '../core/key-waiters.js';
 import { EventHub } from './event-hub.js';
 import { ExpiryTracker } from './expiry-tracker.js';
 import {
@@ -229,6 +230,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     shutdown: shutdown.signal,
     streams,
     storeOptions: Object.freeze({ timeoutMs: requestTimeoutMs, signal: shutdown.signal }),
+    waiting: new WaitQueues(),
   };
 
   const app = fastify({

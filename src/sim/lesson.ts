@@ -1,4 +1,4 @@
-import type { CheckReport } from './checker.js';
+import type { CheckReport } from '../check/checker.js';
 import type { HistoryEvent } from './history.js';
 import type { LessonFault } from './lesson-presets.js';
 import { SimWorld } from './world.js';

@@ -1,4 +1,4 @@
-import type { ManualClock } from '../core/manual-clock.js';
+import type { ManualClock } from '../testing/manual-clock.js';
 import { LeaseholdError } from '../core/errors.js';
 import {
   canHandOff,

@@ -1,4 +1,4 @@
-import { ForwardingLeaseStore } from '../core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../testing/forwarding-store.js';
 import type { Clock } from '../core/clock.js';
 import type {
   LeaseStore,

@@ -1,5 +1,5 @@
 import type { Clock, TimerHandle } from '../core/clock.js';
-import type { ManualClock } from '../core/manual-clock.js';
+import type { ManualClock } from '../testing/manual-clock.js';
 
 interface ProcTimer {
   readonly id: number;

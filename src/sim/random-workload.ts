@@ -1,4 +1,4 @@
-import type { CheckReport } from './checker.js';
+import type { CheckReport } from '../check/checker.js';
 import type { HistoryEvent } from './history.js';
 import { CALM_LINK, type LinkProfile } from './network.js';
 import type { PlantedBug } from './planted-bugs.js';

@@ -1,4 +1,4 @@
-import type { CheckReport } from './checker.js';
+import type { CheckReport } from '../check/checker.js';
 import type { HistoryEvent } from './history.js';
 import type { Lease } from '../core/lease.js';
 import { SimWorld, type SimWorker } from './world.js';

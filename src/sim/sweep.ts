@@ -1,4 +1,4 @@
-import { formatFigures, type CheckReport, type InvariantStatus } from './checker.js';
+import { formatFigures, type CheckReport, type InvariantStatus } from '../check/checker.js';
 import type { PlantedBug } from './planted-bugs.js';
 import { runRandomSeed } from './random-workload.js';
 

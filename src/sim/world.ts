@@ -1,9 +1,9 @@
 import { LeaseClient } from '../core/client.js';
 import type { Lease } from '../core/lease.js';
-import { ManualClock } from '../core/manual-clock.js';
+import { ManualClock } from '../testing/manual-clock.js';
 import type { LeaseStore } from '../core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../stores/memory/store.js';
-import { checkHistory, type CheckReport } from './checker.js';
+import { checkHistory, type CheckReport } from '../check/checker.js';
 import { HistoryRecorder, type HistoryEvent, type MetaEvent } from './history.js';
 import { CALM_LINK, NetworkedStore, SimNetwork, type LinkProfile } from './network.js';
 import { PlantedBugStore, type PlantedBug } from './planted-bugs.js';

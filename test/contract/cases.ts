@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { LeaseClient, type LeaseClientOptions } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/lease.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { AcquireResult } from '../../src/core/results.js';
 import {
   canHandOff,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { formatReport } from '../../src/sim/checker.js';
+import { formatReport } from '../../src/check/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
 import {
   ArmTally,

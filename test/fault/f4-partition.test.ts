@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { formatReport } from '../../src/sim/checker.js';
+import { formatReport } from '../../src/check/checker.js';
 import { runRealPartitionStory } from '../../src/sim/real/network-stories.js';
 import {
   ArmTally,

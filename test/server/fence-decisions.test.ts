@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError, type LeaseholdError } from '../../src/core/errors.js';
-import { ForwardingLeaseStore } from '../../src/core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../../src/testing/forwarding-store.js';
 import type { LeaseStore, StoreRequestOptions } from '../../src/core/store.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { HttpApiError } from '../../src/stores/http/client.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
-import { ForwardingLeaseStore } from '../../src/core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../../src/testing/forwarding-store.js';
 import type { Lease } from '../../src/core/lease.js';
 import { newLeaseId } from '../../src/core/ids.js';
 import type { AcquireResult } from '../../src/core/results.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkHistory, formatReport, type InvariantId } from '../../src/sim/checker.js';
+import { checkHistory, formatReport, type InvariantId } from '../../src/check/checker.js';
 import { HistoryParseError, parseHistory, type HistoryEvent } from '../../src/sim/history.js';
 
 // Hand-written histories: one valid baseline and one violation per invariant.

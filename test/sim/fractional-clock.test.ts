@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Clock, TimerHandle } from '../../src/core/clock.js';
 import { LeaseClient } from '../../src/core/client.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
 
 // Simulated processes whose clock runs at another rate (0.9, 1.005, 1.5 …) read fractional

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
-import { ForwardingLeaseStore } from '../../src/core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../../src/testing/forwarding-store.js';
 import type { Lease } from '../../src/core/lease.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import {
   canHandOff,
   type LeaseStore,
@@ -16,7 +16,7 @@ import {
   type Unwatch,
 } from '../../src/core/store.js';
 import type { LeaseState } from '../../src/core/types.js';
-import { checkHistory, formatReport } from '../../src/sim/checker.js';
+import { checkHistory, formatReport } from '../../src/check/checker.js';
 import {
   HistoryRecorder,
   parseHistory,
@@ -25,7 +25,7 @@ import {
   type StoreEvent,
   type StoreOpEvent,
 } from '../../src/sim/history.js';
-import { checkLinearizability } from '../../src/sim/linearizability.js';
+import { checkLinearizability } from '../../src/check/linearizability.js';
 import { NetworkedStore, SimNetwork } from '../../src/sim/network.js';
 import { PlantedBugStore } from '../../src/sim/planted-bugs.js';
 import { SimProcess } from '../../src/sim/process.js';

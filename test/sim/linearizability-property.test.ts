@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import type { StoreOpEvent } from '../../src/sim/history.js';
-import { checkLinearizability } from '../../src/sim/linearizability.js';
+import { checkLinearizability } from '../../src/check/linearizability.js';
 
 // Property: a sequential execution of a real store (the memory store on a virtual clock),
 // recorded with windows widened around each operation's true instant and some answers lost,

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkHistory, formatReport } from '../../src/sim/checker.js';
+import { checkHistory, formatReport } from '../../src/check/checker.js';
 import { parseHistory, type HistoryEvent, type StoreOpEvent } from '../../src/sim/history.js';
 import {
   checkLinearizability,
   type LinearizabilityOptions,
-} from '../../src/sim/linearizability.js';
+} from '../../src/check/linearizability.js';
 
 // Hand-written store-operation histories (W-mutex shape): every way to break I5 we could
 // think of must be caught, and valid ones with concurrency and :info must pass. The store's

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatReport } from '../../src/sim/checker.js';
+import { formatReport } from '../../src/check/checker.js';
 import { runRandomSeed } from '../../src/sim/random-workload.js';
 
 describe('the random workload passes keys by local succession (decision 007)', () => {

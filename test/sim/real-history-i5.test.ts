@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkHistory, formatReport } from '../../src/sim/checker.js';
+import { checkHistory, formatReport } from '../../src/check/checker.js';
 import { parseHistory, type HistoryEvent, type StoreOpEvent } from '../../src/sim/history.js';
 import { allowExpiryLag, withoutWorkerStoreTime } from '../../src/sim/real/store-time.js';
 

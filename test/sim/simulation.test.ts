@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatFigures, formatReport, type CheckReport } from '../../src/sim/checker.js';
+import { formatFigures, formatReport, type CheckReport } from '../../src/check/checker.js';
 import { runRandomSeed } from '../../src/sim/random-workload.js';
 import { pauseScenario } from '../../src/sim/scenarios.js';
 import { formatSweep, replayCommand, sweepSeeds } from '../../src/sim/sweep.js';

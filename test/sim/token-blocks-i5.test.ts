@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkHistory, formatReport } from '../../src/sim/checker.js';
+import { checkHistory, formatReport } from '../../src/check/checker.js';
 import { parseHistory, type HistoryEvent, type StoreOpEvent } from '../../src/sim/history.js';
 import {
   checkLinearizability,
   type LinearizabilityOptions,
-} from '../../src/sim/linearizability.js';
+} from '../../src/check/linearizability.js';
 
 // Hand-written store-operation histories with token blocks (decision 007): a grant of `t`
 // with `tokenBlock` `b` keeps `t` as the holder's token and every later grant must be above

@@ -5,7 +5,7 @@ import {
   percentile,
   type CheckReport,
   type HistoryFigures,
-} from '../../src/sim/checker.js';
+} from '../../src/check/checker.js';
 import type { StoreLink } from '../../src/sim/real/network-stories.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from './etcd-cluster.js';

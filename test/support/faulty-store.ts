@@ -1,4 +1,4 @@
-import { ForwardingLeaseStore } from '../../src/core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../../src/testing/forwarding-store.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,

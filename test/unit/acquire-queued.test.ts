@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
-import { ForwardingLeaseStore } from '../../src/core/forwarding-store.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ForwardingLeaseStore } from '../../src/testing/forwarding-store.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import type {
   QueueingLeaseStore,
   StoreAcquireRequest,

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/lease.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { StoreAcquireResult } from '../../src/core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import { deferred, FaultyStore } from '../support/faulty-store.js';

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { Election, type LeaderView } from '../../src/core/election.js';
 import { isLeaseholdError, LeaseholdError } from '../../src/core/errors.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { LeaseStore, StoreRequestOptions } from '../../src/core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
 

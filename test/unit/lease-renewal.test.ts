@@ -5,7 +5,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import { LeaseholdError } from '../../src/core/errors.js';
 import type { LeaseEvent } from '../../src/core/events.js';
 import type { Lease } from '../../src/core/lease.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { StoreRenewResult } from '../../src/core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import { deferred, FaultyStore } from '../support/faulty-store.js';

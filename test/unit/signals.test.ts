@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { linkSignals, onAbortOf } from '../../src/core/signals.js';
+import { linkSignals, onAbortOf } from '../../src/core/runtime/signals.js';
 
 describe('onAbortOf', () => {
   it('calls the subscribers still subscribed, in subscription order, once, with the reason', () => {

@@ -3,9 +3,9 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { systemClock, type Clock, type TimerHandle } from '../../src/core/clock.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
-import { boundedRequest } from '../../src/core/request.js';
-import { Timed, TimeoutQueue } from '../../src/core/timeout-queue.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+import { boundedRequest } from '../../src/core/runtime/request.js';
+import { Timed, TimeoutQueue } from '../../src/core/runtime/timeout-queue.js';
 
 class Entry extends Timed {
   constructor(
@@ -191,7 +191,9 @@ describe('TimeoutQueue', () => {
 
   it('with the system clock, an idle timer does not keep the process alive', async () => {
     // A child adds and removes a request with a 60 s timeout; it must exit at once, not in 60 s.
-    const module = fileURLToPath(new URL('../../src/core/timeout-queue.js', import.meta.url));
+    const module = fileURLToPath(
+      new URL('../../src/core/runtime/timeout-queue.js', import.meta.url),
+    );
     const clockModule = fileURLToPath(new URL('../../src/core/clock.js', import.meta.url));
     const code = `
       const { TimeoutQueue, Timed } = await import(${JSON.stringify(module)});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
-import { ManualClock } from '../../src/core/manual-clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import { withLease } from '../../src/core/with-lease.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
 

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
-import { checkHistory, formatReport } from '../../sim/checker.js';
+import { checkHistory, formatReport } from '../../check/checker.js';
 import { HistoryParseError, parseHistory } from '../../sim/history.js';
-import { DEFAULT_MAX_STEPS_PER_KEY } from '../../sim/linearizability.js';
+import { DEFAULT_MAX_STEPS_PER_KEY } from '../../check/linearizability.js';
 import { processIo, type CommandIo } from './io.js';
 
 /** Options of `leasehold check`. */

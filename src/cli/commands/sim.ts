@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { writeFileSync } from 'node:fs';
-import { formatReport } from '../../sim/checker.js';
+import { formatReport } from '../../check/checker.js';
 import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
 import { runRandomSeed } from '../../sim/random-workload.js';
 import { formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';

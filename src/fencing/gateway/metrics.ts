@@ -1,5 +1,4 @@
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { FastCounter, FastHistogram } from '../../server/fast-metrics.js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
 
@@ -11,11 +10,11 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 export class GatewayMetrics {
   readonly registry: Registry;
   /** Fence decisions: applied, duplicate, stale_fence, version_mismatch, invalid, unmatched, busy, unavailable. */
-  readonly decisions: FastCounter<'result' | 'route'>;
+  readonly decisions: Counter<'result' | 'route'>;
   /** Checks that had to write the mark store (the current token again costs none). */
-  readonly markWrites: FastCounter<'route'>;
+  readonly markWrites: Counter<'route'>;
   /** Upstream exchanges by outcome: answered, not_sent, unknown. */
-  readonly upstream: FastHistogram<'route' | 'outcome'>;
+  readonly upstream: Histogram<'route' | 'outcome'>;
 
   /** Fenced requests queued or in flight, read at each scrape. */
   readonly inFlight: Gauge;
@@ -25,19 +24,19 @@ export class GatewayMetrics {
     registry.setDefaultLabels({ marks: options.marksKind });
     this.registry = registry;
     const r = [registry];
-    this.decisions = new FastCounter({
+    this.decisions = new Counter({
       name: 'leasehold_gateway_decisions_total',
       help: 'Fenced requests decided, by result and route.',
       labelNames: ['result', 'route'],
       registers: r,
     });
-    this.markWrites = new FastCounter({
+    this.markWrites = new Counter({
       name: 'leasehold_gateway_mark_writes_total',
       help: 'Checks that wrote the mark store (a new token, an idempotency key or a version).',
       labelNames: ['route'],
       registers: r,
     });
-    this.upstream = new FastHistogram({
+    this.upstream = new Histogram({
       name: 'leasehold_gateway_upstream_seconds',
       help: 'Time of each upstream exchange, by route and outcome (answered, not_sent, unknown).',
       labelNames: ['route', 'outcome'],

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { checkHistory, type CheckReport } from '../checker.js';
+import { checkHistory, type CheckReport } from '../../check/checker.js';
 import { HistoryRecorder, type HistoryEvent } from '../history.js';
 import {
   RESOURCE_SCHEMA,

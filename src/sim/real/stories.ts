@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CheckReport } from '../checker.js';
+import type { CheckReport } from '../../check/checker.js';
 import type { HistoryEvent } from '../history.js';
 import { sharedNow } from './protocol.js';
 import { RealHarness, type RealHarnessOptions } from './harness.js';

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { LeaseClient } from '../../core/client.js';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { ForwardingLeaseStore } from '../../core/forwarding-store.js';
+import { ForwardingLeaseStore } from '../../testing/forwarding-store.js';
 import type { Lease } from '../../core/lease.js';
 import type {
   LeaseStore,

@@ -22,7 +22,7 @@ import {
   type Retry,
 } from './batcher.js';
 import { connectionBroken, HttpApiError, neverSent, storeClosedError } from './client.js';
-import { linkedSignal } from './linked-signal.js';
+import { linkSignals } from '../../core/runtime/signals.js';
 import { readSse, type SseFrame } from './sse-reader.js';
 import { PooledHttpTransport } from './pooled-transport.js';
 import { parseServerUrl } from './server-url.js';
@@ -304,7 +304,7 @@ export class HttpLeaseStore implements LeaseStore {
     this.assertOpen();
     const stop = new AbortController();
     // Lives as long as the watch; detached when it stops.
-    const { signal, dispose } = linkedSignal([stop.signal, this.closing.signal]);
+    const { signal, dispose } = linkSignals([stop.signal, this.closing.signal]);
     const path = `/v1/events?${new URLSearchParams({ key }).toString()}`;
     let lastEventId: string | undefined;
     let retryMs = DEFAULT_RETRY_MS;

@@ -1,6 +1,6 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
-import { LIMITS } from '../../core/validate.js';
+import { LIMITS, parseInt8Text } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
   StoreAcquireRequest,
@@ -369,13 +369,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
 }
 
 /** Parses an int8 that the statement cast to text. Never goes through a JS number. */
-export function parseBigint(value: unknown): bigint {
-  if (typeof value === 'string' && /^-?[0-9]{1,19}$/.test(value)) return BigInt(value);
-  throw new LeaseholdError(
-    'ERR_PROTOCOL',
-    `PostgreSQL returned a malformed token ${String(value)}`,
-  );
-}
+export const parseBigint = (value: unknown): bigint => parseInt8Text(value, 'PostgreSQL');
 
 function acquireParams(request: StoreAcquireRequest): SqlParam[] {
   const block = request.tokenBlock ?? 1;

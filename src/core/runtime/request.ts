@@ -1,6 +1,6 @@
-import { LeaseholdError, isLeaseholdError } from './errors.js';
+import { LeaseholdError, isLeaseholdError } from '../errors.js';
 import { onAbortOf } from './signals.js';
-import type { StoreRequestOptions } from './store.js';
+import type { StoreRequestOptions } from '../store.js';
 import { Timed, type TimeoutQueue } from './timeout-queue.js';
 
 /** The outcome of one bounded store request. */

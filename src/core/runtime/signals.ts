@@ -62,7 +62,9 @@ export function onAbortOf(source: AbortSignal, onAbort: (reason: unknown) => voi
 }
 
 /**
- * A signal that aborts when any of `signals` does, and a `dispose` that detaches it.
+ * A signal that aborts when any of `signals` does (undefined entries are skipped), and a
+ * `dispose` that detaches it. The one signal linker of the package: the client, the HTTP
+ * store and the server all link through it.
  *
  * `AbortSignal.any` is not used for this on purpose: in Node 20 the source signals keep every
  * dependent signal they ever made, so linking a per-call signal to a long-lived one (the
@@ -70,7 +72,7 @@ export function onAbortOf(source: AbortSignal, onAbort: (reason: unknown) => voi
  * call. Here each source carries a single listener however many calls share it (no
  * MaxListeners warnings), and a call's link is dropped when the call ends.
  */
-export function linkSignals(signals: readonly AbortSignal[]): {
+export function linkSignals(signals: ReadonlyArray<AbortSignal | undefined>): {
   signal: AbortSignal;
   dispose: () => void;
 } {
@@ -81,6 +83,7 @@ export function linkSignals(signals: readonly AbortSignal[]): {
     unsubscribes.length = 0;
   };
   for (const s of signals) {
+    if (s === undefined) continue;
     if (s.aborted) {
       controller.abort(s.reason);
       dispose();

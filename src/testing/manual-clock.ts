@@ -1,5 +1,5 @@
-import type { Clock, TimerHandle } from './clock.js';
-import { nextMacrotask } from './platform.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
+import { nextMacrotask } from '../core/platform.js';
 
 interface PendingTimer {
   readonly id: number;

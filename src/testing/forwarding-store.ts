@@ -12,8 +12,8 @@ import {
   type Unwatch,
   type WatchChange,
   type WatchOptions,
-} from './store.js';
-import type { LeaseState, StoreCapabilities } from './types.js';
+} from '../core/store.js';
+import type { LeaseState, StoreCapabilities } from '../core/types.js';
 
 /**
  * A `LeaseStore` that forwards every call to another store. Extend it and override only the

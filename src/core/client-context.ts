@@ -1,0 +1,151 @@
+import { abortReason, MonotonicGuard, type Clock } from './clock.js';
+import type { ResolvedClientOptions } from './client-options.js';
+import { LeaseholdError } from './errors.js';
+import { debugEnabled, LeaseEvents, type Logger } from './events.js';
+import { leaseIdPrefix } from './ids.js';
+import { nodeProcess } from './platform.js';
+import type { AcquireResult } from './results.js';
+import { boundedRequest } from './runtime/request.js';
+import { TimeoutQueue } from './runtime/timeout-queue.js';
+import type { LeaseStore, StoreAcquireRequest, StoreAcquireResult } from './store.js';
+
+/** What one acquisition sends: its key, TTL, value and drift allowance. */
+export interface AcquireAsk {
+  readonly key: string;
+  readonly ttlMs: number;
+  readonly driftMs: number;
+  readonly renewEveryMs: number | undefined;
+  readonly value: string | undefined;
+}
+
+/**
+ * What every lease and every acquisition of one client share: the store, the owner id, the
+ * clock and its timer queues, events and logs, and the close signal. Made once per client;
+ * a lease holds a reference to it instead of a copy of each field.
+ */
+export class ClientContext {
+  readonly store: LeaseStore;
+  readonly ownerId: string;
+  readonly clock: Clock;
+  readonly guard: MonotonicGuard;
+  /** The timeouts of this client's store requests, its leases' included. */
+  readonly timeouts: TimeoutQueue;
+  /** Its leases' renewal and deadline timers (background: they never keep the process alive). */
+  readonly leaseTimers: TimeoutQueue;
+  readonly events: LeaseEvents;
+  readonly logger: Logger;
+  readonly debugLogs: boolean;
+  readonly random: () => number;
+  readonly requestTimeoutMs: number;
+  readonly pollIntervalMs: number;
+  readonly driftRatio: number;
+  readonly maxHandOffRun: number;
+  readonly tokenBlock: number;
+  private readonly closing = new AbortController();
+
+  constructor(options: ResolvedClientOptions) {
+    this.store = options.store;
+    this.ownerId = options.ownerId;
+    this.clock = options.clock;
+    this.guard = new MonotonicGuard(options.clock);
+    this.timeouts = new TimeoutQueue(options.clock);
+    this.leaseTimers = new TimeoutQueue(options.clock, { background: true });
+    this.logger = options.logger;
+    this.debugLogs = debugEnabled(options.logger);
+    this.events = new LeaseEvents(options.logger);
+    this.random = options.random;
+    this.requestTimeoutMs = options.requestTimeoutMs;
+    this.pollIntervalMs = options.pollIntervalMs;
+    this.driftRatio = options.driftRatio;
+    this.maxHandOffRun = options.maxHandOffRun;
+    this.tokenBlock = options.tokenBlock;
+    // Every pending acquire listens on the close signal; many at once is normal, not a leak.
+    nodeProcess()?.getBuiltinModule('node:events').setMaxListeners(0, this.closing.signal);
+  }
+
+  /** Fires when the client closes. */
+  get closeSignal(): AbortSignal {
+    return this.closing.signal;
+  }
+
+  get closed(): boolean {
+    return this.closing.signal.aborted;
+  }
+
+  /** Closes: every wait and late request tied to {@link closeSignal} ends with `ERR_CLOSED`. */
+  close(): void {
+    this.closing.abort(new LeaseholdError('ERR_CLOSED', 'the lease client was closed'));
+  }
+
+  assertOpen(): void {
+    if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the lease client was closed');
+  }
+
+  /** The error a cancelled acquisition throws: `ERR_CLOSED` once the client closed. */
+  abortError(signal: AbortSignal): LeaseholdError {
+    if (this.closed) return new LeaseholdError('ERR_CLOSED', 'the lease client was closed');
+    return abortReason(signal);
+  }
+
+  /** An answer later than the lease's usable window is worthless, so wait no longer than that. */
+  grantTimeoutMs(ask: AcquireAsk): number {
+    return Math.max(1, Math.min(this.requestTimeoutMs, ask.ttlMs - ask.driftMs));
+  }
+
+  /** The store request for one acquisition, with the token block when local succession is on. */
+  storeRequest(ask: AcquireAsk, leaseId: string): StoreAcquireRequest {
+    const r = { key: ask.key, leaseId, ownerId: this.ownerId, ttlMs: ask.ttlMs, value: ask.value };
+    return this.tokenBlock > 1 ? { ...r, tokenBlock: this.tokenBlock } : r;
+  }
+
+  /**
+   * A grant that arrived too late to leave any validity (`lateMs` after the request that
+   * proved it was sent): released, and answered `unavailable`.
+   */
+  tooLate(key: string, leaseId: string, grant: StoreAcquireResult, lateMs: number): AcquireResult {
+    this.releaseLateGrant(key, leaseId, Promise.resolve(grant));
+    return this.unavailable(
+      key,
+      new LeaseholdError(
+        'ERR_UNAVAILABLE',
+        `the grant arrived after the lease's local deadline (${Math.round(lateMs)}ms)`,
+      ),
+    );
+  }
+
+  /** A grant the caller will never see (timed out, aborted, too late) is released, not leaked. */
+  releaseLateGrant(key: string, leaseId: string, late: Promise<StoreAcquireResult>): void {
+    late
+      .then(
+        async (answer) => {
+          if (answer.status !== 'acquired') return;
+          this.logger.info(
+            { key, lease: leaseIdPrefix(leaseId), token: answer.token.toString() },
+            'releasing a grant that arrived too late',
+          );
+          await boundedRequest(this.timeouts, this.requestTimeoutMs, undefined, (o) =>
+            this.store.release({ key, leaseId, token: answer.token }, o),
+          );
+        },
+        () => undefined,
+      )
+      .catch(() => undefined);
+  }
+
+  /** The `unavailable` answer, reported as an event and a warning. */
+  unavailable(key: string, cause: unknown): AcquireResult {
+    this.events.emit({ type: 'unavailable', key, ownerId: this.ownerId, cause });
+    this.logger.warn({ key, err: String(cause) }, 'lease store unavailable');
+    return { status: 'unavailable', cause };
+  }
+
+  /** The `busy` answer after waiting, reported as an event. */
+  busy(
+    key: string,
+    answer: Extract<StoreAcquireResult, { status: 'busy' }>,
+    waitedMs: number,
+  ): AcquireResult {
+    this.events.emit({ type: 'busy', key, ownerId: this.ownerId, holder: answer.holder, waitedMs });
+    return { status: 'busy', holder: answer.holder, retryAfterMs: answer.retryAfterMs };
+  }
+}

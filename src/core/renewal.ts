@@ -1,0 +1,98 @@
+import { Timed, type TimeoutQueue } from './runtime/timeout-queue.js';
+
+/**
+ * When a lease next needs attention: its next background renewal and its deadline, behind
+ * one timer at the earlier of the two. A lease that is acquired and released at once costs
+ * one timer, not two; the timer is an entry in the client's lease-timer queue, not a Node
+ * timer of its own (see TimeoutQueue).
+ */
+export class RenewalSchedule extends Timed {
+  private timerAt = Number.POSITIVE_INFINITY;
+  /** When the next background renewal is due; undefined while none is scheduled. */
+  private renewAt: number | undefined;
+
+  /**
+   * @param everyMs background renewal cadence, or undefined to renew only by hand
+   * @param grantedFrom when the request behind the lease's validity was sent
+   */
+  constructor(
+    private readonly timers: TimeoutQueue,
+    readonly everyMs: number | undefined,
+    private readonly ttlMs: number,
+    grantedFrom: number,
+    private readonly fire: () => void,
+  ) {
+    super();
+    if (everyMs !== undefined) this.renewAt = grantedFrom + everyMs;
+  }
+
+  /** When the renewal after one sent at `sentAt` was (or is) due. */
+  dueAfter(sentAt: number): number {
+    return sentAt + (this.everyMs ?? 0);
+  }
+
+  /**
+   * Whether the background renewal is due with `left` ms of validity before `deadline`.
+   * `left ≤ deadline − renewAt`, not `deadline − left ≥ renewAt`: subtraction rounds
+   * monotonically, so this holds whenever now ≥ renewAt; the other form can round below
+   * renewAt at fractional readings, and the timer then re-armed at 0 ms forever.
+   */
+  isDue(left: number, deadline: number): boolean {
+    return this.renewAt !== undefined && left <= deadline - this.renewAt;
+  }
+
+  /** Marks the due renewal as started: none is scheduled until it answers. */
+  take(): void {
+    this.renewAt = undefined;
+  }
+
+  /** Schedules the next background renewal (nothing when renewals are by hand). */
+  next(at: number): boolean {
+    if (this.everyMs === undefined) return false;
+    this.renewAt = at;
+    return true;
+  }
+
+  /** After a failed renewal: retry soon, well before the deadline, at most at the cadence. */
+  retry(now: number): boolean {
+    if (this.everyMs === undefined) return false;
+    return this.next(now + Math.min(this.everyMs, Math.max(25, Math.floor(this.ttlMs / 10))));
+  }
+
+  /** (Re)arms the one timer for the earlier of the next renewal and `deadline`. */
+  arm(deadline: number, now: () => number | undefined): void {
+    const at = Math.min(this.renewAt ?? Number.POSITIVE_INFINITY, deadline);
+    if (this.timers.has(this)) {
+      if (at === this.timerAt) return;
+      this.timers.remove(this);
+    }
+    const t = now();
+    if (t === undefined) return;
+    this.timerAt = at;
+    this.timers.add(this, Math.max(0, at - t), t);
+  }
+
+  /** Stops for good: no renewal, no timer. */
+  stop(): void {
+    this.renewAt = undefined;
+    this.timers.remove(this);
+  }
+
+  onTimeout(): void {
+    this.fire();
+  }
+}
+
+/**
+ * The timeout of one renewal with `left` ms of validity. The request may take no longer than
+ * the lease has left: a renewal still in flight at the deadline counts as failed
+ * (k8s#44887). It gets at most half of that (and at most the request timeout), so that a
+ * lost reply leaves time for a retry: waiting the whole validity for one answer turned a
+ * single dropped packet into a lost lease.
+ */
+export function renewTimeoutMs(left: number, requestTimeoutMs: number): number {
+  return Math.max(
+    1,
+    Math.floor(Math.max(Math.min(left, 25), Math.min(requestTimeoutMs, left / 2))),
+  );
+}

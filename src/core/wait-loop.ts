@@ -1,0 +1,105 @@
+import type { AcquireAsk } from './client-context.js';
+import type { Clock } from './clock.js';
+import type { BusyAnswer } from './held-leases.js';
+import { Waiter, type WaitQueues } from './key-waiters.js';
+import type { Settled } from './runtime/request.js';
+import { Wakeup } from './runtime/wakeup.js';
+import type { Unwatch, WatchChange } from './store.js';
+
+/** The outcome of one turn of a wait: an answer, busy, or an answer on its way another way. */
+export type WaitTurn<R> =
+  | { readonly kind: 'done'; readonly result: R; readonly acquired: boolean }
+  | { readonly kind: 'busy'; readonly busy: BusyAnswer }
+  /** A hand-off to this waiter is in flight; its outcome wakes the wait. */
+  | { readonly kind: 'pending' };
+
+/** One bounded wait for a key: what it asks, how it tries, and how it ends. */
+export interface KeyWait<R> {
+  readonly ask: AcquireAsk;
+  /** When the wait began and when it ends, on `now()`'s scale. */
+  readonly startedAt: number;
+  readonly until: number;
+  readonly signal: AbortSignal;
+  /** Where the waiters of each key queue; one per client (or server) and store. */
+  readonly queues: WaitQueues;
+  /** Timers for the wake-ups. */
+  readonly clock: Clock;
+  now(): number;
+  readonly random: () => number;
+  /** The backstop poll while waiting (jittered ±20%). */
+  readonly pollIntervalMs: number;
+  /** How long to sleep while a hand-off is in flight (its outcome wakes us sooner). */
+  readonly pendingMs: number;
+  /** Subscribes to the store's changes of the key; `notify` wakes the head waiter. */
+  watch(notify: (change?: WatchChange) => void): Promise<Settled<Unwatch>>;
+  /** A watch that failed (not aborted): waiting goes on by expiry timer and poll. */
+  watchFailed(error: unknown): void;
+  /** One try: at the store, or a hand-off delivered to `waiter` (undefined before it parks). */
+  turn(waiter: Waiter | undefined): WaitTurn<R> | Promise<WaitTurn<R>>;
+  /** The answer when the wait is over and the key still busy. */
+  gaveUp(busy: BusyAnswer, now: number): R;
+  /** The error thrown when `signal` fires. */
+  aborted(): Error;
+}
+
+/**
+ * Waits for a busy key: tries, parks in the key's queue, subscribes to the store's change
+ * notifications (one subscription per key, shared by its queue), and sleeps until a
+ * notification, the holder's expiry or a jittered backstop poll. A notification wakes only
+ * the head of the queue, so a release costs one re-check at the store however many wait
+ * (no thundering herd). Bounded by `until`; cancelled by `signal`. The one wait loop of the
+ * package: the client and the server both wait through it.
+ */
+export async function waitForKey<R>(wait: KeyWait<R>): Promise<R> {
+  const { signal } = wait;
+  let waiter: Waiter | undefined;
+  let queue: ReturnType<WaitQueues['join']> | undefined;
+  let acquired = false;
+  try {
+    for (;;) {
+      if (signal.aborted) throw wait.aborted();
+      // A turn decided without the store (a local holder, a hand-off) is not awaited: a
+      // waiter must park in the same step as its caller, so that a release right after the
+      // call already finds it in the queue.
+      const next = wait.turn(waiter);
+      const turn = next instanceof Promise ? await next : next;
+      if (turn.kind === 'done') {
+        acquired = turn.acquired;
+        return turn.result;
+      }
+      const busy = turn.kind === 'busy' ? turn.busy : undefined;
+      const now = wait.now();
+      const left = wait.until - now;
+      if (busy !== undefined && left <= 0) return wait.gaveUp(busy, now);
+      if (queue === undefined || waiter === undefined) {
+        waiter = new Waiter(new Wakeup(wait.clock), wait.ask, wait.startedAt);
+        const q = wait.queues.join(wait.ask.key, waiter);
+        queue = q;
+        const w = await q.subscribe(() => wait.watch(q.notifyHead));
+        if (!w.ok && !w.aborted) wait.watchFailed(w.error);
+        // The head re-checks once the subscription is live, so a release in between is not
+        // missed; the others wait their turn (re-checking too would let them overtake it).
+        if (q.isHead(waiter)) continue;
+      }
+      let sleep: number;
+      if (busy === undefined) {
+        sleep = wait.pendingMs;
+      } else {
+        const poll = Math.floor(wait.pollIntervalMs * (0.8 + 0.4 * wait.random()));
+        sleep = Math.min(left, poll);
+        if (queue.isHead(waiter)) {
+          const jitter = Math.floor(wait.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
+          sleep = Math.min(sleep, busy.retryAfterMs + 1 + jitter);
+        }
+      }
+      const why = await waiter.wakeup.wait(Math.max(1, sleep), signal);
+      if (why === 'aborted') throw wait.aborted();
+    }
+  } finally {
+    if (waiter !== undefined) {
+      // A hand-off still in flight, or delivered just as we gave up, is released.
+      waiter.abandon();
+      queue?.leave(waiter, acquired);
+    }
+  }
+}
