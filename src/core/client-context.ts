@@ -2,12 +2,9 @@ import { abortReason, MonotonicGuard, type Clock } from './clock.js';
 import type { ResolvedClientOptions } from './client-options.js';
 import { LeaseholdError } from './errors.js';
 import { debugEnabled, LeaseEvents, type Logger } from './events.js';
-import { leaseIdPrefix } from './ids.js';
 import { nodeProcess } from './platform.js';
-import type { AcquireResult } from './results.js';
-import { boundedRequest } from './runtime/request.js';
 import { TimeoutQueue } from './runtime/timeout-queue.js';
-import type { LeaseStore, StoreAcquireRequest, StoreAcquireResult } from './store.js';
+import type { LeaseStore } from './store.js';
 
 /** What one acquisition sends: its key, TTL, value and drift allowance. */
 export interface AcquireAsk {
@@ -85,67 +82,5 @@ export class ClientContext {
   abortError(signal: AbortSignal): LeaseholdError {
     if (this.closed) return new LeaseholdError('ERR_CLOSED', 'the lease client was closed');
     return abortReason(signal);
-  }
-
-  /** An answer later than the lease's usable window is worthless, so wait no longer than that. */
-  grantTimeoutMs(ask: AcquireAsk): number {
-    return Math.max(1, Math.min(this.requestTimeoutMs, ask.ttlMs - ask.driftMs));
-  }
-
-  /** The store request for one acquisition, with the token block when local succession is on. */
-  storeRequest(ask: AcquireAsk, leaseId: string): StoreAcquireRequest {
-    const r = { key: ask.key, leaseId, ownerId: this.ownerId, ttlMs: ask.ttlMs, value: ask.value };
-    return this.tokenBlock > 1 ? { ...r, tokenBlock: this.tokenBlock } : r;
-  }
-
-  /**
-   * A grant that arrived too late to leave any validity (`lateMs` after the request that
-   * proved it was sent): released, and answered `unavailable`.
-   */
-  tooLate(key: string, leaseId: string, grant: StoreAcquireResult, lateMs: number): AcquireResult {
-    this.releaseLateGrant(key, leaseId, Promise.resolve(grant));
-    return this.unavailable(
-      key,
-      new LeaseholdError(
-        'ERR_UNAVAILABLE',
-        `the grant arrived after the lease's local deadline (${Math.round(lateMs)}ms)`,
-      ),
-    );
-  }
-
-  /** A grant the caller will never see (timed out, aborted, too late) is released, not leaked. */
-  releaseLateGrant(key: string, leaseId: string, late: Promise<StoreAcquireResult>): void {
-    late
-      .then(
-        async (answer) => {
-          if (answer.status !== 'acquired') return;
-          this.logger.info(
-            { key, lease: leaseIdPrefix(leaseId), token: answer.token.toString() },
-            'releasing a grant that arrived too late',
-          );
-          await boundedRequest(this.timeouts, this.requestTimeoutMs, undefined, (o) =>
-            this.store.release({ key, leaseId, token: answer.token }, o),
-          );
-        },
-        () => undefined,
-      )
-      .catch(() => undefined);
-  }
-
-  /** The `unavailable` answer, reported as an event and a warning. */
-  unavailable(key: string, cause: unknown): AcquireResult {
-    this.events.emit({ type: 'unavailable', key, ownerId: this.ownerId, cause });
-    this.logger.warn({ key, err: String(cause) }, 'lease store unavailable');
-    return { status: 'unavailable', cause };
-  }
-
-  /** The `busy` answer after waiting, reported as an event. */
-  busy(
-    key: string,
-    answer: Extract<StoreAcquireResult, { status: 'busy' }>,
-    waitedMs: number,
-  ): AcquireResult {
-    this.events.emit({ type: 'busy', key, ownerId: this.ownerId, holder: answer.holder, waitedMs });
-    return { status: 'busy', holder: answer.holder, retryAfterMs: answer.retryAfterMs };
   }
 }

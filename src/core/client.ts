@@ -1,4 +1,4 @@
-import { attemptAcquire } from './acquire-attempt.js';
+import { attemptAcquire, busyResult } from './acquire-attempt.js';
 import { ClientContext } from './client-context.js';
 import {
   resolveAcquire,
@@ -183,7 +183,7 @@ export class LeaseClient {
     if (signal.aborted) throw ctx.abortError(signal);
     const attempt = await attemptAcquire(ctx, this.held, req, signal, startedAt);
     if (attempt.kind === 'busy') {
-      return ctx.busy(req.key, attempt.busy, ctx.guard.now() - startedAt);
+      return busyResult(ctx, req.key, attempt.busy, ctx.guard.now() - startedAt);
     }
     const { result } = attempt;
     if (result.status !== 'acquired') return result;
@@ -233,7 +233,7 @@ export class LeaseClient {
           return acquiredTurn({ ...result, waitedMs: ctx.guard.now() - startedAt });
         });
       },
-      gaveUp: (busy, now) => ctx.busy(req.key, busy, now - startedAt),
+      gaveUp: (busy, now) => busyResult(ctx, req.key, busy, now - startedAt),
       aborted: () => ctx.abortError(signal),
     });
   }

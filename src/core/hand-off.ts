@@ -1,3 +1,4 @@
+import { grantTimeoutMs, releaseLateGrant, storeAcquireRequest } from './acquire-attempt.js';
 import type { ClientContext } from './client-context.js';
 import type { BusyAnswer, HeldLeases } from './held-leases.js';
 import { leaseIdPrefix, newLeaseId } from './ids.js';
@@ -117,7 +118,8 @@ export class HandOffs {
       );
       if (successor === undefined) {
         // Cannot happen within one synchronous step (half a window was left); never leak it.
-        this.ctx.releaseLateGrant(
+        releaseLateGrant(
+          this.ctx,
           req.key,
           lease.leaseId,
           Promise.resolve({ status: 'acquired', token: lease.storeToken }),
@@ -138,16 +140,17 @@ export class HandOffs {
     const sentAt = ctx.guard.now();
     const settled = await boundedRequest(
       ctx.timeouts,
-      ctx.grantTimeoutMs(req),
+      grantTimeoutMs(ctx, req),
       undefined,
       (o) =>
         store.releaseAndAcquire(
           { key: from.key, leaseId: from.leaseId, token: from.storeToken },
-          ctx.storeRequest(req, leaseId),
+          storeAcquireRequest(ctx, req, leaseId),
           o,
         ),
       (late) =>
-        ctx.releaseLateGrant(
+        releaseLateGrant(
+          ctx,
           req.key,
           leaseId,
           late.then((r) => r.acquired),
@@ -167,7 +170,7 @@ export class HandOffs {
         waiter.deliver(undefined);
         throw err;
       }
-      if (lease === undefined) ctx.releaseLateGrant(req.key, leaseId, Promise.resolve(acquired));
+      if (lease === undefined) releaseLateGrant(ctx, req.key, leaseId, Promise.resolve(acquired));
     }
     waiter.deliver(lease);
     return { status: released };

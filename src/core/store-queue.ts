@@ -1,3 +1,11 @@
+import {
+  busyResult,
+  grantTimeoutMs,
+  releaseLateGrant,
+  storeAcquireRequest,
+  tooLate,
+  unavailableResult,
+} from './acquire-attempt.js';
 import type { ClientContext } from './client-context.js';
 import type { ResolvedAcquire } from './client-options.js';
 import { LeaseholdError } from './errors.js';
@@ -26,45 +34,45 @@ export async function acquireQueued(
   const calledAt = ctx.guard.now();
   const waitMs = Math.max(0, startedAt + req.waitMs - calledAt);
   // A round trip answered later than the lease's usable window is worthless.
-  const requestTimeoutMs = ctx.grantTimeoutMs(req);
+  const requestTimeoutMs = grantTimeoutMs(ctx, req);
   // The store ends the wait itself; the slack covers its final check and clean-up.
   const settled = await boundedRequest(
     ctx.timeouts,
     waitMs + 3 * requestTimeoutMs,
     signal,
     (o) =>
-      store.acquireQueued(ctx.storeRequest(req, leaseId), {
+      store.acquireQueued(storeAcquireRequest(ctx, req, leaseId), {
         timeoutMs: waitMs,
         signal: o.signal,
         requestTimeoutMs,
         now: () => ctx.guard.now(),
         pollIntervalMs: ctx.pollIntervalMs,
       }),
-    (late) => ctx.releaseLateGrant(req.key, leaseId, late),
+    (late) => releaseLateGrant(ctx, req.key, leaseId, late),
   );
   if (!settled.ok) {
     if (settled.aborted || signal.aborted) throw ctx.abortError(signal);
     if (isProgrammerError(settled.error)) throw settled.error;
-    return ctx.unavailable(req.key, settled.error);
+    return unavailableResult(ctx, req.key, settled.error);
   }
   const answer = settled.value;
   const now = ctx.guard.now();
-  if (answer.status === 'busy') return ctx.busy(req.key, answer, now - startedAt);
+  if (answer.status === 'busy') return busyResult(ctx, req.key, answer, now - startedAt);
   try {
     checkToken(ctx, answer.token);
   } catch (err) {
-    ctx.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
+    releaseLateGrant(ctx, req.key, leaseId, Promise.resolve(answer));
     throw err;
   }
   const validFrom = answer.validFrom;
   if (typeof validFrom !== 'number' || !(validFrom >= calledAt && validFrom <= now)) {
-    ctx.releaseLateGrant(req.key, leaseId, Promise.resolve(answer));
+    releaseLateGrant(ctx, req.key, leaseId, Promise.resolve(answer));
     throw new LeaseholdError(
       'ERR_PROTOCOL',
       `store ${store.kind} answered validFrom ${String(validFrom)} outside its call [${calledAt}, ${now}]`,
     );
   }
   const lease = held.admit(req, leaseId, answer.token, validFrom, startedAt);
-  if (lease === undefined) return ctx.tooLate(req.key, leaseId, answer, now - validFrom);
+  if (lease === undefined) return tooLate(ctx, req.key, leaseId, answer, now - validFrom);
   return { status: 'acquired', lease, waitedMs: now - startedAt };
 }
