@@ -43,6 +43,7 @@ export interface Place {
   readRev: bigint;
 }
 
+/** What a re-check found: nothing ahead (grant), an entry still ahead, or our place lost. */
 export type Check =
   | { readonly kind: 'head'; readonly validFrom: number; readonly storeAt: number }
   | { readonly kind: 'behind'; readonly ahead: Kv; readonly readRev: bigint }
