@@ -1,1 +1,3 @@
-export { EtcdLeaseStore, type EtcdLeaseStoreOptions } from './store.js';
+export { EtcdLeaseStore } from './store.js';
+export type { EtcdLeaseStoreOptions } from './options.js';
+export type { EtcdClient, EtcdClientOptions, EtcdWatchBuilder, EtcdWatcher } from './client.js';

@@ -1,11 +1,4 @@
-import {
-  EtcdAuthenticationFailedError,
-  EtcdPermissionDeniedError,
-  EtcdUserNotFoundError,
-  type IRequestOp,
-  type ITxnRequest,
-} from 'etcd3';
-import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+import type { IRequestOp, ITxnRequest } from 'etcd3';
 
 /**
  * The etcd requests of the lock recipe that more than one module sends, as named builders.
@@ -140,32 +133,98 @@ export function markLastTxn(entryKey: Buffer, token: bigint, lastKey: Buffer): I
   };
 }
 
+/** The gRPC call options of a request bounded by `timeoutMs` (at least 1 ms). */
 export function callOptions(options: { readonly timeoutMs: number }): { deadline: Date } {
   return { deadline: new Date(Date.now() + Math.max(1, options.timeoutMs)) };
 }
 
-export function isLeaseNotFound(err: unknown): boolean {
-  return err instanceof Error && /lease not found/i.test(err.message);
+/**
+ * Try-acquire's fast path, one transaction: if nobody contends for the key (no entry under
+ * `KEY/`), put ours and the last-grant marker; otherwise read the contenders in create order.
+ * Responses on success: [put, marker put, epoch record]; on failure: [contenders, epoch record].
+ */
+export function fastAcquireTxn(o: {
+  entryKey: Buffer;
+  value: string;
+  sessionId: string;
+  dir: Buffer;
+  dirEnd: Buffer;
+  lastKey: Buffer;
+  epochOp: IRequestOp;
+}): ITxnRequest {
+  return {
+    compare: [
+      { key: o.dir, range_end: o.dirEnd, target: 'Create', result: 'Equal', create_revision: 0 },
+    ],
+    success: [
+      { request_put: { key: o.entryKey, value: Buffer.from(o.value), lease: o.sessionId } },
+      { request_put: { key: o.lastKey, value: Buffer.alloc(0) } },
+      o.epochOp,
+    ],
+    failure: [{ request_range: contendersRange(o.dir, o.dirEnd) }, o.epochOp],
+  };
 }
 
 /**
- * Wraps a driver error as `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`),
- * with a hint for the errors a locked-down cluster gives a misconfigured client.
+ * etcd's Mutex recipe step: put our entry if absent and read the contenders. Responses on
+ * success: [put, contenders, epoch record]; on failure: [contenders, epoch record].
  */
-export function toUnavailable(err: unknown): unknown {
-  if (isLeaseholdError(err)) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new LeaseholdError('ERR_UNAVAILABLE', `etcd lease store: ${message}${hintFor(err)}`, {
-    cause: err,
-  });
+export function recipePutTxn(o: {
+  entryKey: Buffer;
+  value: string;
+  sessionId: string;
+  dir: Buffer;
+  dirEnd: Buffer;
+  epochOp: IRequestOp;
+}): ITxnRequest {
+  return {
+    compare: [{ key: o.entryKey, target: 'Create', result: 'Equal', create_revision: 0 }],
+    success: [
+      { request_put: { key: o.entryKey, value: Buffer.from(o.value), lease: o.sessionId } },
+      { request_range: contendersRange(o.dir, o.dirEnd) },
+      o.epochOp,
+    ],
+    failure: [{ request_range: contendersRange(o.dir, o.dirEnd) }, o.epochOp],
+  };
 }
 
-function hintFor(err: unknown): string {
-  if (err instanceof EtcdAuthenticationFailedError || err instanceof EtcdUserNotFoundError) {
-    return ' (check the user name and password given to the store)';
-  }
-  if (err instanceof EtcdPermissionDeniedError) {
-    return " (the etcd user's role needs readwrite on every key under the store's namespace: etcdctl role grant-permission ROLE --prefix=true readwrite NAMESPACE)";
-  }
-  return '';
+/** Writes `token` into the key's last-grant marker, unconditionally. */
+export function putLastTxn(lastKey: Buffer, token: bigint): ITxnRequest {
+  return {
+    compare: [],
+    success: [{ request_put: { key: lastKey, value: Buffer.from(token.toString()) } }],
+    failure: [],
+  };
+}
+
+/**
+ * Deletes `key` only while its create revision is still `token`; with `markLast`, records
+ * `token` as the key's last grant in the same transaction.
+ */
+export function deleteByRevisionTxn(key: Buffer, token: bigint, markLast?: Buffer): ITxnRequest {
+  return {
+    compare: [{ key, target: 'Create', result: 'Equal', create_revision: token.toString() }],
+    success:
+      markLast === undefined
+        ? [{ request_delete_range: { key } }]
+        : [
+            { request_delete_range: { key } },
+            { request_put: { key: markLast, value: Buffer.from(token.toString()) } },
+          ],
+    failure: [],
+  };
+}
+
+/** Deletes `key` only while its value is exactly `value` (a ghost: its token is unknown). */
+export function deleteByValueTxn(key: Buffer, value: string): ITxnRequest {
+  return {
+    compare: [{ key, target: 'Value', result: 'Equal', value: Buffer.from(value) }],
+    success: [{ request_delete_range: { key } }],
+    failure: [],
+  };
+}
+
+/** Read-only: `ops` in one transaction, so they see one revision. */
+export function readTxn(...ops: IRequestOp[]): ITxnRequest {
+  return { compare: [], success: ops, failure: [] };
 }

@@ -1,6 +1,5 @@
-import type { Etcd3, Watcher } from 'etcd3';
 import { abortReason } from '../../core/clock.js';
-import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+import { LeaseholdError } from '../../core/errors.js';
 import type {
   StoreAcquireRequest,
   StoreQueuedOptions,
@@ -8,76 +7,25 @@ import type {
   StoreRequestOptions,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import type { EpochGate } from './epoch.js';
-import { holderFromEntry, prefixEnd, type KeyLayout } from './keys.js';
+import type { Session } from './batch.js';
+import { closedError, isLeaseNotFound, toUnavailable } from './errors.js';
+import type { HeldEntry } from './held-entries.js';
+import { holderFromEntry, prefixEnd } from './keys.js';
 import {
-  aheadRange,
   callOptions,
   contendersRange,
+  deleteByRevisionTxn,
   enqueueTxn,
-  isLeaseNotFound,
   markLastTxn,
-  recheckTxn,
-  toUnavailable,
   type Kv,
 } from './queries.js';
-import {
-  closedError,
-  withTimeout,
-  type HeldEntry,
-  type Session,
-  type SessionPool,
-} from './session.js';
+import { PAGE, QueueReads, type Place, type QueueHost } from './queue-read.js';
+import { waitInQueue, type QueueSteps } from './queue-wait.js';
 
-/** What the queue needs from its {@link EtcdLeaseStore}. */
-export interface QueueHost {
-  readonly client: Etcd3;
-  readonly layout: KeyLayout;
-  readonly pool: SessionPool;
-  /** The store's tracked entries, by etcd key. */
-  readonly held: Map<string, HeldEntry>;
-  /** Aborts when the store closes. */
-  readonly closing: AbortSignal;
-  entryValue(request: StoreAcquireRequest): string;
-  forget(e: HeldEntry): void;
-  holderInfo(kv: Kv, options: StoreRequestOptions): Promise<HolderInfo>;
-  /** The fencing epoch: every granting read goes through it (epoch.ts). */
-  readonly epoch: EpochGate;
-  /** Runs one etcd call; failures become `ERR_UNAVAILABLE`, a closed store `ERR_CLOSED`. */
-  run<T>(fn: () => Promise<T>): Promise<T>;
-}
-
-/** Contenders read per request when looking for the entry ahead of ours. */
-const PAGE = 16;
 /** One store's waiters on one key each need their own session (lane); this many at most. */
 const MAX_LANES = 256;
 /** A waiter whose place vanished queues again at most this many times. */
 const MAX_PLACES = 3;
-
-/** A waiter's entry in the queue, and what it last learned about the entry ahead of it. */
-interface Place {
-  readonly e: HeldEntry;
-  readonly session: Session;
-  readonly entryKey: Buffer;
-  ahead: Kv;
-  /** The revision of the read that saw `ahead` alive. */
-  readRev: bigint;
-}
-
-type Check =
-  | { readonly kind: 'head'; readonly validFrom: number; readonly storeAt: number }
-  | { readonly kind: 'behind'; readonly ahead: Kv; readonly readRev: bigint }
-  | { readonly kind: 'gone' };
-
-type Wake = 'deleted' | 'watch' | 'gone' | 'poll' | 'deadline' | 'aborted' | 'closed';
-
-/** A live watch on the deletion of the entry ahead, from the revision it was created at. */
-interface AheadWatch {
-  readonly key: string;
-  readonly watcher: Watcher;
-  /** etcd's revision when the watch was created: it reports every deletion after it. */
-  readonly createdRev: bigint;
-}
 
 /**
  * etcd's queued lock (`concurrency.Mutex.Lock`), with the re-check Jepsen asked for.
@@ -93,13 +41,19 @@ interface AheadWatch {
  * again (new entry, larger token): it is never granted on a dead lease, unlike etcd 3.4.3's
  * lock API, which returned success to such a waiter.
  */
-export class EtcdQueue {
-  /** Key reads made by queued waiters (enqueues and re-checks): a no-herd check for tests. */
-  reads = 0;
+export class EtcdQueue implements QueueSteps {
+  readonly reader: QueueReads;
   /** Per key, the end of the last enqueue of this store in flight (see enqueueTurn). */
   private readonly enqueueing = new Map<string, Promise<void>>();
 
-  constructor(private readonly h: QueueHost) {}
+  constructor(readonly h: QueueHost) {
+    this.reader = new QueueReads(h);
+  }
+
+  /** Key reads made by queued waiters (enqueues and re-checks): a no-herd check for tests. */
+  get reads(): number {
+    return this.reader.count;
+  }
 
   async acquire(
     request: StoreAcquireRequest,
@@ -120,7 +74,7 @@ export class EtcdQueue {
       } finally {
         turn();
       }
-      const end = await this.wait(enq.place, request, options, rt, waitUntil);
+      const end = await waitInQueue(this, enq.place, request, options, rt, waitUntil);
       if (end !== 'gone') return end;
     }
     throw new LeaseholdError(
@@ -199,7 +153,7 @@ export class EtcdQueue {
       session.entries.set(etcdKey, e);
       let res;
       try {
-        this.reads++;
+        this.reader.count++;
         res = await h.run(() =>
           h.client.kv.txn(
             enqueueTxn({
@@ -239,9 +193,9 @@ export class EtcdQueue {
       const kvs = (range?.kvs ?? []) as unknown as Kv[];
       const place: Place = { e, session, entryKey, ahead: undefined as unknown as Kv, readRev: 0n };
       try {
-        let ahead = this.aheadIn(kvs, request.key, e.token);
+        let ahead = this.reader.aheadIn(kvs, request.key, e.token);
         if (ahead === undefined && range?.more === true) {
-          ahead = await this.findAhead(request.key, e.token, rt);
+          ahead = await this.reader.findAhead(request.key, e.token, rt);
         }
         if (ahead === undefined) {
           // Granted by this put. The nested transaction recorded the marker if KEY/ was empty
@@ -264,261 +218,8 @@ export class EtcdQueue {
     );
   }
 
-  /**
-   * Parks until the entry ahead is deleted, then re-checks; repeats while another entry is
-   * still ahead. Returns the answer, or `gone` when our place vanished (queue again).
-   */
-  private async wait(
-    place: Place,
-    request: StoreAcquireRequest,
-    options: StoreQueuedOptions,
-    rt: StoreRequestOptions,
-    waitUntil: number,
-  ): Promise<StoreQueuedResult | 'gone'> {
-    const { e, session } = place;
-    const pending = new Set<Wake>();
-    let wake: (() => void) | undefined;
-    const notify = (why: Wake): void => {
-      pending.add(why);
-      wake?.();
-    };
-    e.onGone = () => notify('gone');
-    const onAbort = (): void => notify('aborted');
-    const onClose = (): void => notify('closed');
-    options.signal.addEventListener('abort', onAbort, { once: true });
-    this.h.closing.addEventListener('abort', onClose, { once: true });
-    // The entry lives only as long as its session: keep it alive while we wait (rounds are
-    // shared with every other lease and waiter on the session). TTL 0 kills the session,
-    // which marks our entry gone.
-    const keepEveryMs = Math.max(200, Math.floor((session.ttlS * 1000) / 3));
-    const keeper = setInterval(() => {
-      this.h.pool
-        .confirm(session, performance.now(), rt.timeoutMs, 'strict')
-        .catch(() => undefined);
-    }, keepEveryMs);
-    let watch: AheadWatch | undefined;
-    const stopWatch = (): void => {
-      if (watch === undefined) return;
-      watch.watcher.removeAllListeners('delete');
-      watch.watcher.removeAllListeners('connected');
-      watch.watcher.on('error', () => undefined);
-      watch.watcher.cancel().catch(() => undefined);
-      watch = undefined;
-    };
-    let outcome: 'granted' | 'gone' | 'left' = 'left';
-    try {
-      let failures = 0;
-      let recheck = false;
-      for (;;) {
-        this.throwIfEnded(options.signal);
-        if (e.gone || session.dead) {
-          outcome = 'gone';
-          return 'gone';
-        }
-        let why: Wake | 'gap' | 'retry' = 'retry';
-        try {
-          if (!recheck) {
-            const aheadKey = place.ahead.key.toString('utf8');
-            if (watch === undefined || watch.key !== aheadKey) {
-              stopWatch();
-              watch = await this.watchDeletion(aheadKey, rt, notify);
-            }
-            if (watch.createdRev > place.readRev) {
-              // Something was written between our read and the watch: the entry ahead may
-              // have been deleted in that gap. Read again rather than watch from the past,
-              // which etcd serves only in its 100 ms catch-up batches.
-              why = 'gap';
-            } else {
-              options.onParked?.();
-              why = await this.sleep(pending, (w) => (wake = w), waitUntil, options.pollIntervalMs);
-              wake = undefined;
-            }
-            if (why === 'aborted' || why === 'closed') this.throwIfEnded(options.signal);
-            if (why === 'gone') {
-              outcome = 'gone';
-              return 'gone';
-            }
-            if (why === 'watch') stopWatch();
-          }
-          const check = await this.check(place, request.key, options, rt);
-          failures = 0;
-          recheck = false;
-          if (check.kind === 'gone') {
-            outcome = 'gone';
-            return 'gone';
-          }
-          if (check.kind === 'head') {
-            outcome = 'granted';
-            return this.grant(e, check.validFrom, check.storeAt, false);
-          }
-          place.ahead = check.ahead;
-          place.readRev = check.readRev;
-        } catch (err) {
-          // A transient failure (a member restarting, a leader election) need not cost the
-          // waiter its place: keep the entry, back off, and re-check while the wait lasts.
-          const backoffMs = Math.min(1000, 50 * 2 ** failures) * (0.5 + Math.random() / 2);
-          if (
-            !isLeaseholdError(err, 'ERR_UNAVAILABLE') ||
-            performance.now() + backoffMs >= waitUntil
-          )
-            throw err;
-          failures++;
-          recheck = true;
-          stopWatch();
-          await new Promise((r) => setTimeout(r, backoffMs));
-          continue;
-        }
-        if (why === 'deadline' || performance.now() >= waitUntil) {
-          return await this.giveUp(place, request.key, rt);
-        }
-      }
-    } finally {
-      clearInterval(keeper);
-      stopWatch();
-      e.onGone = undefined;
-      options.signal.removeEventListener('abort', onAbort);
-      this.h.closing.removeEventListener('abort', onClose);
-      if (outcome === 'left') await this.leave(place);
-      else if (outcome === 'gone') this.h.forget(e);
-    }
-  }
-
-  /** Waits for the first pending reason, the backstop poll, or the end of the wait. */
-  private sleep(
-    pending: Set<Wake>,
-    setWake: (w: () => void) => void,
-    waitUntil: number,
-    pollMs: number,
-  ): Promise<Wake> {
-    const take = (): Wake | undefined => {
-      for (const w of ['aborted', 'closed', 'gone', 'deleted', 'watch', 'poll'] as const) {
-        if (pending.has(w)) {
-          pending.clear();
-          return w;
-        }
-      }
-      return undefined;
-    };
-    const ready = take();
-    if (ready !== undefined) return Promise.resolve(ready);
-    const left = waitUntil - performance.now();
-    if (left <= 0) return Promise.resolve('deadline');
-    return new Promise((resolve) => {
-      const byDeadline = left <= pollMs;
-      const timer = setTimeout(
-        () => {
-          setWake(() => undefined);
-          resolve(byDeadline ? 'deadline' : 'poll');
-        },
-        Math.max(1, Math.min(left, pollMs)),
-      );
-      setWake(() => {
-        const w = take();
-        if (w === undefined) return;
-        clearTimeout(timer);
-        setWake(() => undefined);
-        resolve(w);
-      });
-    });
-  }
-
-  /**
-   * Watches the deletion of `key` from now on. The watch has no start revision, so etcd
-   * adds it to its synced watchers and reports a deletion at once; `createdRev` says from
-   * which revision on it covers, so the caller can tell whether its last read is covered.
-   */
-  private async watchDeletion(
-    key: string,
-    rt: StoreRequestOptions,
-    notify: (why: Wake) => void,
-  ): Promise<AheadWatch> {
-    const watcher = this.h.client.watch().key(key).only('delete').watcher();
-    let created = false;
-    try {
-      const createdRev = await withTimeout(
-        new Promise<bigint>((resolve, reject) => {
-          watcher.once('connected', (res: { header: { revision: string } }) =>
-            resolve(BigInt(res.header.revision)),
-          );
-          watcher.once('error', reject);
-        }),
-        rt.timeoutMs,
-        'creating an etcd watch',
-      );
-      created = true;
-      watcher.on('delete', () => notify('deleted'));
-      // After a reconnect etcd3 resumes the watch from its last revision; re-check anyway.
-      watcher.on('connected', () => notify('watch'));
-      watcher.on('error', () => notify('watch'));
-      return { key, watcher, createdRev };
-    } catch (err) {
-      throw toUnavailable(err);
-    } finally {
-      if (!created) {
-        watcher.on('error', () => undefined);
-        watcher.cancel().catch(() => undefined);
-      }
-    }
-  }
-
-  /**
-   * The re-check after a wake-up: a keepalive of our session sent after `validFrom`, and in
-   * parallel a linearizable read that our entry still exists, with our create revision, on
-   * our session lease, and of what is still ahead of it. Both must succeed to grant.
-   */
-  private async check(
-    place: Place,
-    key: string,
-    options: StoreQueuedOptions,
-    rt: StoreRequestOptions,
-  ): Promise<Check> {
-    const { h } = this;
-    const { e, session } = place;
-    const dir = h.layout.dir(key);
-    const dirEnd = prefixEnd(dir);
-    const validFrom = options.now();
-    const storeAt = performance.now();
-    this.reads++;
-    const [alive, res] = await Promise.all([
-      h.pool.confirm(session, storeAt, rt.timeoutMs, 'strict', true).catch((err: unknown) => {
-        throw toUnavailable(err);
-      }),
-      h.run(() =>
-        h.client.kv.txn(
-          recheckTxn({
-            entryKey: place.entryKey,
-            token: e.token,
-            sessionId: session.id,
-            dir,
-            dirEnd,
-            epochKey: h.layout.epoch(),
-            limit: PAGE,
-          }),
-          callOptions(rt),
-        ),
-      ),
-    ]);
-    if (!res.succeeded || !alive || e.gone) return { kind: 'gone' };
-    const range = res.responses[0]?.response_range;
-    let ahead = this.aheadIn(range?.kvs ?? [], key, e.token);
-    if (ahead === undefined && range?.more === true) ahead = await this.findAhead(key, e.token, rt);
-    if (ahead === undefined) {
-      const view = h.epoch.admit(res.header, res.responses[1]?.response_range?.kvs);
-      // Queued before the fencing epoch was raised: its revision is not above the floor
-      // (`leasehold epoch` deletes such entries; this one's delete may still be on its way).
-      if (e.token <= view.rev) return { kind: 'gone' };
-      e.base = view.base;
-      return { kind: 'head', validFrom, storeAt };
-    }
-    return { kind: 'behind', ahead: ahead.kv, readRev: ahead.rev ?? BigInt(res.header.revision) };
-  }
-
   /** The wait ran out with an entry still ahead: leave the queue and answer busy. */
-  private async giveUp(
-    place: Place,
-    key: string,
-    rt: StoreRequestOptions,
-  ): Promise<StoreQueuedResult> {
+  async giveUp(place: Place, key: string, rt: StoreRequestOptions): Promise<StoreQueuedResult> {
     await this.leave(place);
     const { h } = this;
     const dir = h.layout.dir(key);
@@ -560,12 +261,7 @@ export class EtcdQueue {
    * release may overtake it; both are conditional on our entry, so neither can overwrite a
    * later grant's marker).
    */
-  private grant(
-    e: HeldEntry,
-    validFrom: number,
-    storeAt: number,
-    marked: boolean,
-  ): StoreQueuedResult {
+  grant(e: HeldEntry, validFrom: number, storeAt: number, marked: boolean): StoreQueuedResult {
     e.waiting = false;
     if (!marked) {
       e.markOnRelease = true;
@@ -581,7 +277,7 @@ export class EtcdQueue {
   }
 
   /** Removes our entry (only while it is still ours); what fails is left to the sweep. */
-  private async leave(place: Place): Promise<void> {
+  async leave(place: Place): Promise<void> {
     const { h } = this;
     const { e } = place;
     e.waiting = false;
@@ -590,18 +286,7 @@ export class EtcdQueue {
     try {
       await h.run(() =>
         h.client.kv.txn(
-          {
-            compare: [
-              {
-                key: place.entryKey,
-                target: 'Create',
-                result: 'Equal',
-                create_revision: e.token.toString(),
-              },
-            ],
-            success: [{ request_delete_range: { key: place.entryKey } }],
-            failure: [],
-          },
+          deleteByRevisionTxn(place.entryKey, e.token),
           callOptions({ timeoutMs: 5000 }),
         ),
       );
@@ -622,50 +307,7 @@ export class EtcdQueue {
     ).catch(() => undefined);
   }
 
-  /** The newest entry of exactly `key` created before `below`, in a newest-first page. */
-  private aheadIn(
-    kvs: readonly Kv[],
-    key: string,
-    below: bigint,
-  ): { kv: Kv; rev: bigint | undefined } | undefined {
-    for (const kv of kvs) {
-      if (BigInt(kv.create_revision) >= below) continue;
-      if (this.h.layout.parseEntry(kv.key)?.key === key) return { kv, rev: undefined };
-    }
-    return undefined;
-  }
-
-  /** Pages backwards through `KEY/` when a page held only longer keys' entries (`KEY/x/…`). */
-  private async findAhead(
-    key: string,
-    below: bigint,
-    rt: StoreRequestOptions,
-  ): Promise<{ kv: Kv; rev: bigint } | undefined> {
-    const { h } = this;
-    const dir = h.layout.dir(key);
-    const dirEnd = prefixEnd(dir);
-    let from = below;
-    for (let page = 0; page < 10_000; page++) {
-      this.reads++;
-      const res = await h.run(() =>
-        h.client.kv.txn(
-          { compare: [], success: [aheadRange(dir, dirEnd, from, PAGE)], failure: [] },
-          callOptions(rt),
-        ),
-      );
-      const range = res.responses[0]?.response_range;
-      const kvs = (range?.kvs ?? []) as unknown as Kv[];
-      for (const kv of kvs) {
-        if (h.layout.parseEntry(kv.key)?.key === key)
-          return { kv, rev: BigInt(res.header.revision) };
-      }
-      if (range?.more !== true || kvs.length === 0) return undefined;
-      from = BigInt(kvs[kvs.length - 1]!.create_revision);
-    }
-    return undefined;
-  }
-
-  private throwIfEnded(signal: AbortSignal): void {
+  throwIfEnded(signal: AbortSignal): void {
     if (this.h.closing.aborted) throw closedError();
     if (signal.aborted) throw abortReason(signal);
   }

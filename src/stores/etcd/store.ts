@@ -1,6 +1,4 @@
 import { setMaxListeners } from 'node:events';
-import { Etcd3, type IOptions, type ITxnResponse, type Watcher } from 'etcd3';
-import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
   QueueingLeaseStore,
@@ -15,65 +13,17 @@ import type {
   Unwatch,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
-import { EpochGate, epochRangeOp, type EpochView } from './epoch.js';
+import { TryAcquire, firstDirect } from './acquire.js';
+import { SessionPool } from './batch.js';
+import { openEtcdClient, type EtcdClient, type EtcdWatcher } from './client.js';
+import { EpochGate, epochRangeOp } from './epoch.js';
+import { closedError, toUnavailable } from './errors.js';
+import { HeldEntries } from './held-entries.js';
 import { decodeEntry, encodeEntry, holderFromEntry, KeyLayout, prefixEnd } from './keys.js';
-import {
-  callOptions,
-  contendersRange,
-  isLeaseNotFound,
-  toUnavailable,
-  type Kv,
-} from './queries.js';
+import { watchContenders, watchNamespaceDeletes } from './notify.js';
+import { resolveEtcdStoreOptions, type EtcdLeaseStoreOptions } from './options.js';
+import { callOptions, contendersRange, readTxn, type Kv } from './queries.js';
 import { EtcdQueue } from './queue.js';
-import { closedError, SessionPool, withTimeout, type HeldEntry, type Session } from './session.js';
-
-/** Options for {@link EtcdLeaseStore}. */
-export interface EtcdLeaseStoreOptions {
-  /**
-   * etcd client URLs (`http://10.0.0.1:2379`), or an existing `Etcd3` client in `client`.
-   * Defaults to `http://127.0.0.1:2379`.
-   */
-  readonly hosts?: string | readonly string[];
-  /** A client to use instead of `hosts`. The store does not close it. */
-  readonly client?: Etcd3;
-  /**
-   * More `etcd3` client options when the store makes its own client: TLS as
-   * `credentials: { rootCertificate, certChain?, privateKey? }` (PEM buffers; use `https://`
-   * hosts) and an etcd user as `auth: { username, password }`. The user's role needs
-   * readwrite on the `namespace` prefix only. Defaults to none.
-   */
-  readonly clientOptions?: Omit<IOptions, 'hosts'>;
-  /**
-   * Prepended to every etcd key. With the default `''`, leasehold key `jobs/nightly` is
-   * exactly what `etcdctl lock jobs/nightly` locks; with `'locks/'`, it is
-   * `etcdctl lock locks/jobs/nightly`. Defaults to `''`.
-   */
-  readonly namespace?: string;
-  /**
-   * The shortest TTL this store accepts. etcd TTLs are whole seconds, and the server raises a
-   * TTL below 1.5 × its election timeout (2 s with default settings) to that minimum; the
-   * client refuses shorter TTLs rather than being surprised by longer ones. Set 1000 for a
-   * server with `--election-timeout` ≤ 666 ms. Defaults to 2000.
-   */
-  readonly minTtlMs?: number;
-  /**
-   * Extra etcd TTL of each shared session over its leases' TTL, in whole seconds. A
-   * keepalive sent within (headroom − 200 ms) before an acquire covers it, so an acquire on a
-   * recently kept-alive session is one round trip. A crashed holder's entries disappear up to
-   * this much later than their TTL (TTLs are lower bounds). Defaults to 1.
-   */
-  readonly sessionHeadroomS?: number;
-  /**
-   * Renewals wait for a keepalive of their session sent after they began; all renewals
-   * waiting share one. Rounds of one session are at least this far apart, which bounds
-   * renewal traffic at 1000 / renewBatchMs keepalives per second per session whatever the
-   * number of leases, and adds at most this much to a renewal's latency. Defaults to 100.
-   */
-  readonly renewBatchMs?: number;
-}
-
-const DEFAULT_HOSTS = ['http://127.0.0.1:2379'];
-const HEADROOM_SAFETY_MS = 200;
 
 /**
  * A lease store on etcd v3, following etcd's own lock recipe (`concurrency.Mutex`): a
@@ -110,59 +60,34 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   readonly kind = 'etcd';
   readonly capabilities: StoreCapabilities;
   /** The etcd client (yours if you passed one). */
-  readonly client: Etcd3;
+  readonly client: EtcdClient;
   private readonly ownsClient: boolean;
   private readonly layout: KeyLayout;
   private readonly pool: SessionPool;
   private readonly headroomMs: number;
-  /** Entries this instance holds, by etcd key. */
-  private readonly held = new Map<string, HeldEntry>();
+  private readonly entries: HeldEntries;
+  private readonly attempt: TryAcquire;
   private readonly queue: EtcdQueue;
   /**
    * The fencing epoch and the restore check (epoch.ts). A restore ends every lease this
    * instance holds or waits for: what etcd says about them now predates what we knew.
    */
   private readonly epoch = new EpochGate(() => {
-    for (const e of [...this.held.values()]) {
-      e.gone = true;
-      this.forget(e);
-      e.onGone?.();
-    }
+    for (const e of [...this.entries.byKey.values()]) this.entries.lose(e);
   });
   private readonly closing = new AbortController();
-  private deleteWatch: Promise<Watcher> | undefined;
+  private deleteWatch: Promise<EtcdWatcher> | undefined;
   private closed = false;
 
   constructor(options: EtcdLeaseStoreOptions = {}) {
-    if (typeof options !== 'object' || options === null)
-      throw invalidArgument('options', 'must be an object', options);
-    const namespace = options.namespace ?? '';
-    if (typeof namespace !== 'string' || /[\u0000-\u001f]/.test(namespace)) {
-      throw invalidArgument('namespace', 'must be a string without control characters', namespace);
-    }
-    const minTtlMs = options.minTtlMs ?? 2000;
-    if (!Number.isInteger(minTtlMs) || minTtlMs < 1000 || minTtlMs % 1000 !== 0) {
-      throw invalidArgument(
-        'minTtlMs',
-        'must be a whole number of seconds, at least 1000',
-        minTtlMs,
-      );
-    }
-    const headroomS = options.sessionHeadroomS ?? 1;
-    if (!Number.isInteger(headroomS) || headroomS < 1 || headroomS > 60) {
-      throw invalidArgument('sessionHeadroomS', 'must be an integer from 1 to 60', headroomS);
-    }
-    this.headroomMs = headroomS * 1000;
-    const renewBatchMs = options.renewBatchMs ?? 100;
-    if (!Number.isInteger(renewBatchMs) || renewBatchMs < 0 || renewBatchMs > 1000) {
-      throw invalidArgument('renewBatchMs', 'must be an integer from 0 to 1000', renewBatchMs);
-    }
+    const o = resolveEtcdStoreOptions(options);
+    this.headroomMs = o.headroomMs;
     this.capabilities = Object.freeze({
       timeAuthority: 'store',
       tokenDurability: 'replicated',
       watch: 'push',
       sharedAcrossProcesses: true,
-      minTtlMs,
+      minTtlMs: o.minTtlMs,
       ttlGranularityMs: 1000,
       // A session lease outlives its entries by the headroom, and the leader checks for
       // expired leases every 500 ms.
@@ -170,48 +95,49 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       // etcd answers TTLs, not instants: expiresAtWallMs below is this client's clock.
       expiryObservedBy: 'client',
     });
-    if (options.client !== undefined) {
-      this.client = options.client;
-      this.ownsClient = false;
-    } else {
-      const hosts = options.hosts ?? DEFAULT_HOSTS;
-      this.client = new Etcd3({
-        ...options.clientOptions,
-        hosts: typeof hosts === 'string' ? hosts : [...hosts],
-      });
-      this.ownsClient = true;
-    }
-    this.layout = new KeyLayout(namespace);
+    this.ownsClient = o.client === undefined;
+    this.client = o.client ?? openEtcdClient(o.hosts, o.clientOptions);
+    this.layout = new KeyLayout(o.namespace);
     this.pool = new SessionPool({
       client: this.client,
       now: () => performance.now(),
-      headroomS,
-      reuseWindowMs: this.headroomMs - HEADROOM_SAFETY_MS,
-      roundGapMs: renewBatchMs,
-      onRound: (s) => this.sweep(s),
+      headroomS: o.headroomS,
+      reuseWindowMs: o.reuseWindowMs,
+      roundGapMs: o.renewBatchMs,
+      onRound: (s) => this.entries.sweep(s),
       onDead: (s) => {
         const entries = [...s.entries.values()];
         s.entries.clear();
         for (const e of entries) {
           e.gone = true;
-          this.held.delete(e.etcdKey);
+          this.entries.byKey.delete(e.etcdKey);
           e.onGone?.();
         }
       },
     });
-    // Every queued waiter listens for close; many at once is normal, not a leak.
-    setMaxListeners(0, this.closing.signal);
-    this.queue = new EtcdQueue({
+    const host = {
       client: this.client,
       layout: this.layout,
       pool: this.pool,
-      held: this.held,
-      closing: this.closing.signal,
-      entryValue: (r) => this.valueOf(r),
-      forget: (e) => this.forget(e),
-      holderInfo: (kv, o) => this.holderInfo(kv, o),
+      entryValue: (r: StoreAcquireRequest) => this.valueOf(r),
+      run: <T>(fn: () => Promise<T>) => this.run(fn),
+    };
+    this.entries = new HeldEntries(host);
+    this.attempt = new TryAcquire({
+      ...host,
+      entries: this.entries,
       epoch: this.epoch,
-      run: (fn) => this.run(fn),
+      holderInfo: (kv, opts) => this.holderInfo(kv, opts),
+    });
+    // Every queued waiter listens for close; many at once is normal, not a leak.
+    setMaxListeners(0, this.closing.signal);
+    this.queue = new EtcdQueue({
+      ...host,
+      held: this.entries.byKey,
+      closing: this.closing.signal,
+      forget: (e) => this.entries.forget(e),
+      holderInfo: (kv, opts) => this.holderInfo(kv, opts),
+      epoch: this.epoch,
     });
   }
 
@@ -245,189 +171,8 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   ): Promise<StoreAcquireResult> {
     this.assertOpen();
     const startedAt = performance.now();
-    const ttlS = Math.ceil(request.ttlMs / 1000);
     await this.ensureDeleteWatch(options.timeoutMs);
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const session = await this.pool.fresh(ttlS, startedAt, options.timeoutMs);
-      try {
-        return await this.tryWith(session, request, options, startedAt);
-      } catch (err) {
-        // The session's etcd lease vanished between our keepalive and the put (it expired
-        // during a pause, or was revoked): the put failed atomically. Start a new session.
-        if (isLeaseNotFound(err)) {
-          this.pool.kill(session);
-          continue;
-        }
-        // Unknown outcome: the put may have committed. Track a ghost that the next keepalive
-        // round deletes (matched by its value, which holds our lease id), so the shared
-        // session cannot keep an entry nobody knows about alive (Jepsen's etcd ghost locks).
-        this.rememberGhost(session, request, startedAt);
-        throw toUnavailable(err);
-      }
-    }
-    throw new LeaseholdError('ERR_UNAVAILABLE', `no live etcd session for ${request.key}`);
-  }
-
-  private async tryWith(
-    session: Session,
-    request: StoreAcquireRequest,
-    options: StoreRequestOptions,
-    startedAt: number,
-  ): Promise<StoreAcquireResult> {
-    const dir = this.layout.dir(request.key);
-    const dirEnd = prefixEnd(dir);
-    const entryKey = this.layout.entry(request.key, session.hex);
-    const value = this.valueOf(request);
-    // Fast path, one round trip: if nobody contends for the key (no entry under KEY/), put
-    // ours and the last-grant marker; otherwise read the contenders in create order. A
-    // busy answer writes nothing.
-    const res = await this.client.kv.txn(
-      {
-        compare: [
-          { key: dir, range_end: dirEnd, target: 'Create', result: 'Equal', create_revision: 0 },
-        ],
-        success: [
-          { request_put: { key: entryKey, value: Buffer.from(value), lease: session.id } },
-          { request_put: { key: this.layout.last(request.key), value: Buffer.alloc(0) } },
-          epochRangeOp(this.layout),
-        ],
-        failure: [{ request_range: contendersRange(dir, dirEnd) }, epochRangeOp(this.layout)],
-      },
-      callOptions(options),
-    );
-    const view = await this.admit(res, res.succeeded ? 2 : 1, entryKey, options);
-    if (res.succeeded) {
-      const revision = BigInt(res.header.revision);
-      this.remember(session, entryKey, request, revision, startedAt, view.base);
-      return {
-        status: 'acquired',
-        token: view.base + revision,
-        expiresAtWallMs: Date.now() + request.ttlMs,
-      };
-    }
-    const kvs = (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[];
-    const holder = this.firstDirect(kvs, request.key);
-    if (holder === undefined) {
-      // Only entries of longer keys (`KEY/x/…`) live under `KEY/`: take etcd's slow path.
-      return this.recipePath(session, request, options, startedAt, entryKey, value);
-    }
-    return this.answerFor(holder, session, request, entryKey, startedAt, options, view);
-  }
-
-  /**
-   * etcd's Mutex recipe, used only when `KEY/` holds entries of longer keys: put our entry if
-   * absent, then check whether a lower create revision exists among KEY's own entries; if
-   * so, delete ours again (conditional on its revision) and answer busy.
-   */
-  private async recipePath(
-    session: Session,
-    request: StoreAcquireRequest,
-    options: StoreRequestOptions,
-    startedAt: number,
-    entryKey: Buffer,
-    value: string,
-  ): Promise<StoreAcquireResult> {
-    const dir = this.layout.dir(request.key);
-    const dirEnd = prefixEnd(dir);
-    const res = await this.client.kv.txn(
-      {
-        compare: [{ key: entryKey, target: 'Create', result: 'Equal', create_revision: 0 }],
-        success: [
-          { request_put: { key: entryKey, value: Buffer.from(value), lease: session.id } },
-          { request_range: contendersRange(dir, dirEnd) },
-          epochRangeOp(this.layout),
-        ],
-        failure: [{ request_range: contendersRange(dir, dirEnd) }, epochRangeOp(this.layout)],
-      },
-      callOptions(options),
-    );
-    const rangeAt = res.succeeded ? 1 : 0;
-    const view = await this.admit(res, rangeAt + 1, entryKey, options);
-    const kvs = (res.responses[rangeAt]?.response_range?.kvs ?? []) as unknown as Kv[];
-    const holder = this.firstDirect(kvs, request.key);
-    const mine = BigInt(res.header.revision);
-    if (res.succeeded && holder !== undefined && holder.key.equals(entryKey)) {
-      await this.client.kv.txn(
-        {
-          compare: [],
-          success: [
-            {
-              request_put: {
-                key: this.layout.last(request.key),
-                value: Buffer.from(mine.toString()),
-              },
-            },
-          ],
-          failure: [],
-        },
-        callOptions(options),
-      );
-      this.remember(session, entryKey, request, mine, startedAt, view.base);
-      return {
-        status: 'acquired',
-        token: view.base + mine,
-        expiresAtWallMs: Date.now() + request.ttlMs,
-      };
-    }
-    if (res.succeeded) {
-      await this.deleteByRevision(entryKey, mine, options);
-    }
-    if (holder === undefined) {
-      throw new LeaseholdError('ERR_UNAVAILABLE', `contention on ${request.key} did not settle`);
-    }
-    return this.answerFor(holder, session, request, entryKey, startedAt, options, view);
-  }
-
-  /**
-   * The epoch a granting transaction read (its response `at`). When the store refuses (a
-   * restore it noticed), an entry the transaction put is deleted again before the refusal is
-   * thrown, so that it does not hold the key for other instances.
-   */
-  private async admit(
-    res: ITxnResponse,
-    at: number,
-    entryKey: Buffer,
-    options: StoreRequestOptions,
-  ): Promise<EpochView> {
-    try {
-      return this.epoch.admit(res.header, res.responses[at]?.response_range?.kvs);
-    } catch (err) {
-      if (res.succeeded) {
-        await this.deleteByRevision(entryKey, BigInt(res.header.revision), options).catch(
-          () => undefined,
-        );
-      }
-      throw err;
-    }
-  }
-
-  /** `acquired` for our own live entry with the same lease id (a retry), `busy` otherwise. */
-  private async answerFor(
-    holder: Kv,
-    session: Session,
-    request: StoreAcquireRequest,
-    entryKey: Buffer,
-    startedAt: number,
-    options: StoreRequestOptions,
-    view: EpochView,
-  ): Promise<StoreAcquireResult> {
-    const revision = BigInt(holder.create_revision);
-    const decoded = decodeEntry(holder.value.toString('utf8'));
-    if (!('foreign' in decoded) && decoded.leaseId === request.leaseId) {
-      if (revision <= view.rev) {
-        // Our own entry, from before the fencing epoch: its token is not above the floor.
-        throw new LeaseholdError(
-          'ERR_UNAVAILABLE',
-          `the lease on ${request.key} was granted before the fencing epoch was raised; acquire it anew`,
-        );
-      }
-      if (holder.key.equals(entryKey)) {
-        this.remember(session, entryKey, request, revision, startedAt, view.base);
-      }
-      return { status: 'acquired', token: view.base + revision };
-    }
-    const info = await this.holderInfo(holder, options);
-    return { status: 'busy', holder: info, retryAfterMs: info.remainingMs };
+    return this.attempt.acquire(request, options, startedAt);
   }
 
   async renew(
@@ -436,12 +181,12 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   ): Promise<StoreRenewResult> {
     this.assertOpen();
     const startedAt = performance.now();
-    const e = this.findHeld(lease);
+    const e = this.entries.find(lease);
     if (e === undefined || e.ending) return { status: 'lost' };
     if (startedAt > e.expiresLocal) {
       // Its TTL has passed since the last renewal: the owner's deadline passed long ago. The
       // entry may still live in a shared session; end it for everyone now.
-      await this.drop(e, options);
+      await this.entries.drop(e, options);
       return { status: 'lost' };
     }
     let ok: boolean;
@@ -458,14 +203,14 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
     this.assertOpen();
-    const e = this.findHeld(lease);
+    const e = this.entries.find(lease);
     if (e !== undefined) {
       const wasHeld = !e.ending && !e.gone;
       e.ending = true;
       // If this delete fails, the entry stays tracked and the next keepalive round retries.
       // A delete the sweep already sent for it is this release's delete too.
-      const deleted = await this.deleteOnce(e, options);
-      this.forget(e);
+      const deleted = await this.entries.deleteOnce(e, options);
+      this.entries.forget(e);
       return deleted && wasHeld ? { status: 'released' } : { status: 'not_owner' };
     }
     // Not ours in memory (another instance, or a lease from before a restart): find the
@@ -473,14 +218,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     const dir = this.layout.dir(lease.key);
     const res = await this.run(() =>
       this.client.kv.txn(
-        {
-          compare: [],
-          success: [
-            { request_range: contendersRange(dir, prefixEnd(dir)) },
-            epochRangeOp(this.layout),
-          ],
-          failure: [],
-        },
+        readTxn({ request_range: contendersRange(dir, prefixEnd(dir)) }, epochRangeOp(this.layout)),
         callOptions(options),
       ),
     );
@@ -490,7 +228,11 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       if (this.layout.parseEntry(kv.key)?.key !== lease.key) continue;
       const d = decodeEntry(kv.value.toString('utf8'));
       if ('foreign' in d || d.leaseId !== lease.leaseId) continue;
-      const deleted = await this.deleteByRevision(kv.key, BigInt(kv.create_revision), options);
+      const deleted = await this.entries.deleteByRevision(
+        kv.key,
+        BigInt(kv.create_revision),
+        options,
+      );
       return deleted ? { status: 'released' } : { status: 'not_owner' };
     }
     return { status: 'not_owner' };
@@ -501,22 +243,18 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     const dir = this.layout.dir(key);
     const res = await this.run(() =>
       this.client.kv.txn(
-        {
-          compare: [],
-          success: [
-            { request_range: contendersRange(dir, prefixEnd(dir)) },
-            { request_range: { key: this.layout.last(key) } },
-            epochRangeOp(this.layout),
-          ],
-          failure: [],
-        },
+        readTxn(
+          { request_range: contendersRange(dir, prefixEnd(dir)) },
+          { request_range: { key: this.layout.last(key) } },
+          epochRangeOp(this.layout),
+        ),
         callOptions(options),
       ),
     );
     const view = this.epoch.see(res.header, res.responses[2]?.response_range?.kvs);
     const kvs = (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[];
     const lastKv = (res.responses[1]?.response_range?.kvs ?? [])[0] as unknown as Kv | undefined;
-    const holderKv = this.firstDirect(kvs, key);
+    const holderKv = firstDirect(this.layout, kvs, key);
     const holder = holderKv === undefined ? undefined : await this.holderInfo(holderKv, options);
     // A marker from before the epoch names no token of this epoch.
     const lastRev = lastKv === undefined ? 0n : lastTokenOf(lastKv);
@@ -530,19 +268,15 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     const start = Buffer.from(this.layout.namespace + prefix, 'utf8');
     const res = await this.run(() =>
       this.client.kv.txn(
-        {
-          compare: [],
-          success: [
-            {
-              request_range: {
-                key: start.length === 0 ? Buffer.from([0]) : start,
-                range_end: prefixEnd(start),
-              },
+        readTxn(
+          {
+            request_range: {
+              key: start.length === 0 ? Buffer.from([0]) : start,
+              range_end: prefixEnd(start),
             },
-            epochRangeOp(this.layout),
-          ],
-          failure: [],
-        },
+          },
+          epochRangeOp(this.layout),
+        ),
         callOptions(options),
       ),
     );
@@ -570,32 +304,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
 
   async watch(key: string, onChange: () => void): Promise<Unwatch> {
     this.assertOpen();
-    const dir = this.layout.dir(key);
-    // No start revision: the watcher starts synced at the current revision, so events reach
-    // it at once (a watcher started in the past is caught up only every 100 ms). The caller
-    // re-checks after this resolves, so nothing before it is missed.
-    const watcher = await this.run(() =>
-      withTimeout(
-        this.client
-          .watch()
-          .inRange({ start: dir, end: prefixEnd(dir) })
-          .create(),
-        5000,
-        'creating an etcd watch',
-      ),
-    );
-    const fire = (): void => onChange();
-    watcher.on('data', fire);
-    // After a reconnect events may have been missed: wake the waiter to re-check.
-    watcher.on('connected', fire);
-    watcher.on('error', fire);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      watcher.removeListener('data', fire);
-      watcher.cancel().catch(() => undefined);
-    };
+    return watchContenders(this.client, this.layout, key, onChange, (fn) => this.run(fn));
   }
 
   async close(): Promise<void> {
@@ -605,64 +314,12 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     const w = this.deleteWatch;
     this.deleteWatch = undefined;
     if (w !== undefined) await w.then((x) => x.cancel()).catch(() => undefined);
-    this.held.clear();
+    this.entries.byKey.clear();
     await this.pool.close(2000);
     if (this.ownsClient) this.client.close();
   }
 
   // ---------------------------------------------------------------------------------------
-
-  private remember(
-    session: Session,
-    entryKey: Buffer,
-    request: StoreAcquireRequest,
-    token: bigint,
-    startedAt: number,
-    base: bigint,
-  ): void {
-    const etcdKey = entryKey.toString('utf8');
-    const prior = this.held.get(etcdKey);
-    if (prior !== undefined && prior.token === token) return;
-    const e: HeldEntry = {
-      etcdKey,
-      key: request.key,
-      leaseId: request.leaseId,
-      token,
-      base,
-      value: this.valueOf(request),
-      session,
-      ttlMs: request.ttlMs,
-      expiresLocal: startedAt + request.ttlMs,
-      gone: false,
-      ending: false,
-      waiting: false,
-      markOnRelease: false,
-    };
-    this.held.set(etcdKey, e);
-    session.entries.set(etcdKey, e);
-  }
-
-  /** Tracks an entry an acquire may or may not have written, for deletion by value. */
-  private rememberGhost(session: Session, request: StoreAcquireRequest, startedAt: number): void {
-    const etcdKey = this.layout.entry(request.key, session.hex).toString('utf8');
-    if (this.held.has(etcdKey)) return;
-    const e: HeldEntry = {
-      etcdKey,
-      key: request.key,
-      leaseId: request.leaseId,
-      token: 0n,
-      value: this.valueOf(request),
-      session,
-      ttlMs: request.ttlMs,
-      expiresLocal: startedAt,
-      gone: false,
-      ending: true,
-      waiting: false,
-      markOnRelease: false,
-    };
-    this.held.set(etcdKey, e);
-    session.entries.set(etcdKey, e);
-  }
 
   private valueOf(request: StoreAcquireRequest): string {
     return encodeEntry({
@@ -672,116 +329,6 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
       ttlMs: request.ttlMs,
       headroomMs: this.headroomMs,
     });
-  }
-
-  private findHeld(lease: StoreLeaseRef): HeldEntry | undefined {
-    for (const s of this.pool.sessions()) {
-      const e = this.held.get(this.layout.entry(lease.key, s.hex).toString('utf8'));
-      if (e === undefined || e.leaseId !== lease.leaseId) continue;
-      if ((e.base ?? 0n) + e.token === lease.token) return e;
-    }
-    return undefined;
-  }
-
-  private forget(e: HeldEntry): void {
-    if (this.held.get(e.etcdKey) === e) this.held.delete(e.etcdKey);
-    if (e.session.entries.get(e.etcdKey) === e) e.session.entries.delete(e.etcdKey);
-  }
-
-  /** Ends an entry for good: deleted now if possible, else by a later keepalive round. */
-  private async drop(e: HeldEntry, options: StoreRequestOptions): Promise<void> {
-    e.ending = true;
-    try {
-      await this.deleteOnce(e, options);
-      this.forget(e);
-    } catch {
-      // stays tracked; the next round's sweep retries
-    }
-  }
-
-  /**
-   * Before each keepalive round: deletes entries that are released-but-not-deleted, ghosts,
-   * and entries whose TTL has passed since their last renewal. Those must not ride along on
-   * a session that other leases keep alive. An entry whose delete is in flight (a release)
-   * is left to that delete.
-   */
-  private sweep(s: Session): void {
-    const now = performance.now();
-    for (const e of [...s.entries.values()]) {
-      if (e.waiting || e.deleting !== undefined) continue;
-      if (e.ending || now > e.expiresLocal) {
-        void this.drop(e, { timeoutMs: 5000, signal: new AbortController().signal });
-      }
-    }
-  }
-
-  /**
-   * Deletes a tracked entry, sharing a delete already in flight for it (see
-   * {@link HeldEntry.deleting}); a delete that fails may be sent again.
-   */
-  private deleteOnce(e: HeldEntry, options: StoreRequestOptions): Promise<boolean> {
-    if (e.deleting !== undefined) return e.deleting;
-    const p = this.deleteEntry(e, options);
-    e.deleting = p;
-    p.catch(() => {
-      if (e.deleting === p) e.deleting = undefined;
-    });
-    return p;
-  }
-
-  /** Deletes a tracked entry: by create revision, or by its exact value for a ghost. */
-  private async deleteEntry(e: HeldEntry, options: StoreRequestOptions): Promise<boolean> {
-    if (e.token !== 0n) {
-      const mark = e.markOnRelease ? this.layout.last(e.key) : undefined;
-      return this.deleteByRevision(Buffer.from(e.etcdKey), e.token, options, mark);
-    }
-    const key = Buffer.from(e.etcdKey);
-    const res = await this.run(() =>
-      this.client.kv.txn(
-        {
-          compare: [{ key, target: 'Value', result: 'Equal', value: Buffer.from(e.value) }],
-          success: [{ request_delete_range: { key } }],
-          failure: [],
-        },
-        callOptions(options),
-      ),
-    );
-    return res.succeeded;
-  }
-
-  /**
-   * Deletes `key` only while its create revision is still `token`; with `markLast`, records
-   * `token` as the key's last grant in the same transaction.
-   */
-  private async deleteByRevision(
-    key: Buffer,
-    token: bigint,
-    options: StoreRequestOptions,
-    markLast?: Buffer,
-  ): Promise<boolean> {
-    const res = await this.run(() =>
-      this.client.kv.txn(
-        {
-          compare: [{ key, target: 'Create', result: 'Equal', create_revision: token.toString() }],
-          success:
-            markLast === undefined
-              ? [{ request_delete_range: { key } }]
-              : [
-                  { request_delete_range: { key } },
-                  { request_put: { key: markLast, value: Buffer.from(token.toString()) } },
-                ],
-          failure: [],
-        },
-        callOptions(options),
-      ),
-    );
-    return res.succeeded;
-  }
-
-  /** The lowest-create-revision entry that belongs to exactly `key` (not `key/x`). */
-  private firstDirect(kvs: readonly Kv[], key: string): Kv | undefined {
-    for (const kv of kvs) if (this.layout.parseEntry(kv.key)?.key === key) return kv;
-    return undefined;
   }
 
   private async holderInfo(kv: Kv, options: StoreRequestOptions): Promise<HolderInfo> {
@@ -801,57 +348,21 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   }
 
   /**
-   * Watches deletions in the namespace, so that a renewal notices an entry deleted behind
-   * its back (`etcdctl del`, a revoke by an operator) without reading every held key: the
-   * check costs nothing per renewal. Created before the first grant, so no deletion of an
-   * entry this instance holds can precede it.
+   * The namespace's deletion watch (notify.ts), created before the first grant: a renewal
+   * then notices an entry deleted behind its back. A deletion after the entry's grant ends it.
    */
-  private ensureDeleteWatch(timeoutMs: number): Promise<Watcher> {
-    this.deleteWatch ??= (async () => {
-      const start = Buffer.from(this.layout.namespace, 'utf8');
-      const watcher = this.client
-        .watch()
-        .inRange({ start: start.length === 0 ? Buffer.from([0]) : start, end: prefixEnd(start) })
-        // etcd3's `ignore(op)` is an alias of `only(op)`: `only('delete')` is what asks
-        // etcd to filter out puts (FilterType NOPUT).
-        .only('delete')
-        .watcher();
-      const creating = new Promise<Watcher>((resolve, reject) => {
-        watcher.once('connected', () => resolve(watcher));
-        watcher.once('error', reject);
-      });
-      // etcd3 retries a watch whose authentication fails, forever and silently: a wrong
-      // password would look like a slow server. One read of the namespace alongside answers
-      // with the real cause (authentication failed, permission denied) at once.
-      const probe = this.client
-        .get(start.length === 0 ? '\u0001' : this.layout.namespace)
-        .options(callOptions({ timeoutMs }))
-        .exec();
-      let w: Watcher;
-      try {
-        [w] = await withTimeout(
-          Promise.all([creating, probe]),
-          timeoutMs,
-          'creating the etcd deletion watch',
-        );
-      } catch (err) {
-        // Detached, a watch etcd3 could not create stops its reconnect timers (which would
-        // otherwise keep the process alive after close()).
-        void watcher.cancel().catch(() => undefined);
-        throw err;
-      }
-      w.on('delete', (kv: { key: Buffer; mod_revision: string }) => {
-        const e = this.held.get(kv.key.toString('utf8'));
-        if (e !== undefined && e.token !== 0n && BigInt(kv.mod_revision) > e.token) {
-          e.gone = true;
-          this.forget(e);
-          e.onGone?.();
-        }
-      });
-      return w;
-    })().catch((err: unknown) => {
+  private ensureDeleteWatch(timeoutMs: number): Promise<EtcdWatcher> {
+    this.deleteWatch ??= watchNamespaceDeletes(
+      this.client,
+      this.layout,
+      timeoutMs,
+      (etcdKey, modRevision) => {
+        const e = this.entries.byKey.get(etcdKey);
+        if (e !== undefined && e.token !== 0n && modRevision > e.token) this.entries.lose(e);
+      },
+    ).catch((err: unknown) => {
       this.deleteWatch = undefined;
-      throw toUnavailable(err);
+      throw err;
     });
     return this.deleteWatch;
   }

@@ -1,58 +1,8 @@
-import type { Etcd3 } from 'etcd3';
 import { LeaseholdError } from '../../core/errors.js';
+import type { EtcdClient } from './client.js';
+import { closedError, withTimeout } from './errors.js';
+import type { HeldEntry } from './held-entries.js';
 import { leaseHex } from './keys.js';
-
-/** One contender entry this store instance holds, and what it needs to renew or sweep it. */
-export interface HeldEntry {
-  /** The etcd key of the entry (`NS + key + "/" + hex`). */
-  readonly etcdKey: string;
-  readonly key: string;
-  readonly leaseId: string;
-  /**
-   * The entry's create revision (a grant's token); 0n for a ghost (an acquire whose outcome is
-   * unknown) and for a queued waiter's entry until its put is answered.
-   */
-  token: bigint;
-  /** The fencing epoch's base when it was granted (epoch.ts): its token is base + `token`. */
-  base?: bigint;
-  /** The entry's exact value (it contains the lease id): deletes of ghosts compare it. */
-  readonly value: string;
-  readonly session: Session;
-  /** Requested TTL in ms. */
-  ttlMs: number;
-  /**
-   * Local monotonic time after which the owner has certainly given the lease up: the last
-   * renew (or acquire) call plus its TTL. Never earlier than the client's own deadline, which
-   * is measured from before that call. Past it, the store deletes the entry (sweep).
-   */
-  expiresLocal: number;
-  /** Set when the entry's deletion was observed (release, sweep, operator `etcdctl del`). */
-  gone: boolean;
-  /**
-   * Set while a queued waiter owns the entry and has not been granted yet: the waiter keeps
-   * it alive and removes it itself, so the sweep leaves it alone.
-   */
-  waiting: boolean;
-  /**
-   * Granted without the last-grant marker in the same transaction (after queueing): its
-   * release records the marker too, in the delete's transaction.
-   */
-  markOnRelease: boolean;
-  /**
-   * The delete of this entry in flight, if any. A release and the sweep before a keepalive
-   * round share it: a second delete would find the entry gone, and whichever reached etcd
-   * first would decide which caller is told the entry was never there.
-   */
-  deleting?: Promise<boolean> | undefined;
-  /** Called once when the entry is found gone (deleted, or its session died). */
-  onGone?: (() => void) | undefined;
-  /**
-   * Set once the owner released it, it was found expired, or it is a ghost: it only waits
-   * for its deletion to succeed. It stays tracked until then, because a shared session would
-   * otherwise keep an untracked entry alive for as long as any other lease is renewed.
-   */
-  ending: boolean;
-}
 
 interface Round {
   readonly session: Session;
@@ -102,7 +52,7 @@ export class Session {
 
 /** Options of a {@link SessionPool}. */
 export interface SessionPoolOptions {
-  readonly client: Etcd3;
+  readonly client: EtcdClient;
   readonly now: () => number;
   /** Extra etcd TTL over the requested TTL, in whole seconds. */
   readonly headroomS: number;
@@ -116,7 +66,7 @@ export interface SessionPoolOptions {
   readonly onDead: (session: Session) => void;
 }
 
-type KeepAliveStream = Awaited<ReturnType<Etcd3['leaseClient']['leaseKeepAlive']>>;
+type KeepAliveStream = Awaited<ReturnType<EtcdClient['leaseClient']['leaseKeepAlive']>>;
 
 /**
  * The sessions of one store instance: grants them, keeps them alive in coalesced rounds over
@@ -380,28 +330,4 @@ export class SessionPool {
 
 function slotOf(ttlS: number, lane: number): string {
   return `${ttlS}/${lane}`;
-}
-
-export function closedError(): LeaseholdError {
-  return new LeaseholdError('ERR_CLOSED', 'the etcd lease store was closed');
-}
-
-/** Rejects with ERR_UNAVAILABLE when `p` does not settle within `ms`. */
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(
-      () => reject(new LeaseholdError('ERR_UNAVAILABLE', `${what} took longer than ${ms}ms`)),
-      ms,
-    );
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(t);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
 }

@@ -1,0 +1,66 @@
+import {
+  EtcdAuthenticationFailedError,
+  EtcdPermissionDeniedError,
+  EtcdUserNotFoundError,
+} from 'etcd3';
+import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+
+/**
+ * How the etcd store's failures reach the client: a driver error becomes `ERR_UNAVAILABLE`
+ * (the client reports `unavailable`, never `busy`); a closed store is `ERR_CLOSED`.
+ *
+ * This module imports etcd3's error classes as values, so `import('leasehold/etcd')` without
+ * etcd3 installed fails at once with Node's "Cannot find package 'etcd3'" (decision 012).
+ */
+
+/** etcd's answer when a put names a lease that has expired or was revoked. */
+export function isLeaseNotFound(err: unknown): boolean {
+  return err instanceof Error && /lease not found/i.test(err.message);
+}
+
+/**
+ * Wraps a driver error as `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`),
+ * with a hint for the errors a locked-down cluster gives a misconfigured client.
+ */
+export function toUnavailable(err: unknown): unknown {
+  if (isLeaseholdError(err)) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new LeaseholdError('ERR_UNAVAILABLE', `etcd lease store: ${message}${hintFor(err)}`, {
+    cause: err,
+  });
+}
+
+function hintFor(err: unknown): string {
+  if (err instanceof EtcdAuthenticationFailedError || err instanceof EtcdUserNotFoundError) {
+    return ' (check the user name and password given to the store)';
+  }
+  if (err instanceof EtcdPermissionDeniedError) {
+    return " (the etcd user's role needs readwrite on every key under the store's namespace: etcdctl role grant-permission ROLE --prefix=true readwrite NAMESPACE)";
+  }
+  return '';
+}
+
+/** The error every call on a closed store throws. */
+export function closedError(): LeaseholdError {
+  return new LeaseholdError('ERR_CLOSED', 'the etcd lease store was closed');
+}
+
+/** Rejects with ERR_UNAVAILABLE when `p` does not settle within `ms`. */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(
+      () => reject(new LeaseholdError('ERR_UNAVAILABLE', `${what} took longer than ${ms}ms`)),
+      ms,
+    );
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(t);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
