@@ -39,8 +39,6 @@ import { releaseChangeFeed, retainChangeFeed, type ChangeFeed } from './notify.j
 import { resolveSqliteStoreOptions, type SqliteLeaseStoreOptions } from './options.js';
 import { prepareLeaseTransactions, type LeaseTransactions } from './transactions.js';
 
-export type { SqliteLeaseStoreOptions } from './options.js';
-
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'machine_monotonic',
   tokenDurability: 'durable',
