@@ -29,6 +29,7 @@ export function contentionError(key: string): LeaseholdError {
   return new LeaseholdError('ERR_UNAVAILABLE', `contention on ${key} did not settle`);
 }
 
+/** The store was closed before or while the request ran. */
 export function closedError(): LeaseholdError {
   return new LeaseholdError('ERR_CLOSED', 'the SQLite lease store was closed');
 }

@@ -44,11 +44,13 @@ export function hasRoom(row: LeaseRow, request: StoreAcquireRequest): boolean {
   return topOf(row) + BigInt(tokenBlockOf(request)) <= LIMITS.maxToken;
 }
 
+/** Whole ms until the row's lease expires, rounded up; 0 once it has. */
 export function remainingMs(row: LeaseRow, nowUs: bigint): number {
   const us = row.expires_us - nowUs;
   return us > 0n ? Number((us + 999n) / 1000n) : 0;
 }
 
+/** The row's holder as the contract reports it (a prefix of the lease id only). */
 export function holderOf(row: LeaseRow, nowUs: bigint): HolderInfo {
   return {
     ownerId: row.owner_id ?? '',

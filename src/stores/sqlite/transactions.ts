@@ -24,6 +24,7 @@ export interface HandOffParams {
   readonly acquire: Params;
 }
 
+/** What a hand-off did: whether it released, and the grant or the holder that kept it. */
 export interface HandOffOutcome {
   readonly released: boolean;
   readonly granted: { token: bigint } | undefined;
