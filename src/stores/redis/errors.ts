@@ -21,10 +21,12 @@ export function unreachableError(err: unknown): LeaseholdError {
   return new LeaseholdError('ERR_UNAVAILABLE', `Redis is not reachable: ${why}`, { cause: err });
 }
 
+/** The caller's signal fired while the store waited for the connection. */
 export function abortedError(signal: AbortSignal | undefined): LeaseholdError {
   return new LeaseholdError('ERR_ABORTED', 'the operation was aborted', { cause: signal?.reason });
 }
 
+/** The store was closed before or while the request ran. */
 export function closedError(): LeaseholdError {
   return new LeaseholdError('ERR_CLOSED', 'the Redis lease store was closed');
 }
