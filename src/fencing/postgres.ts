@@ -8,15 +8,14 @@ import {
   checkout,
   renderSql,
   resolveConnection,
-  sqlState,
   timeoutPrefix,
-  unavailable,
   type PgPool,
   type PgPoolClient,
   type PgResult,
   type PostgresConnectionOptions,
   type SqlParam,
 } from '../stores/postgres/client.js';
+import { sqlState, unavailable } from '../stores/postgres/errors.js';
 import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
 import { fenceStatements, REFUSED_STATE, type FenceStatements } from './postgres-statements.js';

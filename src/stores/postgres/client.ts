@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { parseInt8Text } from '../../core/validate.js';
+import { unavailable } from './errors.js';
 
 /**
  * The part of a `pg.Pool` leasehold uses: structural, so that the declarations do not
@@ -215,6 +217,9 @@ export interface PgResult {
   readonly rowCount: number | null;
 }
 
+/** Parses an int8 that the statement cast to text. Never goes through a JS number. */
+export const parseBigint = (value: unknown): bigint => parseInt8Text(value, 'PostgreSQL');
+
 /** pg answers a multi-statement simple query with one result per statement; we need the last. */
 export function lastResult(answer: unknown): PgResult {
   const r = Array.isArray(answer) ? (answer[answer.length - 1] as unknown) : answer;
@@ -222,36 +227,6 @@ export function lastResult(answer: unknown): PgResult {
     throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result rows');
   }
   return r as PgResult;
-}
-
-/** Postgres error codes that mean "the schema is not there": a missing migration, not an outage. */
-const MISSING_SCHEMA = new Set(['42P01', '3F000', '42883']);
-
-/** The SQLSTATE of a pg error, if any. */
-export function sqlState(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/**
- * Wraps a driver error as `ERR_UNAVAILABLE` (the client turns that into `unavailable`,
- * never `busy`). LeaseholdErrors pass through.
- */
-export function unavailable(what: string, err: unknown): LeaseholdError {
-  if (err instanceof LeaseholdError) return err;
-  const state = sqlState(err);
-  const hint =
-    state !== undefined && MISSING_SCHEMA.has(state)
-      ? ' (is the schema migrated? call migrate() or run `leasehold migrate`)'
-      : '';
-  const message = err instanceof Error ? err.message : String(err);
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `${what}: ${message}${state ? ` [${state}]` : ''}${hint}`,
-    {
-      cause: err,
-    },
-  );
 }
 
 /** The `SET LOCAL` prefix that bounds every statement of one request by its timeout. */
@@ -296,3 +271,7 @@ export function answerWithin<T>(
     );
   });
 }
+
+// Kept here for the Postgres-backed parts outside this folder (catalog pointers, fence marks)
+// that import them from the driver module; new code imports them from ./errors.js.
+export { sqlState, unavailable } from './errors.js';

@@ -7,12 +7,11 @@ import {
   quoteIdent,
   quoteLiteral,
   resolveConnection,
-  sqlState,
   timeoutPrefix,
-  unavailable,
   type PgPool,
   type PostgresConnectionOptions,
 } from './client.js';
+import { sqlState, unavailable } from './errors.js';
 
 /** One forward-only migration: a name recorded once applied, and its SQL. */
 export interface Migration {

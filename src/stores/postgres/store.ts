@@ -1,6 +1,4 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
-import { leaseIdPrefix } from '../../core/ids.js';
-import { LIMITS, parseInt8Text } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
   StoreAcquireRequest,
@@ -13,62 +11,31 @@ import type {
   Unwatch,
   WatchChange,
 } from '../../core/store.js';
-import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import type { LeaseState, StoreCapabilities } from '../../core/types.js';
+import { acquireAnswer, acquireParams, holderOf } from './answers.js';
 import {
   channelName,
-  checkIdentifier,
   lastResult,
+  parseBigint,
   quoteIdent,
   quoteLiteral,
   renderSql,
   resolveConnection,
   timeoutPrefix,
-  unavailable,
-  type PgConnectionConfig,
   type PgPool,
   type PgResult,
-  type PostgresConnectionOptions,
   type SqlParam,
 } from './client.js';
-import { Listener } from './listener.js';
+import { unavailable } from './errors.js';
+import { Listener } from './notify.js';
 import {
   acquireFunctionName,
   leaseMigrations,
   runMigrations,
   type MigrationReport,
 } from './migrate.js';
+import { resolvePostgresLeaseStoreOptions, type PostgresLeaseStoreOptions } from './options.js';
 import * as Q from './queries.js';
-
-/** Options for {@link PostgresLeaseStore}: a connection (exactly one of pool / connectionString / connection) and where the table lives. */
-export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {
-  /** The schema of the lease table. Defaults to `public`. */
-  readonly schema?: string;
-  /** The lease table. Defaults to `coordination_lease`, the seed's name. */
-  readonly table?: string;
-  /**
-   * Apply pending migrations (advisory-locked, once per store) before the first request.
-   * Set `false` when the application's role may not run DDL and `leasehold migrate` runs
-   * at deploy time instead. Defaults to `true`.
-   */
-  readonly autoMigrate?: boolean;
-  /**
-   * `synchronous_commit` for the statements that grant, renew and release, set per
-   * transaction. `on` (the default) makes a returned token durable on the primary's disk
-   * (and on synchronous standbys, when configured) even if the server default is `off`;
-   * `remote_apply` additionally waits until synchronous standbys can read it;
-   * `server_default` leaves the server's setting alone. Defaults to `on`.
-   */
-  readonly synchronousCommit?: 'on' | 'remote_apply' | 'server_default';
-  /**
-   * Settings (or a connection string) for the dedicated LISTEN session that wakes waiters.
-   * Defaults to the settings of the pool (pg's `Pool` exposes them) or of `connectionString`.
-   * The session must reach PostgreSQL directly: behind PgBouncer (whose transaction pooling
-   * silently drops notifications) the store refuses to listen, and waiters fall back to polling
-   * with a warning naming the pooling mode. With a pooler in front of the pool, set this to a
-   * direct connection (one per store).
-   */
-  readonly listenConnection?: PgConnectionConfig | string;
-}
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'store',
@@ -135,24 +102,11 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   private closed = false;
 
   constructor(options: PostgresLeaseStoreOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw invalidArgument('options', 'must be an object', options);
-    }
-    this.schema = checkIdentifier('schema', options.schema ?? 'public');
-    this.table = checkIdentifier('table', options.table ?? 'coordination_lease');
-    const autoMigrate = options.autoMigrate ?? true;
-    if (typeof autoMigrate !== 'boolean') {
-      throw invalidArgument('autoMigrate', 'must be a boolean', autoMigrate);
-    }
-    this.autoMigrate = autoMigrate;
-    const sync = options.synchronousCommit ?? 'on';
-    if (sync !== 'on' && sync !== 'remote_apply' && sync !== 'server_default') {
-      throw invalidArgument(
-        'synchronousCommit',
-        "must be 'on', 'remote_apply' or 'server_default'",
-        sync,
-      );
-    }
+    const resolved = resolvePostgresLeaseStoreOptions(options);
+    this.schema = resolved.schema;
+    this.table = resolved.table;
+    this.autoMigrate = resolved.autoMigrate;
+    const sync = resolved.synchronousCommit;
     this.writePrefix = sync === 'server_default' ? '' : `SET LOCAL synchronous_commit = ${sync}; `;
     const conn = resolveConnection(options, {
       ...(options.listenConnection !== undefined
@@ -366,55 +320,4 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
       throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
     }
   }
-}
-
-/** Parses an int8 that the statement cast to text. Never goes through a JS number. */
-export const parseBigint = (value: unknown): bigint => parseInt8Text(value, 'PostgreSQL');
-
-function acquireParams(request: StoreAcquireRequest): SqlParam[] {
-  const block = request.tokenBlock ?? 1;
-  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
-    throw invalidArgument(
-      'tokenBlock',
-      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
-      block,
-    );
-  }
-  return [
-    request.key,
-    request.leaseId,
-    request.ttlMs,
-    request.ownerId,
-    request.value ?? null,
-    block,
-  ];
-}
-
-/** The grant function's row as an answer; undefined when it lost its races (no row). */
-function acquireAnswer(row: Record<string, unknown> | undefined): StoreAcquireResult | undefined {
-  if (row === undefined) return undefined;
-  const status = row['status'];
-  const token = parseBigint(row['token']);
-  if (status === 'acquired' || status === 'held') {
-    const expiresAtWallMs = Number(row['expires_ms']);
-    return Number.isFinite(expiresAtWallMs)
-      ? { status: 'acquired', token, expiresAtWallMs }
-      : { status: 'acquired', token };
-  }
-  const holder = holderOf(row, token);
-  return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
-}
-
-function holderOf(row: Record<string, unknown>, token: bigint): HolderInfo {
-  const detailsOk = row['details_ok'] === true;
-  const ownerId = row['owner_id'];
-  const value = row['value'];
-  return {
-    // A holder that came in through the seed's own statements has no leasehold details.
-    ownerId: detailsOk && typeof row['owner_name'] === 'string' ? row['owner_name'] : '',
-    token,
-    remainingMs: Number(row['remaining_ms'] ?? 0),
-    leaseIdPrefix: leaseIdPrefix(typeof ownerId === 'string' ? ownerId : ''),
-    value: detailsOk && typeof value === 'string' ? value : undefined,
-  };
 }

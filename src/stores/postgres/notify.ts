@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
-import { quoteIdent, unavailable, type PgConnectionConfig } from './client.js';
+import { quoteIdent, type PgConnectionConfig } from './client.js';
+import { unavailable } from './errors.js';
 import { GRANT_NOTICE } from './queries.js';
 
 /** Reconnect delays after the listening session is lost: doubling, capped. */
