@@ -182,7 +182,7 @@ export function quoteLiteral(value: string): string {
 }
 
 /** A parameter of a rendered statement. */
-export type SqlParam = string | bigint | number | null;
+export type SqlParam = string | bigint | number | null | readonly string[];
 
 /**
  * Replaces `$1 … $n` in `sql` with literals. Statements go out as one simple-protocol
@@ -196,6 +196,9 @@ export function renderSql(sql: string, params: readonly SqlParam[]): string {
     if (i < 0 || i >= params.length) throw new Error(`statement refers to missing $${digits}`);
     const v = params[i];
     if (v === null || v === undefined) return 'NULL';
+    if (typeof v === 'object') {
+      return v.length === 0 ? `'{}'::text[]` : `ARRAY[${v.map(quoteLiteral).join(', ')}]::text[]`;
+    }
     if (typeof v === 'bigint') return v.toString();
     if (typeof v === 'number') {
       if (!Number.isSafeInteger(v)) throw new Error(`parameter $${digits} is not a safe integer`);

@@ -27,6 +27,14 @@ export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {
    */
   readonly synchronousCommit?: 'on' | 'remote_apply' | 'server_default';
   /**
+   * Whether a release waits for its WAL flush like a grant. By default a release commits with
+   * `synchronous_commit = off`: it answers without waiting for the disk, and a release lost
+   * in a database crash only means the key stays held until its lease expires (its token is
+   * never reused). Grants and renewals always use `synchronousCommit`. Ignored with
+   * `synchronousCommit: 'server_default'`. Defaults to `false`.
+   */
+  readonly durableReleases?: boolean;
+  /**
    * Settings (or a connection string) for the dedicated LISTEN session that wakes waiters.
    * Defaults to the settings of the pool (pg's `Pool` exposes them) or of `connectionString`.
    * The session must reach PostgreSQL directly: behind PgBouncer (whose transaction pooling
@@ -43,6 +51,7 @@ export const DEFAULTS = Object.freeze({
   table: 'coordination_lease',
   autoMigrate: true,
   synchronousCommit: 'on' as const,
+  durableReleases: false,
 });
 
 /** {@link PostgresLeaseStoreOptions} checked, with defaults filled in (the connection apart). */
@@ -51,6 +60,7 @@ export interface ResolvedPostgresLeaseStoreOptions {
   readonly table: string;
   readonly autoMigrate: boolean;
   readonly synchronousCommit: 'on' | 'remote_apply' | 'server_default';
+  readonly durableReleases: boolean;
 }
 
 /** Checks the store's own options; the connection is checked by `resolveConnection`. */
@@ -69,5 +79,10 @@ export function resolvePostgresLeaseStoreOptions(
       sync,
     );
   }
-  return { schema, table, autoMigrate, synchronousCommit: sync };
+  const durableReleases = booleanOption(
+    'durableReleases',
+    options.durableReleases,
+    DEFAULTS.durableReleases,
+  );
+  return { schema, table, autoMigrate, synchronousCommit: sync, durableReleases };
 }
