@@ -223,6 +223,16 @@ export interface PgResult {
 /** Parses an int8 that the statement cast to text. Never goes through a JS number. */
 export const parseBigint = (value: unknown): bigint => parseInt8Text(value, 'PostgreSQL');
 
+/** One statement's result of a multi-statement message (negative: from the end). */
+export function resultAt(answer: unknown, index: number): PgResult {
+  const list = Array.isArray(answer) ? (answer as unknown[]) : [answer];
+  const r = list[index < 0 ? list.length + index : index] as PgResult | undefined;
+  if (r === undefined || !Array.isArray(r.rows)) {
+    throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result rows');
+  }
+  return r;
+}
+
 /** pg answers a multi-statement simple query with one result per statement; we need the last. */
 export function lastResult(answer: unknown): PgResult {
   const r = Array.isArray(answer) ? (answer[answer.length - 1] as unknown) : answer;
@@ -236,6 +246,19 @@ export function lastResult(answer: unknown): PgResult {
 export function timeoutPrefix(timeoutMs: number): string {
   const ms = Math.max(1, Math.min(2_147_483_647, Math.floor(timeoutMs)));
   return `SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}; `;
+}
+
+/** `client` with every query bounded by `ms` on this side ({@link answerWithin}). */
+export function boundedClient(client: PgPoolClient, ms: number, what: string): PgPoolClient {
+  return {
+    query: (text, values) =>
+      answerWithin(
+        values === undefined ? client.query(text) : client.query(text, values),
+        ms,
+        what,
+      ),
+    release: (destroy) => client.release(destroy),
+  };
 }
 
 /**

@@ -125,7 +125,8 @@ export class Listener {
     this.registrations++;
     this.hasRegistered = true;
     try {
-      await this.registerInterest(this.id, keys, INTEREST_TTL_MS, forget);
+      // Sorted, so that two listeners inserting rows for the same new keys cannot deadlock.
+      await this.registerInterest(this.id, [...keys].sort(), INTEREST_TTL_MS, forget);
     } catch (err) {
       throw unavailable('PostgreSQL lease store: registering waiters', err);
     }
