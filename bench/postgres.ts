@@ -1,26 +1,23 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { LeaseClient } from '../src/core/client.js';
 import { PostgresLeaseStore } from '../src/stores/postgres/store.js';
 import type { BenchOptions, BenchResult } from './lib.js';
+import {
+  backendCpuMs,
+  combine,
+  median,
+  round2,
+  sampleWaits,
+  SEED_TABLE,
+  seedLoop,
+  type Loop,
+} from './postgres-probes.js';
 
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SUITE = 'postgres';
 
-// The seed's statements (§4), as a program using them directly would run them.
-const SEED_ACQUIRE = (t: string): string => `
-INSERT INTO ${t} (resource_key, owner_id, lease_until, fencing_token)
-VALUES ($1, $2, clock_timestamp() + $3::interval, 1)
-ON CONFLICT (resource_key) DO UPDATE
-SET owner_id = EXCLUDED.owner_id, lease_until = clock_timestamp() + $3::interval,
-    fencing_token = coordination_lease.fencing_token + 1
-WHERE coordination_lease.lease_until <= clock_timestamp()
-RETURNING fencing_token, lease_until`;
-const SEED_RELEASE = (t: string): string => `
-UPDATE ${t} SET owner_id = NULL, lease_until = '-infinity'::timestamptz
-WHERE resource_key = $1 AND owner_id = $2 AND fencing_token = $3`;
-
-interface Measured {
+export interface Measured {
   cycles: number;
   attempts: number;
   elapsedMs: number;
@@ -90,29 +87,45 @@ function row(
 
 const round = (x: number): number => Math.round(x * 100) / 100;
 
+/** Subjects measured round by round against the seed's statements (interleaved). */
+type Subject = 'seed' | 'leasehold' | 'seed-async';
+const SUBJECT_NAME: Record<Subject, string> = {
+  seed: 'raw seed upsert + release',
+  leasehold: 'leasehold',
+  'seed-async': 'seed statements, synchronous_commit=off',
+};
+
 /**
  * leasehold's PostgreSQL store against the peers a Postgres user would pick instead, in the
- * same run: session-level advisory locks on dedicated connections, and the seed's raw
- * upsert + release statements (the limit: the same writes without a library).
- * Scenarios: acquire+release cycles at 1 and 32 workers on distinct keys and on one hot
- * key, and handoff latency (release → next waiter's grant) on a hot key.
+ * same run: the seed's two statements (§4) with the same durable commits (the baseline), the
+ * same with `synchronous_commit = off`, and session-level advisory locks. leasehold and the
+ * two seed rows are measured in interleaved rounds; leasehold's ratio to each is the median of
+ * the per-round ratios. Scenarios: acquire+release cycles at 1 and 32 workers on distinct keys
+ * and on one hot key (each worker its own LeaseClient, no waiting), a hot key with `wait` on
+ * one shared client, and handoff latency. Server CPU is read from /proc for the backends of
+ * each subject's connections; during the 32-worker distinct-key rounds pg_stat_activity is
+ * sampled for what the backends wait on. The summary goes to stderr.
  */
 export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResult[]> {
   const schema = `lh_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
-  const table = `"${schema}".coordination_lease`;
+  // The seed's statements run on a table of the seed's own shape (no leasehold triggers).
+  const table = `"${schema}_seed".coordination_lease`;
   const duration = opts.durationMs;
+  const rounds = opts.quick ? 1 : 3;
   const workerCounts = [1, 32];
   const handoffWaiters = opts.quick ? 4 : 8;
   const results: BenchResult[] = [];
   const prefix = `bench/${randomBytes(3).toString('hex')}`;
+  const summary: string[] = [];
 
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
   try {
-    // ---- leasehold ----
+    await admin.query(`CREATE SCHEMA "${schema}_seed"; ${SEED_TABLE(table)}`);
     for (const workers of workerCounts) {
+      const app = (s: Subject): string => `lh-bench-${process.pid}-${s}-${workers}`;
       const store = new PostgresLeaseStore({
-        connectionString: PG_URL,
+        connection: { connectionString: PG_URL, application_name: app('leasehold') },
         schema,
         maxConnections: workers,
       });
@@ -121,8 +134,19 @@ export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResul
         { length: workers },
         (_, i) => new LeaseClient({ store, ownerId: `bench-${i}` }),
       );
-      for (const keys of ['distinct', 'hot'] as const) {
-        const m = await measure(workers, duration, async (w, until, samples) => {
+      const seedPool = new pg.Pool({
+        connectionString: PG_URL,
+        max: workers,
+        application_name: app('seed'),
+      });
+      const asyncPool = new pg.Pool({
+        connectionString: PG_URL,
+        max: workers,
+        application_name: app('seed-async'),
+        options: '-c synchronous_commit=off',
+      });
+      const loops: Record<Subject, (keys: 'distinct' | 'hot') => Loop> = {
+        leasehold: (keys) => async (w, until, samples) => {
           const c = clients[w]!;
           const key = keys === 'hot' ? `${prefix}/hot-lh` : `${prefix}/lh-${w}`;
           let cycles = 0;
@@ -137,14 +161,93 @@ export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResul
             cycles++;
           }
           return { cycles, attempts };
-        });
-        results.push(row('leasehold', 'cycle', workers, keys, m, 'p50/p99: one acquire+release'));
+        },
+        seed: (keys) =>
+          seedLoop(seedPool, table, keys === 'hot' ? `${prefix}/hot-raw` : `${prefix}/raw`, keys),
+        'seed-async': (keys) =>
+          seedLoop(
+            asyncPool,
+            table,
+            keys === 'hot' ? `${prefix}/hot-async` : `${prefix}/async`,
+            keys,
+          ),
+      };
+      try {
+        for (const keys of ['distinct', 'hot'] as const) {
+          const per: Record<Subject, Measured[]> = { seed: [], leasehold: [], 'seed-async': [] };
+          const cpu: Record<Subject, number> = { seed: 0, leasehold: 0, 'seed-async': 0 };
+          const waits: Record<Subject, Map<string, number>> = {
+            seed: new Map(),
+            leasehold: new Map(),
+            'seed-async': new Map(),
+          };
+          let samplesTaken: Record<Subject, number> = { seed: 0, leasehold: 0, 'seed-async': 0 };
+          for (let round = 0; round < rounds; round++) {
+            const order: Subject[] = (['seed', 'leasehold', 'seed-async'] as Subject[]).map(
+              (_, i, all) => all[(i + round) % all.length]!,
+            );
+            for (const subject of order) {
+              const cpu0 = await backendCpuMs(admin, app(subject));
+              const sampling =
+                workers > 1 && keys === 'distinct'
+                  ? sampleWaits(admin, app(subject), duration, waits[subject])
+                  : Promise.resolve(0);
+              per[subject].push(await measure(workers, duration, loops[subject](keys)));
+              samplesTaken[subject] += await sampling;
+              cpu[subject] += (await backendCpuMs(admin, app(subject))) - cpu0;
+            }
+          }
+          const ratio = (s: Subject): number =>
+            median(
+              per.leasehold.map(
+                (m, i) => m.cycles / m.elapsedMs / (per[s][i]!.cycles / per[s][i]!.elapsedMs),
+              ),
+            );
+          for (const subject of ['leasehold', 'seed', 'seed-async'] as Subject[]) {
+            const m = combine(per[subject]);
+            const r = row(
+              SUBJECT_NAME[subject],
+              'cycle',
+              workers,
+              keys,
+              m,
+              subject === 'seed' ? 'busy answers lock the row and take an xid' : undefined,
+            );
+            results.push({
+              ...r,
+              ...(m.cycles > 0
+                ? { serverCpuMsPer1000: round2((cpu[subject] / m.cycles) * 1000) }
+                : {}),
+              ...(subject === 'leasehold' ? { ratioToRaw: round2(ratio('seed')) } : {}),
+            });
+          }
+          summary.push(
+            `${workers}w ${keys}: leasehold ${ratio('seed').toFixed(2)}× the seed's statements, ` +
+              `${ratio('seed-async').toFixed(2)}× them with synchronous_commit=off ` +
+              `(median of ${rounds} interleaved rounds)`,
+          );
+          for (const subject of ['leasehold', 'seed'] as Subject[]) {
+            if (samplesTaken[subject] === 0) continue;
+            const seen = [...waits[subject]].sort((x, y) => y[1] - x[1]);
+            summary.push(
+              `  waits, ${subject}, ${workers}w ${keys}, mean backends per sample over ${samplesTaken[subject]}: ` +
+                (seen
+                  .map(([w, n]) => `${w} ${(n / samplesTaken[subject]).toFixed(1)}`)
+                  .join(', ') || 'none'),
+            );
+          }
+          samplesTaken = { seed: 0, leasehold: 0, 'seed-async': 0 };
+        }
+        if (workers === workerCounts[workerCounts.length - 1]) {
+          results.push(await sharedClientHot(store, prefix, workers, duration));
+          results.push(await leaseholdHandoff(clients.slice(0, handoffWaiters), prefix, duration));
+        }
+      } finally {
+        await Promise.all(clients.map((c) => c.close()));
+        await store.close();
+        await seedPool.end();
+        await asyncPool.end();
       }
-      if (workers === workerCounts[workerCounts.length - 1]) {
-        results.push(await leaseholdHandoff(clients.slice(0, handoffWaiters), prefix, duration));
-      }
-      await Promise.all(clients.map((c) => c.close()));
-      await store.close();
     }
 
     // ---- advisory locks (session level, one dedicated connection per worker) ----
@@ -194,53 +297,45 @@ export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResul
         await Promise.all(conns.map((c) => c.end()));
       }
     }
-
-    // ---- the seed's raw statements ----
-    for (const workers of workerCounts) {
-      const pool = new pg.Pool({ connectionString: PG_URL, max: workers });
-      try {
-        for (const keys of ['distinct', 'hot'] as const) {
-          const m = await measure(workers, duration, async (w, until, samples) => {
-            const key = keys === 'hot' ? `${prefix}/hot-raw` : `${prefix}/raw-${w}`;
-            let cycles = 0;
-            let attempts = 0;
-            while (performance.now() < until) {
-              const t = performance.now();
-              attempts++;
-              const owner = randomUUID();
-              const r = await pool.query<{ fencing_token: string }>(SEED_ACQUIRE(table), [
-                key,
-                owner,
-                '10 seconds',
-              ]);
-              const token = r.rows[0]?.fencing_token;
-              if (token === undefined) continue;
-              await pool.query(SEED_RELEASE(table), [key, owner, token]);
-              samples.push(performance.now() - t);
-              cycles++;
-            }
-            return { cycles, attempts };
-          });
-          results.push(
-            row(
-              'raw seed upsert + release',
-              'cycle',
-              workers,
-              keys,
-              m,
-              'busy answers lock the row and take an xid',
-            ),
-          );
-        }
-      } finally {
-        await pool.end();
-      }
-    }
   } finally {
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}_seed" CASCADE`).catch(() => undefined);
     await admin.end();
   }
+  console.error(
+    `bench postgres summary (machine shared: figures indicative):\n${summary.join('\n')}`,
+  );
   return results;
+}
+
+/** A hot key with `wait` on one shared client: its waiters get the key by local hand-off. */
+async function sharedClientHot(
+  store: PostgresLeaseStore,
+  prefix: string,
+  workers: number,
+  durationMs: number,
+): Promise<BenchResult> {
+  const c = new LeaseClient({ store, ownerId: 'bench-shared' });
+  const key = `${prefix}/hot-shared`;
+  try {
+    const m = await measure(workers, durationMs, async (_w, until, samples) => {
+      let cycles = 0;
+      let attempts = 0;
+      while (performance.now() < until) {
+        const t = performance.now();
+        attempts++;
+        const r = await c.acquire(key, { ttl: 10_000, wait: 10_000 });
+        if (r.status !== 'acquired') continue;
+        await r.lease.release();
+        samples.push(performance.now() - t);
+        cycles++;
+      }
+      return { cycles, attempts };
+    });
+    return row('leasehold, one client, wait', 'cycle', workers, 'hot', m, 'local hand-off');
+  } finally {
+    await c.close();
+  }
 }
 
 /** Waiters queue on one key with `wait`; latency from a release starting to the next grant. */

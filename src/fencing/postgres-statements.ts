@@ -3,7 +3,12 @@
  * `{{refuse}}` are the escaped `schema.table`, `schema.table_op` and `schema.table_refuse`;
  * `{{lease}}` the escaped lease table; `{{cmp}}` the policy's comparison; `$n` parameters.
  */
-import { quoteIdent } from '../stores/postgres/client.js';
+import { invalidArgument } from '../core/errors.js';
+import type { FenceResult } from '../core/results.js';
+import { requireObject } from '../core/runtime/options.js';
+import { parseInt8Text, parseToken, validateKey } from '../core/validate.js';
+import { quoteIdent, type SqlParam } from '../stores/postgres/client.js';
+import type { FencedWriteRequest } from './postgres.js';
 import type { Migration } from '../stores/postgres/migrate.js';
 
 /**
@@ -150,7 +155,6 @@ export interface FenceStatements {
   readonly checkLease: string;
   /** One-message form (answers `ok` or raises {@link REFUSED_STATE}). */
   readonly guardPlain: string;
-  readonly guardLease: string;
   readonly explainPlain: string;
   readonly explainLease: string;
   readonly mark: string;
@@ -174,8 +178,6 @@ export function fenceStatements(n: FenceNames): FenceStatements {
       lease_check: leaseCheck,
       answer: fill(answer, { lease_table: leaseTable }),
     });
-  // The lease table as a regclass literal for the refusal (quoted once more as a string).
-  const leaseRegclass = `'${lease.replaceAll("'", "''")}'::regclass`;
   return {
     migrations: [
       { name: `${n.table}/0001_fence`, sql: fill(FENCE_0001) },
@@ -184,11 +186,50 @@ export function fenceStatements(n: FenceNames): FenceStatements {
     checkPlain: check('SELECT 1', COUNTS, 'NULL'),
     checkLease: check(fill(LEASE_CHECK), COUNTS, 'NULL'),
     guardPlain: check('SELECT 1', OK_OR_REFUSE, 'NULL'),
-    guardLease: check(fill(LEASE_CHECK), OK_OR_REFUSE, leaseRegclass),
     explainPlain: fill(EXPLAIN_REFUSAL, { lease_token: 'NULL::text' }),
     explainLease: fill(EXPLAIN_REFUSAL, {
       lease_token: fill('(SELECT fencing_token::text FROM {{lease}} WHERE resource_key = $4)'),
     }),
     mark: fill(SELECT_MARK),
   };
+}
+
+/** The result a refusal raised by the one-message check ({@link REFUSED_STATE}) stands for. */
+export function refusalOf(err: unknown): FenceResult<never> {
+  const e = err as { message?: unknown; detail?: unknown };
+  if (e.message === 'duplicate') return { status: 'duplicate' };
+  return { status: 'stale_fence', highWaterMark: parseInt8Text(e.detail, 'PostgreSQL') };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A checked request: the check's parameters ($1 scope … $5 lease id), its key and lease. */
+export interface FenceParams {
+  readonly params: SqlParam[];
+  readonly key: string | undefined;
+  readonly lease: FencedWriteRequest['lease'];
+}
+
+/** Validates a fenced write request; its parameters for the check statements. */
+export function fenceParams(request: FencedWriteRequest): FenceParams {
+  requireObject(request, 'request');
+  const scope = validateKey(request.scope, 'scope');
+  const token = parseToken(request.token, 'token');
+  const key = request.idempotencyKey;
+  if (key !== undefined) validateKey(key, 'idempotencyKey');
+  const lease = request.lease;
+  if (lease !== undefined) {
+    validateKey(lease.key, 'lease.key');
+    if (typeof lease.leaseId !== 'string' || !UUID.test(lease.leaseId)) {
+      throw invalidArgument('lease.leaseId', 'must be a lease id (a UUID)', lease.leaseId);
+    }
+  }
+  const params: SqlParam[] = [
+    scope,
+    token,
+    key ?? null,
+    lease?.key ?? null,
+    lease?.leaseId ?? null,
+  ];
+  return { params, key, lease };
 }

@@ -2,24 +2,32 @@ import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { FenceResult } from '../core/results.js';
 import { parseInt8Text, parseToken, validateKey } from '../core/validate.js';
+import { booleanOption, requireObject } from '../core/runtime/options.js';
 import {
   answerWithin,
+  boundedClient,
   checkIdentifier,
   checkout,
   renderSql,
   resolveConnection,
-  sqlState,
+  resultAt,
   timeoutPrefix,
-  unavailable,
   type PgPool,
   type PgPoolClient,
   type PgResult,
   type PostgresConnectionOptions,
-  type SqlParam,
 } from '../stores/postgres/client.js';
+import { sqlState, unavailable } from '../stores/postgres/errors.js';
 import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
-import { fenceStatements, REFUSED_STATE, type FenceStatements } from './postgres-statements.js';
+import {
+  fenceParams,
+  fenceStatements,
+  REFUSED_STATE,
+  refusalOf,
+  type FenceParams,
+  type FenceStatements,
+} from './postgres-statements.js';
 
 export type { FenceDecision, FenceDecisionHook } from './decision.js';
 
@@ -85,8 +93,6 @@ export interface FencedWriteRequest {
   readonly lease?: { readonly key: string; readonly leaseId: string };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * The Postgres fence: a durable high-water mark per fencing scope, checked and advanced in
  * the same short transaction as your write (DESIGN §4).
@@ -126,9 +132,7 @@ export class PostgresFence {
   private closed = false;
 
   constructor(options: PostgresFenceOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw invalidArgument('options', 'must be an object', options);
-    }
+    requireObject(options);
     this.schema = checkIdentifier('schema', options.schema ?? 'public');
     const table = checkIdentifier('table', options.table ?? 'leasehold_fence');
     const policy = options.policy ?? '>=';
@@ -136,25 +140,16 @@ export class PostgresFence {
       throw invalidArgument('policy', "must be '>=' or '>'", policy);
     }
     this.policy = policy;
-    const autoMigrate = options.autoMigrate ?? true;
-    if (typeof autoMigrate !== 'boolean') {
-      throw invalidArgument('autoMigrate', 'must be a boolean', autoMigrate);
-    }
-    this.autoMigrate = autoMigrate;
+    this.autoMigrate = booleanOption('autoMigrate', options.autoMigrate, true);
     this.onDecision = checkDecisionHook(options.onDecision);
     this.timeoutMs =
       options.timeout === undefined ? 5000 : parseDuration('timeout', options.timeout);
     if (this.timeoutMs < 1 || this.timeoutMs > 600_000) {
       throw invalidArgument('timeout', 'must be between 1ms and 10m', options.timeout);
     }
-    const leaseSchema = checkIdentifier(
-      'leaseTable.schema',
-      options.leaseTable?.schema ?? 'public',
-    );
-    const leaseTable = checkIdentifier(
-      'leaseTable.table',
-      options.leaseTable?.table ?? 'coordination_lease',
-    );
+    const lt = options.leaseTable;
+    const leaseSchema = checkIdentifier('leaseTable.schema', lt?.schema ?? 'public');
+    const leaseTable = checkIdentifier('leaseTable.table', lt?.table ?? 'coordination_lease');
     const conn = resolveConnection(options);
     this.pool = conn.pool;
     this.ownPool = conn.ownPool;
@@ -217,14 +212,18 @@ export class PostgresFence {
     passThrough: ReadonlySet<string>,
   ): Promise<FenceResult<PgResult>> {
     const { params, lease } = this.checkRequest(request);
+    // Its one caller, the catalog's publish, checks the lease inside its own statement.
+    if (lease !== undefined) {
+      throw invalidArgument('lease', 'is not taken by the one-message form', lease);
+    }
     await this.ensureReady();
-    const guard = renderSql(lease ? this.sql.guardLease : this.sql.guardPlain, params);
+    const guard = renderSql(this.sql.guardPlain, params);
     // Bounded on the server (statement_timeout) and here, a little later, as in write().
     const bound = this.timeoutMs + CLIENT_GRACE_MS;
     const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence', bound);
     let broken: Error | undefined;
     try {
-      const answer = await boundedClient(client, bound).query(
+      const answer = await boundedClient(client, bound, 'PostgreSQL fence').query(
         `${timeoutPrefix(this.timeoutMs)}${guard}; ${statement}`,
       );
       return { status: 'applied', value: resultAt(answer, -1) };
@@ -242,34 +241,9 @@ export class PostgresFence {
   }
 
   /** Validates a request; its parameters for the check. */
-  private checkRequest(request: FencedWriteRequest): {
-    params: SqlParam[];
-    key: string | undefined;
-    lease: FencedWriteRequest['lease'];
-  } {
+  private checkRequest(request: FencedWriteRequest): FenceParams {
     this.assertOpen();
-    if (typeof request !== 'object' || request === null) {
-      throw invalidArgument('request', 'must be an object', request);
-    }
-    const scope = validateKey(request.scope, 'scope');
-    const token = parseToken(request.token, 'token');
-    const key = request.idempotencyKey;
-    if (key !== undefined) validateKey(key, 'idempotencyKey');
-    const lease = request.lease;
-    if (lease !== undefined) {
-      validateKey(lease.key, 'lease.key');
-      if (typeof lease.leaseId !== 'string' || !UUID.test(lease.leaseId)) {
-        throw invalidArgument('lease.leaseId', 'must be a lease id (a UUID)', lease.leaseId);
-      }
-    }
-    const params: SqlParam[] = [
-      scope,
-      token,
-      key ?? null,
-      lease?.key ?? null,
-      lease?.leaseId ?? null,
-    ];
-    return { params, key, lease };
+    return fenceParams(request);
   }
 
   private async decide<T>(
@@ -284,7 +258,7 @@ export class PostgresFence {
     // or network that never delivers it, here as well, a little later.
     const bound = this.timeoutMs + CLIENT_GRACE_MS;
     const { client: raw, done: release } = await checkout(this.pool, 'PostgreSQL fence', bound);
-    const client = boundedClient(raw, bound);
+    const client = boundedClient(raw, bound, 'PostgreSQL fence');
     let inTransaction = false;
     let broken: Error | undefined;
     try {
@@ -396,19 +370,6 @@ export class PostgresFence {
 /** How much longer than its statement_timeout the fence waits for an answer itself. */
 const CLIENT_GRACE_MS = 1000;
 
-/** The connection with every query (ours and the caller's) bounded by `ms` on this side. */
-function boundedClient(client: PgPoolClient, ms: number): PgPoolClient {
-  return {
-    query: (text, values) =>
-      answerWithin(
-        values === undefined ? client.query(text) : client.query(text, values),
-        ms,
-        'PostgreSQL fence',
-      ),
-    release: (destroy) => client.release(destroy),
-  };
-}
-
 /** Carries an error thrown by the caller's write past our own error handling. */
 class CallerError extends Error {
   constructor(readonly inner: unknown) {
@@ -424,21 +385,4 @@ function transactionOf(client: PgPoolClient): FenceTransaction {
         rowCount: number | null;
       },
   };
-}
-
-/** The result a refusal raised by the one-message check stands for. */
-function refusalOf(err: unknown): FenceResult<never> {
-  const e = err as { message?: unknown; detail?: unknown };
-  if (e.message === 'duplicate') return { status: 'duplicate' };
-  return { status: 'stale_fence', highWaterMark: parseInt8Text(e.detail, 'PostgreSQL') };
-}
-
-/** One statement's result of a multi-statement message (negative: from the end). */
-function resultAt(answer: unknown, index: number): PgResult {
-  const list = Array.isArray(answer) ? (answer as unknown[]) : [answer];
-  const r = list[index < 0 ? list.length + index : index] as PgResult | undefined;
-  if (r === undefined || !Array.isArray(r.rows)) {
-    throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result rows');
-  }
-  return r;
 }

@@ -491,28 +491,19 @@ describe('PostgresFence', () => {
       assert.deepEqual(await logOf(scope), [3n]);
     });
 
-    it("with lease validation, refuses an unknown lease and reports the lease row's token as the mark", async () => {
+    it('takes no lease (its caller checks the lease in its own statement): a request with one is refused and nothing runs', async () => {
       const key = uniqueKey('one-message-lease');
-      const c = new LeaseClient({ store, ownerId: 'writer-one-message' });
-      const r = await c.acquire(key, { ttl: 10_000 });
-      assert.equal(r.status, 'acquired');
-      const lease = (r as { lease: Lease }).lease;
-      // No write reached this scope yet (mark 0): the refusal shows the lease row's token.
-      const forged = await fence.writeRendered(
-        { scope: key, token: lease.token + 5n, lease: { key, leaseId: randomUUID() } },
-        insert(key, lease.token + 5n),
-        none,
+      await assert.rejects(
+        fence.writeRendered(
+          { scope: key, token: 5n, lease: { key, leaseId: randomUUID() } },
+          insert(key, 5n),
+          none,
+        ),
+        (err: unknown) =>
+          isLeaseholdError(err, 'ERR_INVALID_ARGUMENT') && /lease/.test(err.message),
       );
-      assert.deepEqual(forged, { status: 'stale_fence', highWaterMark: lease.token });
-      const ok = await fence.writeRendered(
-        { scope: key, token: lease.token, lease: { key, leaseId: lease.leaseId } },
-        insert(key, lease.token),
-        none,
-      );
-      assert.equal(ok.status, 'applied');
-      assert.deepEqual(await logOf(key), [lease.token]);
-      await lease.release();
-      await c.close();
+      assert.equal(await fence.highWaterMark(key), 0n);
+      assert.deepEqual(await logOf(key), []);
     });
   });
 });

@@ -5,14 +5,10 @@ import pg from 'pg';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { StoreRequestOptions } from '../../src/core/store.js';
-import {
-  channelName,
-  quoteIdent,
-  quoteLiteral,
-  renderSql,
-} from '../../src/stores/postgres/client.js';
+import { quoteIdent, renderSql } from '../../src/stores/postgres/client.js';
 import {
   acquireFunctionName,
+  grantNoticeFunctionName,
   migratePostgresLeaseStore,
 } from '../../src/stores/postgres/migrate.js';
 import * as Q from '../../src/stores/postgres/queries.js';
@@ -105,7 +101,7 @@ describe('PostgresLeaseStore', () => {
       Q.ACQUIRE.replaceAll(
         '{{acquire_fn}}',
         acquireFunctionName(schema, 'coordination_lease'),
-      ).replaceAll('{{channel}}', quoteLiteral(channelName(schema, 'coordination_lease'))),
+      ).replaceAll('{{grant_notice_fn}}', grantNoticeFunctionName(schema, 'coordination_lease')),
       [key, randomUUID(), 60_000, 'probe', null, 8],
     );
     await admin.query('BEGIN');
@@ -380,13 +376,14 @@ describe('PostgresLeaseStore migrations and names', () => {
         'coordination_lease/0001_lease.sql',
         'coordination_lease/0002_acquire_function.sql',
         'coordination_lease/0003_token_block.sql',
+        'coordination_lease/0004_waiter_interest.sql',
       ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 3);
+      assert.equal(rows.rowCount, 4);
     } finally {
       await dropSchema(schema);
     }

@@ -110,6 +110,7 @@ describe('PostgresLeaseStore token blocks', () => {
     try {
       assert.deepEqual((await store.migrate()).applied, [
         'coordination_lease/0003_token_block.sql',
+        'coordination_lease/0004_waiter_interest.sql',
       ]);
       assert.equal(await fileNode(), nodeBefore, 'the table was not rewritten');
       assert.deepEqual(await rowOf('k'), {

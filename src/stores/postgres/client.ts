@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { parseInt8Text } from '../../core/validate.js';
+import { unavailable } from './errors.js';
 
 /**
  * The part of a `pg.Pool` leasehold uses: structural, so that the declarations do not
@@ -180,7 +182,7 @@ export function quoteLiteral(value: string): string {
 }
 
 /** A parameter of a rendered statement. */
-export type SqlParam = string | bigint | number | null;
+export type SqlParam = string | bigint | number | null | readonly string[];
 
 /**
  * Replaces `$1 … $n` in `sql` with literals. Statements go out as one simple-protocol
@@ -194,6 +196,9 @@ export function renderSql(sql: string, params: readonly SqlParam[]): string {
     if (i < 0 || i >= params.length) throw new Error(`statement refers to missing $${digits}`);
     const v = params[i];
     if (v === null || v === undefined) return 'NULL';
+    if (typeof v === 'object') {
+      return v.length === 0 ? `'{}'::text[]` : `ARRAY[${v.map(quoteLiteral).join(', ')}]::text[]`;
+    }
     if (typeof v === 'bigint') return v.toString();
     if (typeof v === 'number') {
       if (!Number.isSafeInteger(v)) throw new Error(`parameter $${digits} is not a safe integer`);
@@ -215,6 +220,19 @@ export interface PgResult {
   readonly rowCount: number | null;
 }
 
+/** Parses an int8 that the statement cast to text. Never goes through a JS number. */
+export const parseBigint = (value: unknown): bigint => parseInt8Text(value, 'PostgreSQL');
+
+/** One statement's result of a multi-statement message (negative: from the end). */
+export function resultAt(answer: unknown, index: number): PgResult {
+  const list = Array.isArray(answer) ? (answer as unknown[]) : [answer];
+  const r = list[index < 0 ? list.length + index : index] as PgResult | undefined;
+  if (r === undefined || !Array.isArray(r.rows)) {
+    throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result rows');
+  }
+  return r;
+}
+
 /** pg answers a multi-statement simple query with one result per statement; we need the last. */
 export function lastResult(answer: unknown): PgResult {
   const r = Array.isArray(answer) ? (answer[answer.length - 1] as unknown) : answer;
@@ -224,40 +242,23 @@ export function lastResult(answer: unknown): PgResult {
   return r as PgResult;
 }
 
-/** Postgres error codes that mean "the schema is not there": a missing migration, not an outage. */
-const MISSING_SCHEMA = new Set(['42P01', '3F000', '42883']);
-
-/** The SQLSTATE of a pg error, if any. */
-export function sqlState(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/**
- * Wraps a driver error as `ERR_UNAVAILABLE` (the client turns that into `unavailable`,
- * never `busy`). LeaseholdErrors pass through.
- */
-export function unavailable(what: string, err: unknown): LeaseholdError {
-  if (err instanceof LeaseholdError) return err;
-  const state = sqlState(err);
-  const hint =
-    state !== undefined && MISSING_SCHEMA.has(state)
-      ? ' (is the schema migrated? call migrate() or run `leasehold migrate`)'
-      : '';
-  const message = err instanceof Error ? err.message : String(err);
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `${what}: ${message}${state ? ` [${state}]` : ''}${hint}`,
-    {
-      cause: err,
-    },
-  );
-}
-
 /** The `SET LOCAL` prefix that bounds every statement of one request by its timeout. */
 export function timeoutPrefix(timeoutMs: number): string {
   const ms = Math.max(1, Math.min(2_147_483_647, Math.floor(timeoutMs)));
   return `SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}; `;
+}
+
+/** `client` with every query bounded by `ms` on this side ({@link answerWithin}). */
+export function boundedClient(client: PgPoolClient, ms: number, what: string): PgPoolClient {
+  return {
+    query: (text, values) =>
+      answerWithin(
+        values === undefined ? client.query(text) : client.query(text, values),
+        ms,
+        what,
+      ),
+    release: (destroy) => client.release(destroy),
+  };
 }
 
 /**
@@ -296,3 +297,7 @@ export function answerWithin<T>(
     );
   });
 }
+
+// Kept here for the Postgres-backed parts outside this folder (catalog pointers, fence marks)
+// that import them from the driver module; new code imports them from ./errors.js.
+export { sqlState, unavailable } from './errors.js';

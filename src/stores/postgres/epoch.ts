@@ -6,11 +6,11 @@ import {
   lastResult,
   quoteIdent,
   quoteLiteral,
+  parseBigint,
   resolveConnection,
-  unavailable,
   type PostgresConnectionOptions,
 } from './client.js';
-import { parseBigint } from './store.js';
+import { unavailable } from './errors.js';
 
 /**
  * Tokens per millisecond of wall-clock time reserved by the epoch floor. The floor after a

@@ -1,4 +1,5 @@
-export { PostgresLeaseStore, type PostgresLeaseStoreOptions } from './store.js';
+export { PostgresLeaseStore } from './store.js';
+export type { PostgresLeaseStoreOptions } from './options.js';
 export {
   migratePostgresLeaseStore,
   postgresLeaseTableExists,

@@ -7,12 +7,11 @@ import {
   quoteIdent,
   quoteLiteral,
   resolveConnection,
-  sqlState,
   timeoutPrefix,
-  unavailable,
   type PgPool,
   type PostgresConnectionOptions,
 } from './client.js';
+import { sqlState, unavailable } from './errors.js';
 
 /** One forward-only migration: a name recorded once applied, and its SQL. */
 export interface Migration {
@@ -25,6 +24,7 @@ export const LEASE_MIGRATION_FILES = [
   '0001_lease.sql',
   '0002_acquire_function.sql',
   '0003_token_block.sql',
+  '0004_waiter_interest.sql',
 ] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
@@ -39,6 +39,8 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
     block_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_token_block`)}`,
     block_trigger: quoteIdent(`${table}_token_block`),
     channel: quoteLiteral(channelName(schema, table)),
+    interest: interestTableName(schema, table),
+    grant_notice_fn: grantNoticeFunctionName(schema, table),
   };
   return LEASE_MIGRATION_FILES.map((file) => {
     const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
@@ -52,6 +54,16 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
 /** The escaped name of the grant function of one lease table (migrations 0002, 0003). */
 export function acquireFunctionName(schema: string, table: string): string {
   return `${quoteIdent(schema)}.${quoteIdent(`${table}_acquire`)}`;
+}
+
+/** The escaped name of the table where waiters register interest in a key (migration 0004). */
+export function interestTableName(schema: string, table: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(`${table}_interest`)}`;
+}
+
+/** The escaped name of the function that sends a grant's notice (migration 0004). */
+export function grantNoticeFunctionName(schema: string, table: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(`${table}_grant_notice`)}`;
 }
 
 /** What {@link runMigrations} did. */

@@ -45,14 +45,14 @@ const LAST_TOKEN = (row: string): string =>
  *   status 'acquired' | 'held' (the same lease id is live: idempotent retry) | 'busy',
  *   token (text), expires_ms (float8, wall clock, display only), remaining_ms (int),
  *   owner_id (text), owner_name, value, details_ok (bool: owner_name/value describe owner_id),
- *   notified (a grant NOTIFYs the table's channel with payload GRANT_NOTICE + key, delivered at
- *   commit, so that watchers of the key — election observers — learn of every new holder; a
- *   busy answer evaluates no NOTIFY and still writes nothing).
+ *   notified (after a grant, `{{grant_notice_fn}}` NOTIFYs the table's channel with payload
+ *   GRANT_NOTICE + key, delivered at commit, when someone registered interest in the key
+ *   (migration 0004), so that its watchers — election observers — learn of every new holder;
+ *   a busy answer calls nothing and still writes nothing).
  */
 export const ACQUIRE = `
 SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, details_ok,
-  CASE WHEN status = 'acquired'
-    THEN pg_notify({{channel}}, chr(1) || $1) IS NULL END AS notified
+  CASE WHEN status = 'acquired' THEN {{grant_notice_fn}}($1) END AS notified
 FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
 
 /**
@@ -61,6 +61,38 @@ FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
  * start with it, and a listener of an earlier version finds no watcher for it.
  */
 export const GRANT_NOTICE = '\u0001';
+
+/**
+ * A listener's interest in keys (migration 0004, decision 014), sent after its LISTEN is live
+ * and before its waiters re-check: three statements in one message, one transaction.
+ * 1. A key never granted gets its row (no holder, token 0: what a grant or the seed's upsert
+ *    turns into token 1, and what `inspect` reports as a key never granted), so that there is
+ *    a row to lock: a first grant racing this waits for it, or this waits for the grant.
+ * 2. The interest rows, valid for $3 ms (refreshed while anyone watches).
+ * 3. A share lock on each lease row, in key order. A release or grant on the row waits for
+ *    this transaction, and then its fresh snapshot sees the interest; a release already in
+ *    progress makes this wait for its commit, and the waiter's re-check then sees it.
+ * Params: $1 keys (text[]), $2 listener id (uuid), $3 ttl ms.
+ */
+export const REGISTER_INTEREST = `
+INSERT INTO {{lease}} (resource_key) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING;
+INSERT INTO {{interest}} (resource_key, listener_id, expires_at)
+SELECT unnest($1::text[]), $2::uuid, clock_timestamp() + $3::bigint * interval '1 millisecond'
+ON CONFLICT (resource_key, listener_id) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+SELECT count(*) AS locked FROM (
+  SELECT 1 FROM {{lease}} WHERE resource_key = ANY($1::text[]) ORDER BY resource_key FOR SHARE
+) AS l`;
+
+/**
+ * Removes interest rows that expired a while ago (any listener's: a process that died leaves
+ * its rows behind). Rows still live, and rows just expired, are left alone.
+ */
+export const FORGET_EXPIRED_INTEREST = `
+DELETE FROM {{interest}} WHERE expires_at < clock_timestamp() - interval '1 minute'`;
+
+/** A store's interest rows, removed when it closes. Params: $1 listener id (uuid). */
+export const FORGET_LISTENER_INTEREST = `
+DELETE FROM {{interest}} WHERE listener_id = $1::uuid`;
 
 /**
  * The seed's renewal: only the same key, lease id and token while unexpired. A renewal that

@@ -1,6 +1,4 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
-import { leaseIdPrefix } from '../../core/ids.js';
-import { LIMITS, parseInt8Text } from '../../core/validate.js';
 import type {
   HandOffLeaseStore,
   StoreAcquireRequest,
@@ -13,62 +11,33 @@ import type {
   Unwatch,
   WatchChange,
 } from '../../core/store.js';
-import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import type { LeaseState, StoreCapabilities } from '../../core/types.js';
+import { acquireAnswer, acquireParams, holderOf } from './answers.js';
 import {
   channelName,
-  checkIdentifier,
   lastResult,
+  parseBigint,
   quoteIdent,
   quoteLiteral,
   renderSql,
   resolveConnection,
   timeoutPrefix,
-  unavailable,
-  type PgConnectionConfig,
   type PgPool,
   type PgResult,
-  type PostgresConnectionOptions,
   type SqlParam,
 } from './client.js';
-import { Listener } from './listener.js';
+import { unavailable } from './errors.js';
+import { Listener } from './notify.js';
 import {
   acquireFunctionName,
+  grantNoticeFunctionName,
+  interestTableName,
   leaseMigrations,
   runMigrations,
   type MigrationReport,
 } from './migrate.js';
+import { resolvePostgresLeaseStoreOptions, type PostgresLeaseStoreOptions } from './options.js';
 import * as Q from './queries.js';
-
-/** Options for {@link PostgresLeaseStore}: a connection (exactly one of pool / connectionString / connection) and where the table lives. */
-export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {
-  /** The schema of the lease table. Defaults to `public`. */
-  readonly schema?: string;
-  /** The lease table. Defaults to `coordination_lease`, the seed's name. */
-  readonly table?: string;
-  /**
-   * Apply pending migrations (advisory-locked, once per store) before the first request.
-   * Set `false` when the application's role may not run DDL and `leasehold migrate` runs
-   * at deploy time instead. Defaults to `true`.
-   */
-  readonly autoMigrate?: boolean;
-  /**
-   * `synchronous_commit` for the statements that grant, renew and release, set per
-   * transaction. `on` (the default) makes a returned token durable on the primary's disk
-   * (and on synchronous standbys, when configured) even if the server default is `off`;
-   * `remote_apply` additionally waits until synchronous standbys can read it;
-   * `server_default` leaves the server's setting alone. Defaults to `on`.
-   */
-  readonly synchronousCommit?: 'on' | 'remote_apply' | 'server_default';
-  /**
-   * Settings (or a connection string) for the dedicated LISTEN session that wakes waiters.
-   * Defaults to the settings of the pool (pg's `Pool` exposes them) or of `connectionString`.
-   * The session must reach PostgreSQL directly: behind PgBouncer (whose transaction pooling
-   * silently drops notifications) the store refuses to listen, and waiters fall back to polling
-   * with a warning naming the pooling mode. With a pooler in front of the pool, set this to a
-   * direct connection (one per store).
-   */
-  readonly listenConnection?: PgConnectionConfig | string;
-}
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'store',
@@ -79,6 +48,11 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   ttlGranularityMs: 1,
   tokenBlocks: true,
 });
+
+/** How a request commits: a read; durably (grants, renewals); or a release (decision 014). */
+type Commit = 'read' | 'durable' | 'release';
+/** Bound on the statements that register waiters' interest (watch has no request timeout). */
+const INTEREST_TIMEOUT_MS = 5000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Calls of the grant function (each retries lost races 5 times itself) before giving up. */
@@ -123,37 +97,35 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   private readonly ownPool: boolean;
   private readonly listener: Listener;
   private readonly autoMigrate: boolean;
-  private readonly writePrefix: string;
+  /** The `synchronous_commit` prefix of each kind of request (decision 014 for releases). */
+  private readonly commitPrefix: Readonly<Record<Commit, string>>;
   private readonly sql: {
     acquire: string;
     renew: string;
     release: string;
     inspect: string;
     list: string;
+    registerInterest: string;
+    forgetExpired: string;
+    forgetListener: string;
   };
   private ready: Promise<void> | undefined;
   private closed = false;
 
   constructor(options: PostgresLeaseStoreOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw invalidArgument('options', 'must be an object', options);
-    }
-    this.schema = checkIdentifier('schema', options.schema ?? 'public');
-    this.table = checkIdentifier('table', options.table ?? 'coordination_lease');
-    const autoMigrate = options.autoMigrate ?? true;
-    if (typeof autoMigrate !== 'boolean') {
-      throw invalidArgument('autoMigrate', 'must be a boolean', autoMigrate);
-    }
-    this.autoMigrate = autoMigrate;
-    const sync = options.synchronousCommit ?? 'on';
-    if (sync !== 'on' && sync !== 'remote_apply' && sync !== 'server_default') {
-      throw invalidArgument(
-        'synchronousCommit',
-        "must be 'on', 'remote_apply' or 'server_default'",
-        sync,
-      );
-    }
-    this.writePrefix = sync === 'server_default' ? '' : `SET LOCAL synchronous_commit = ${sync}; `;
+    const resolved = resolvePostgresLeaseStoreOptions(options);
+    this.schema = resolved.schema;
+    this.table = resolved.table;
+    this.autoMigrate = resolved.autoMigrate;
+    const sync = resolved.synchronousCommit;
+    const durable = sync === 'server_default' ? '' : `SET LOCAL synchronous_commit = ${sync}; `;
+    // A release lost in a crash only delays takeover to its TTL; the next grant's durable
+    // commit flushes it anyway (the WAL is one sequence).
+    const release =
+      sync === 'server_default' || resolved.durableReleases
+        ? durable
+        : 'SET LOCAL synchronous_commit = off; ';
+    this.commitPrefix = { read: '', durable, release };
     const conn = resolveConnection(options, {
       ...(options.listenConnection !== undefined
         ? { listenConnection: options.listenConnection }
@@ -162,20 +134,27 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     this.pool = conn.pool;
     this.ownPool = conn.ownPool;
     const channel = channelName(this.schema, this.table);
-    this.listener = new Listener(conn.sessionConfig, channel);
-    const lease = `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`;
-    const acquireFn = acquireFunctionName(this.schema, this.table);
+    this.listener = new Listener(conn.sessionConfig, channel, (id, keys, ttlMs, forget) =>
+      this.registerInterest(id, keys, ttlMs, forget),
+    );
+    const names: Record<string, string> = {
+      lease: `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`,
+      acquire_fn: acquireFunctionName(this.schema, this.table),
+      grant_notice_fn: grantNoticeFunctionName(this.schema, this.table),
+      interest: interestTableName(this.schema, this.table),
+      channel: quoteLiteral(channel),
+    };
     const bind = (text: string): string =>
-      text
-        .replaceAll('{{lease}}', lease)
-        .replaceAll('{{acquire_fn}}', acquireFn)
-        .replaceAll('{{channel}}', quoteLiteral(channel));
+      text.replace(/\{\{(\w+)\}\}/g, (m, name: string) => names[name] ?? m);
     this.sql = {
       acquire: bind(Q.ACQUIRE),
       renew: bind(Q.RENEW),
       release: bind(Q.RELEASE),
       inspect: bind(Q.INSPECT),
       list: bind(Q.LIST_LIVE),
+      registerInterest: bind(Q.REGISTER_INTEREST),
+      forgetExpired: bind(Q.FORGET_EXPIRED_INTEREST),
+      forgetListener: bind(Q.FORGET_LISTENER_INTEREST),
     };
   }
 
@@ -198,7 +177,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     const params = acquireParams(request);
     for (let attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
       const answer = acquireAnswer(
-        (await this.run(this.sql.acquire, params, options, true)).rows[0],
+        (await this.run(this.sql.acquire, params, options, 'durable')).rows[0],
       );
       // Undefined: the grant function lost a race five times in a row (each time the winner
       // had already released again). Rare; re-ask, bounded.
@@ -233,7 +212,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
         '; ' +
         renderSql(this.sql.acquire, acquireParams(acquire)),
       options,
-      true,
+      'durable',
     );
     const releasedRows = results[results.length - 2]?.rows.length;
     if (releasedRows === undefined) {
@@ -257,7 +236,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
       this.sql.renew,
       [lease.key, lease.leaseId, lease.token, lease.ttlMs],
       options,
-      true,
+      'durable',
     );
     const row = result.rows[0];
     if (row === undefined) return { status: 'lost' };
@@ -273,13 +252,13 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
       this.sql.release,
       [lease.key, lease.leaseId, lease.token],
       options,
-      true,
+      'release',
     );
     return result.rows.length === 1 ? { status: 'released' } : { status: 'not_owner' };
   }
 
   async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
-    const result = await this.run(this.sql.inspect, [key], options, false);
+    const result = await this.run(this.sql.inspect, [key], options, 'read');
     const row = result.rows[0];
     if (row === undefined) return { key, lastToken: 0n, holder: undefined };
     const token = parseBigint(row['token']);
@@ -291,7 +270,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   }
 
   async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
-    const result = await this.run(this.sql.list, [prefix, limit], options, false);
+    const result = await this.run(this.sql.list, [prefix, limit], options, 'read');
     return result.rows.map((row) => {
       const token = parseBigint(row['token']);
       return {
@@ -311,8 +290,29 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    const registered = this.listener.hasRegistered;
     await this.listener.close();
+    if (registered) {
+      // Best effort: releases stop notifying for this store now rather than at expiry.
+      const text =
+        timeoutPrefix(INTEREST_TIMEOUT_MS) + renderSql(this.sql.forgetListener, [this.listener.id]);
+      await this.pool.query(text).catch(() => undefined);
+    }
     if (this.ownPool) await this.pool.end().catch(() => undefined);
+  }
+
+  /** The listener's interest rows (REGISTER_INTEREST), committed before it answers. */
+  private async registerInterest(
+    listenerId: string,
+    keys: readonly string[],
+    ttlMs: number,
+    forget: boolean,
+  ): Promise<void> {
+    const text =
+      timeoutPrefix(INTEREST_TIMEOUT_MS) +
+      renderSql(this.sql.registerInterest, [keys, listenerId, ttlMs]) +
+      (forget ? `; ${this.sql.forgetExpired}` : '');
+    await this.pool.query(text);
   }
 
   /** Sends one statement with its timeouts as a single simple-protocol message. */
@@ -320,27 +320,27 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     statement: string,
     params: readonly SqlParam[],
     options: StoreRequestOptions,
-    write: boolean,
+    commit: Commit,
   ): Promise<PgResult> {
-    return lastResult(await this.send(renderSql(statement, params), options, write));
+    return lastResult(await this.send(renderSql(statement, params), options, commit));
   }
 
   /** Sends rendered statements as one message (one implicit transaction); every result. */
   private async runAll(
     statements: string,
     options: StoreRequestOptions,
-    write: boolean,
+    commit: Commit,
   ): Promise<PgResult[]> {
-    const answer = await this.send(statements, options, write);
+    const answer = await this.send(statements, options, commit);
     return (Array.isArray(answer) ? answer : [answer]) as PgResult[];
   }
 
-  private async send(rendered: string, options: StoreRequestOptions, write: boolean) {
+  private async send(rendered: string, options: StoreRequestOptions, commit: Commit) {
     this.assertOpen();
     // No `options.signal.aborted` check here: the client never sends an aborted request, and
     // reading `signal` makes the client create an AbortController for every request.
     await this.ensureReady();
-    const text = timeoutPrefix(options.timeoutMs) + (write ? this.writePrefix : '') + rendered;
+    const text = timeoutPrefix(options.timeoutMs) + this.commitPrefix[commit] + rendered;
     try {
       return await this.pool.query(text);
     } catch (err) {
@@ -366,55 +366,4 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
       throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
     }
   }
-}
-
-/** Parses an int8 that the statement cast to text. Never goes through a JS number. */
-export const parseBigint = (value: unknown): bigint => parseInt8Text(value, 'PostgreSQL');
-
-function acquireParams(request: StoreAcquireRequest): SqlParam[] {
-  const block = request.tokenBlock ?? 1;
-  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
-    throw invalidArgument(
-      'tokenBlock',
-      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
-      block,
-    );
-  }
-  return [
-    request.key,
-    request.leaseId,
-    request.ttlMs,
-    request.ownerId,
-    request.value ?? null,
-    block,
-  ];
-}
-
-/** The grant function's row as an answer; undefined when it lost its races (no row). */
-function acquireAnswer(row: Record<string, unknown> | undefined): StoreAcquireResult | undefined {
-  if (row === undefined) return undefined;
-  const status = row['status'];
-  const token = parseBigint(row['token']);
-  if (status === 'acquired' || status === 'held') {
-    const expiresAtWallMs = Number(row['expires_ms']);
-    return Number.isFinite(expiresAtWallMs)
-      ? { status: 'acquired', token, expiresAtWallMs }
-      : { status: 'acquired', token };
-  }
-  const holder = holderOf(row, token);
-  return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
-}
-
-function holderOf(row: Record<string, unknown>, token: bigint): HolderInfo {
-  const detailsOk = row['details_ok'] === true;
-  const ownerId = row['owner_id'];
-  const value = row['value'];
-  return {
-    // A holder that came in through the seed's own statements has no leasehold details.
-    ownerId: detailsOk && typeof row['owner_name'] === 'string' ? row['owner_name'] : '',
-    token,
-    remainingMs: Number(row['remaining_ms'] ?? 0),
-    leaseIdPrefix: leaseIdPrefix(typeof ownerId === 'string' ? ownerId : ''),
-    value: detailsOk && typeof value === 'string' ? value : undefined,
-  };
 }

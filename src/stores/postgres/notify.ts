@@ -1,20 +1,44 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
-import { quoteIdent, unavailable, type PgConnectionConfig } from './client.js';
+import { quoteIdent, type PgConnectionConfig } from './client.js';
+import { unavailable } from './errors.js';
 import { GRANT_NOTICE } from './queries.js';
 
 /** Reconnect delays after the listening session is lost: doubling, capped. */
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5000;
+/** How long one registration of interest in a key lasts at the database. */
+export const INTEREST_TTL_MS = 60_000;
+/** While a key is watched its interest is written again this often (one statement for all). */
+const INTEREST_REFRESH_MS = 20_000;
+/** A new watcher of a key registered less than this long ago writes nothing. */
+const INTEREST_REUSE_MS = 30_000;
+
+/**
+ * Writes interest rows for `keys` (REGISTER_INTEREST, one transaction) valid for `ttlMs`, and
+ * with `forget` also removes long-expired ones. Resolves once committed.
+ */
+export type RegisterInterest = (
+  listenerId: string,
+  keys: readonly string[],
+  ttlMs: number,
+  forget: boolean,
+) => Promise<void>;
 
 /**
  * One LISTEN session per store, shared by all its watchers. Payloads are keys (a release, from
  * the table's trigger) or GRANT_NOTICE + key (a grant, from the acquire statement); a
- * notification wakes that key's watchers. When the session is lost it reconnects (with
- * backoff, while anyone watches), LISTENs again, and then wakes every watcher: a release
- * during the gap sent no notification we could see, so everyone re-checks — a read, which
- * costs no write.
+ * notification wakes that key's watchers. Releases and grants notify only keys with live
+ * interest (migration 0004), so before a watch resolves its key is registered under this
+ * session's id — after the LISTEN is live, before the caller re-checks (decision 014). Keys
+ * registered together go in one statement; a key registered recently writes nothing; watched
+ * keys are registered again every INTEREST_REFRESH_MS, and a key whose registration may have
+ * lapsed meanwhile is woken to re-check. When the session is lost it reconnects (with
+ * backoff, while anyone watches), LISTENs again, registers every watched key again (a crash
+ * empties the unlogged interest table), and then wakes every watcher: a release during the
+ * gap sent no notification we could see, so everyone re-checks — a read, which costs no write.
  */
 export class Listener {
   private readonly byKey = new Map<string, Set<(change?: WatchChange) => void>>();
@@ -23,12 +47,24 @@ export class Listener {
   private retryTimer: NodeJS.Timeout | undefined;
   private retryMs = RETRY_MIN_MS;
   private closed = false;
+  /** Until when (performance.now() scale, conservatively) each key's interest is live. */
+  private readonly registeredUntil = new Map<string, number>();
+  /** Keys waiting to be registered in the next statement, and its outcome. */
+  private batch: { keys: Set<string>; done: Promise<void> } | undefined;
+  private refreshTimer: NodeJS.Timeout | undefined;
+  /** This session's id in the interest table. */
+  readonly id = randomUUID();
   /** Times the session was (re)established; for tests and diagnostics. */
   connections = 0;
+  /** Registration statements sent; for tests and diagnostics. */
+  registrations = 0;
+  /** Whether this session ever wrote interest rows (the store removes them when it closes). */
+  hasRegistered = false;
 
   constructor(
     private readonly config: PgConnectionConfig | undefined,
     private readonly channel: string,
+    private readonly registerInterest: RegisterInterest,
   ) {}
 
   /**
@@ -52,18 +88,85 @@ export class Listener {
     };
     try {
       await this.ensureConnected();
+      await this.interestIn(key);
     } catch (err) {
       unwatch();
       throw err;
     }
+    this.refreshTimer ??= setInterval(() => void this.refresh(), INTEREST_REFRESH_MS);
+    // Refreshing must not keep a process alive that has nothing else to do.
+    this.refreshTimer.unref();
     return unwatch;
+  }
+
+  /** Registers interest in `key` unless a recent registration still holds. */
+  private interestIn(key: string): Promise<void> {
+    const until = this.registeredUntil.get(key);
+    if (until !== undefined && until - performance.now() > INTEREST_REUSE_MS) {
+      return Promise.resolve();
+    }
+    if (this.batch === undefined) {
+      const keys = new Set<string>();
+      // Keys asked for in the same turn of the event loop share one statement.
+      const done = Promise.resolve().then(async () => {
+        if (this.batch?.keys === keys) this.batch = undefined;
+        await this.register([...keys], false);
+      });
+      this.batch = { keys, done };
+    }
+    this.batch.keys.add(key);
+    return this.batch.done;
+  }
+
+  /** Writes interest rows for `keys`; answers when each key's previous registration ran out. */
+  private async register(keys: readonly string[], forget: boolean): Promise<Map<string, number>> {
+    const before = new Map(keys.map((k) => [k, this.registeredUntil.get(k) ?? 0]));
+    const sentAt = performance.now();
+    this.registrations++;
+    this.hasRegistered = true;
+    try {
+      // Sorted, so that two listeners inserting rows for the same new keys cannot deadlock.
+      await this.registerInterest(this.id, [...keys].sort(), INTEREST_TTL_MS, forget);
+    } catch (err) {
+      throw unavailable('PostgreSQL lease store: registering waiters', err);
+    }
+    for (const k of keys) this.registeredUntil.set(k, sentAt + INTEREST_TTL_MS);
+    return before;
+  }
+
+  /**
+   * Registers every watched key again; a key whose previous registration may have lapsed
+   * before this one committed (a late timer, a failed refresh) is woken to re-check, since a
+   * release in the gap notified nobody.
+   */
+  private async refresh(): Promise<void> {
+    if (this.closed) return;
+    const now = performance.now();
+    for (const [k, until] of this.registeredUntil) {
+      if (until <= now && !this.byKey.has(k)) this.registeredUntil.delete(k);
+    }
+    const keys = [...this.byKey.keys()];
+    if (keys.length === 0) {
+      if (this.refreshTimer !== undefined) clearInterval(this.refreshTimer);
+      this.refreshTimer = undefined;
+      return;
+    }
+    try {
+      const before = await this.register(keys, true);
+      const doneAt = performance.now();
+      for (const [k, until] of before) if (until <= doneAt) this.wake(k);
+    } catch {
+      // The next refresh tries again; waiters poll meanwhile.
+    }
   }
 
   /** Ends the session; later subscriptions throw `ERR_CLOSED`. */
   async close(): Promise<void> {
     this.closed = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    if (this.refreshTimer !== undefined) clearInterval(this.refreshTimer);
     this.byKey.clear();
+    this.registeredUntil.clear();
     const client = this.client;
     this.client = undefined;
     await this.connecting?.catch(() => undefined);
@@ -138,12 +241,20 @@ export class Listener {
       this.retryTimer = undefined;
       if (this.closed || this.byKey.size === 0) return;
       this.ensureConnected().then(
-        () => this.wakeAll(),
+        () => this.reregisterAndWake(),
         () => this.scheduleReconnect(),
       );
     }, delay);
     // Reconnecting must not keep a process alive that has nothing else to do.
     this.retryTimer.unref();
+  }
+
+  /** After a reconnect: interest again for every watched key (best effort), then re-checks. */
+  private async reregisterAndWake(): Promise<void> {
+    this.registeredUntil.clear();
+    const keys = [...this.byKey.keys()];
+    if (keys.length > 0) await this.register(keys, false).catch(() => undefined);
+    this.wakeAll();
   }
 
   private wake(key: string, change?: WatchChange): void {

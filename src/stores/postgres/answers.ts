@@ -1,0 +1,58 @@
+import { invalidArgument } from '../../core/errors.js';
+import { leaseIdPrefix } from '../../core/ids.js';
+import { LIMITS } from '../../core/validate.js';
+import type { StoreAcquireRequest, StoreAcquireResult } from '../../core/store.js';
+import type { HolderInfo } from '../../core/types.js';
+import { parseBigint, type SqlParam } from './client.js';
+
+/** How the store's requests become statement parameters and its rows become answers. */
+
+export function acquireParams(request: StoreAcquireRequest): SqlParam[] {
+  const block = request.tokenBlock ?? 1;
+  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
+    throw invalidArgument(
+      'tokenBlock',
+      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
+      block,
+    );
+  }
+  return [
+    request.key,
+    request.leaseId,
+    request.ttlMs,
+    request.ownerId,
+    request.value ?? null,
+    block,
+  ];
+}
+
+/** The grant function's row as an answer; undefined when it lost its races (no row). */
+export function acquireAnswer(
+  row: Record<string, unknown> | undefined,
+): StoreAcquireResult | undefined {
+  if (row === undefined) return undefined;
+  const status = row['status'];
+  const token = parseBigint(row['token']);
+  if (status === 'acquired' || status === 'held') {
+    const expiresAtWallMs = Number(row['expires_ms']);
+    return Number.isFinite(expiresAtWallMs)
+      ? { status: 'acquired', token, expiresAtWallMs }
+      : { status: 'acquired', token };
+  }
+  const holder = holderOf(row, token);
+  return { status: 'busy', holder, retryAfterMs: holder.remainingMs };
+}
+
+export function holderOf(row: Record<string, unknown>, token: bigint): HolderInfo {
+  const detailsOk = row['details_ok'] === true;
+  const ownerId = row['owner_id'];
+  const value = row['value'];
+  return {
+    // A holder that came in through the seed's own statements has no leasehold details.
+    ownerId: detailsOk && typeof row['owner_name'] === 'string' ? row['owner_name'] : '',
+    token,
+    remainingMs: Number(row['remaining_ms'] ?? 0),
+    leaseIdPrefix: leaseIdPrefix(typeof ownerId === 'string' ? ownerId : ''),
+    value: detailsOk && typeof value === 'string' ? value : undefined,
+  };
+}
