@@ -12,7 +12,9 @@ import {
 } from '../http/fence-headers.js';
 import type { AnswerRecord, MarkDecision, MarkStore, ScopeHold } from '../marks/mark-store.js';
 import type { ScopeQueue } from '../scope-queue.js';
+import { sendError } from './error-answers.js';
 import type { ForwardOutcome } from './forward.js';
+import type { Forward } from './forwarder.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { CompiledRoute } from './routes.js';
 
@@ -25,12 +27,7 @@ export interface FencedContext {
   readonly names: FenceHeaderNames;
   readonly replicas: 'single' | 'scope-lock';
   readonly reporter: FenceReporter | undefined;
-  readonly forward: (
-    req: FastifyRequest,
-    reply: FastifyReply,
-    how: { token?: bigint; capture: boolean; signal?: AbortSignal; version?: bigint },
-  ) => Promise<ForwardOutcome>;
-  readonly sendError: (reply: FastifyReply, e: FenceHttpError) => FastifyReply;
+  readonly forward: Forward;
 }
 
 /** Header telling a client that an idempotent request's answer is a replay, not a new call. */
@@ -52,7 +49,7 @@ export async function handleFenced(
   const fields = parseFenceHeaders(req.headers, ctx.names);
   if (fields.status === 'invalid') {
     ctx.metrics.decisions.inc({ result: 'invalid', route: route.name });
-    return ctx.sendError(reply, new FenceHttpError('invalid_argument', fields.message));
+    return sendError(reply, new FenceHttpError('invalid_argument', fields.message));
   }
   const { token, idempotencyKey: key, expectedVersion } = fields;
   const queued = ctx.queue.run(scope, () =>
@@ -60,7 +57,7 @@ export async function handleFenced(
   );
   if (queued === undefined) {
     ctx.metrics.decisions.inc({ result: 'busy', route: route.name });
-    return ctx.sendError(
+    return sendError(
       reply,
       new FenceHttpError('busy', `too many requests wait for scope ${scope}; retry later`, {
         'retry-after': '1',
@@ -110,7 +107,7 @@ async function decideAndForward(
     tell(ctx, route, scope, token, decision);
     switch (decision.status) {
       case 'stale_fence':
-        return ctx.sendError(
+        return sendError(
           reply,
           new FenceHttpError(
             'stale_fence',
@@ -119,7 +116,7 @@ async function decideAndForward(
           ),
         );
       case 'version_mismatch':
-        return ctx.sendError(
+        return sendError(
           reply,
           new FenceHttpError(
             'version_mismatch',
@@ -156,7 +153,7 @@ async function decideAndForward(
       'mark store failed',
     );
     if (reply.sent) return reply;
-    return ctx.sendError(
+    return sendError(
       reply,
       new FenceHttpError('unavailable', 'the mark store is unavailable; nothing was forwarded'),
     );
@@ -207,7 +204,7 @@ function replay(
         : record.state === 'answered'
           ? `its first attempt was answered ${record.status}; the answer was too large to keep`
           : 'it was seen before';
-  return ctx.sendError(
+  return sendError(
     reply,
     new FenceHttpError('duplicate', `this idempotency key was used with this token before: ${why}`),
   );
