@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { FenceHttpError } from '../http/fence-error.js';
+import { bodyTooLarge, crossedBodyLimit } from './body-limit.js';
 import { sendError } from './error-answers.js';
 import { FORWARD_ID_HEADER, type ForwardOutcome, type UpstreamPool } from './forward.js';
 
@@ -29,6 +30,8 @@ export interface ForwarderOptions {
   /** The upstream URL's path prefix (no trailing slash), put before each request's URL. */
   readonly basePath: string;
   readonly timeoutMs: number;
+  /** The body limit, for the 413 of a streamed body that crossed it. */
+  readonly maxBodyBytes: number;
   /** The incoming token header, replaced by `forwardToken`. */
   readonly tokenHeader: string;
   readonly forwardToken: string;
@@ -44,6 +47,13 @@ export interface ForwarderOptions {
  */
 export function createForwarder(o: ForwarderOptions): Forward {
   const { pool, basePath, timeoutMs, tokenHeader, forwardToken, stripAuthorization, logger } = o;
+  const upstreamFailed = (code: unknown): FenceHttpError =>
+    code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT'
+      ? new FenceHttpError('gateway_timeout', `the upstream did not answer within ${timeoutMs} ms`)
+      : new FenceHttpError(
+          'bad_gateway',
+          'the upstream could not be reached or broke off the answer',
+        );
   return (req, reply, how) => {
     const tracked = pool.track(how.capture, how.signal);
     reply.from(basePath + req.url, {
@@ -67,18 +77,13 @@ export function createForwarder(o: ForwarderOptions): Forward {
         void rep.send(res.stream);
       },
       onError: (rep, { error }) => {
-        const code = (error as { code?: unknown }).code;
-        const e =
-          code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT'
-            ? new FenceHttpError(
-                'gateway_timeout',
-                `the upstream did not answer within ${timeoutMs} ms`,
-              )
-            : new FenceHttpError(
-                'bad_gateway',
-                'the upstream could not be reached or broke off the answer',
-              );
-        logger.warn({ reqId: req.id, err: describeError(error) }, 'upstream failed');
+        // A streamed body that crossed the limit failed the forward on purpose: the client's
+        // fault (413), not the upstream's (502).
+        const tooLarge = crossedBodyLimit(req.raw);
+        const e = tooLarge
+          ? bodyTooLarge(o.maxBodyBytes)
+          : upstreamFailed((error as { code?: unknown }).code);
+        if (!tooLarge) logger.warn({ reqId: req.id, err: describeError(error) }, 'upstream failed');
         // Normally settled already by the pool's interceptor; if not, the outcome is unknown.
         tracked.settle({ kind: 'unknown', error });
         void sendError(rep as unknown as FastifyReply, e);

@@ -156,6 +156,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     pool,
     basePath: upstream.pathname.replace(/\/$/, ''),
     timeoutMs: o.upstreamTimeoutMs,
+    maxBodyBytes: o.maxBodyBytes,
     tokenHeader: names.token,
     forwardToken: o.forwardToken,
     stripAuthorization: auth.enabled,
