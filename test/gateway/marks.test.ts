@@ -55,11 +55,15 @@ for (const backend of MARK_BACKENDS) {
         await marks.saveAnswer('s', 7n, 'op-1', {
           state: 'answered',
           status: 201,
-          contentType: 'text/plain',
+          headers: { 'content-type': 'text/plain', location: '/r/7' },
           body: Buffer.from('hi'),
         });
         const a = await marks.answer('s', 7n, 'op-1');
         assert.equal(a?.state, 'answered');
+        assert.deepEqual(a?.state === 'answered' && a.headers, {
+          'content-type': 'text/plain',
+          location: '/r/7',
+        });
         assert.equal(a?.state === 'answered' && a.body?.toString(), 'hi');
         const v = { scope: 's', policy: '>=' as const, token: 8n };
         assert.deepEqual(await marks.check({ ...v, expectedVersion: 1n }), {

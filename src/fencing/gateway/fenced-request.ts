@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { isLeaseholdError } from '../../core/errors.js';
 import { assertNever } from '../../core/results.js';
 import type { FenceReporter } from '../../stores/http/fence-reporter.js';
+import { REPLAYED_HEADER, replayOf } from '../http/answer-replay.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import {
   MARK_HEADER,
@@ -29,9 +30,6 @@ export interface FencedContext {
   readonly reporter: FenceReporter | undefined;
   readonly forward: Forward;
 }
-
-/** Header telling a client that an idempotent request's answer is a replay, not a new call. */
-export const REPLAYED_HEADER = 'idempotent-replayed';
 
 /**
  * One fenced request: parse its token, idempotency key and expected version; then, alone in
@@ -125,7 +123,7 @@ async function decideAndForward(
           ),
         );
       case 'duplicate':
-        return replay(ctx, reply, record);
+        return replay(reply, record);
       case 'applied': {
         if (decision.wrote) ctx.metrics.markWrites.inc({ route: route.name });
         const started = performance.now();
@@ -174,7 +172,7 @@ async function saveOutcome(
       ? {
           state: 'answered',
           status: outcome.status,
-          contentType: outcome.contentType,
+          headers: outcome.headers,
           body: outcome.complete ? outcome.body : undefined,
         }
       : { state: outcome.kind };
@@ -186,28 +184,11 @@ async function saveOutcome(
   }
 }
 
-function replay(
-  ctx: FencedContext,
-  reply: FastifyReply,
-  record: AnswerRecord | undefined,
-): FastifyReply {
-  if (record?.state === 'answered' && record.body !== undefined) {
-    void reply.code(record.status).header(REPLAYED_HEADER, 'true');
-    if (record.contentType !== undefined) void reply.type(record.contentType);
-    return reply.send(record.body);
-  }
-  const why =
-    record === undefined || record.state === 'pending'
-      ? 'its first attempt is still in flight, or its outcome is unknown'
-      : record.state === 'unknown'
-        ? 'its first attempt may have reached the upstream but got no answer; it is not sent again'
-        : record.state === 'answered'
-          ? `its first attempt was answered ${record.status}; the answer was too large to keep`
-          : 'it was seen before';
-  return sendError(
-    reply,
-    new FenceHttpError('duplicate', `this idempotency key was used with this token before: ${why}`),
-  );
+function replay(reply: FastifyReply, record: AnswerRecord | undefined): FastifyReply {
+  const r = replayOf(record);
+  if (r.status === 'duplicate') return sendError(reply, new FenceHttpError('duplicate', r.message));
+  void reply.code(r.httpStatus).headers(r.headers).header(REPLAYED_HEADER, 'true');
+  return reply.send(r.body);
 }
 
 function tell(

@@ -1,5 +1,5 @@
 import { Dispatcher, Pool } from 'undici';
-import { MAX_STORED_ANSWER_BYTES } from '../marks/mark-store.js';
+import { AnswerCapture, pickRawAnswerHeaders } from '../http/answer-replay.js';
 
 /** What became of one forward, as seen from the upstream connection. */
 export type ForwardOutcome =
@@ -7,7 +7,8 @@ export type ForwardOutcome =
   | {
       readonly kind: 'answered';
       readonly status: number;
-      readonly contentType: string | undefined;
+      /** The headers worth replaying (`REPLAYED_ANSWER_HEADERS`), when `capture` was asked. */
+      readonly headers: Readonly<Record<string, string>>;
       /** The body when `capture` was asked and it fit; else undefined. */
       readonly body: Buffer | undefined;
       readonly complete: boolean;
@@ -94,6 +95,8 @@ interface Tracked {
 
 type Handler = Dispatcher.DispatchHandler;
 
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
 /** The pool's dispatcher with the tracking of {@link UpstreamPool}. */
 class TrackingDispatcher extends Dispatcher {
   constructor(
@@ -125,11 +128,9 @@ class TrackingDispatcher extends Dispatcher {
 
 /** Wraps a callback-interface handler: passes every call on, and settles the forward. */
 function trackingHandler(entry: Tracked, handler: Handler): Handler {
-  const chunks: Buffer[] = [];
-  let size = 0;
+  const capture = entry.capture ? new AnswerCapture() : undefined;
   let status = 0;
-  let contentType: string | undefined;
-  let over = !entry.capture;
+  let headers: Readonly<Record<string, string>> = NO_HEADERS;
   let abortRef: ((err?: Error) => void) | undefined;
   const lostHold = (): Error =>
     new Error('the scope hold was lost', { cause: entry.signal?.reason });
@@ -151,25 +152,19 @@ function trackingHandler(entry: Tracked, handler: Handler): Handler {
     onBodySent: (chunkSize, total) => handler.onBodySent?.(chunkSize, total),
     onHeaders: (statusCode, raw, resume, statusText) => {
       status = statusCode;
-      if (entry.capture) contentType = headerOf(raw, 'content-type');
+      if (capture !== undefined) headers = pickRawAnswerHeaders(raw);
       return handler.onHeaders?.(statusCode, raw, resume, statusText) ?? true;
     },
     onData: (chunk) => {
-      if (!over) {
-        size += chunk.length;
-        if (size > MAX_STORED_ANSWER_BYTES) {
-          over = true;
-          chunks.length = 0;
-        } else chunks.push(Buffer.from(chunk));
-      }
+      capture?.add(chunk);
       return handler.onData?.(chunk) ?? true;
     },
     onComplete: (trailers) => {
       finish({
         kind: 'answered',
         status,
-        contentType,
-        body: over ? undefined : Buffer.concat(chunks),
+        headers,
+        body: capture?.body(),
         complete: true,
       });
       handler.onComplete?.(trailers);
@@ -177,7 +172,7 @@ function trackingHandler(entry: Tracked, handler: Handler): Handler {
     onError: (err) => {
       finish(
         status !== 0
-          ? { kind: 'answered', status, contentType, body: undefined, complete: false }
+          ? { kind: 'answered', status, headers, body: undefined, complete: false }
           : neverSent(err)
             ? { kind: 'not_sent', error: err }
             : { kind: 'unknown', error: err },
@@ -186,12 +181,4 @@ function trackingHandler(entry: Tracked, handler: Handler): Handler {
       handler.onError(err);
     },
   };
-}
-
-/** One header of an answer's raw header list (name, value, name, value, …). */
-function headerOf(raw: readonly (Buffer | string)[], name: string): string | undefined {
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (raw[i]!.toString('latin1').toLowerCase() === name) return raw[i + 1]!.toString('latin1');
-  }
-  return undefined;
 }

@@ -5,6 +5,8 @@ import {
   MAX_STORED_ANSWER_BYTES,
   VersionMismatch,
   decideFromMark,
+  decodeAnswerHeaders,
+  encodeAnswerHeaders,
   type AnswerRecord,
   type MarkDecision,
   type MarkPolicy,
@@ -42,21 +44,26 @@ CREATE TABLE IF NOT EXISTS {{a}} (
   status INTEGER,
   content_type TEXT,
   body BLOB,
+  headers TEXT,
   PRIMARY KEY (scope, token, op_key)
 ) STRICT, WITHOUT ROWID;`;
+/** Answer tables made before headers were kept get the column. Params: none. */
+const ADD_HEADERS = `ALTER TABLE {{a}} ADD COLUMN headers TEXT`;
+/** Params: none. Returns one row per column of the answer table. */
+const ANSWER_COLUMNS = `SELECT name FROM pragma_table_info({{a_name}})`;
 
 /** Params: scope. Returns version. */
 const SELECT_VERSION = `SELECT version FROM {{v}} WHERE scope = @scope`;
 /** Params: scope, version. */
 const UPSERT_VERSION = `INSERT INTO {{v}} (scope, version) VALUES (@scope, @version)
 ON CONFLICT (scope) DO UPDATE SET version = excluded.version`;
-/** Params: scope, token, key, state, status, contentType, body. */
-const UPSERT_ANSWER = `INSERT INTO {{a}} (scope, token, op_key, state, status, content_type, body)
-VALUES (@scope, @token, @key, @state, @status, @contentType, @body)
+/** Params: scope, token, key, state, status, contentType, body, headers. */
+const UPSERT_ANSWER = `INSERT INTO {{a}} (scope, token, op_key, state, status, content_type, body, headers)
+VALUES (@scope, @token, @key, @state, @status, @contentType, @body, @headers)
 ON CONFLICT (scope, token, op_key) DO UPDATE SET state = excluded.state, status = excluded.status,
-  content_type = excluded.content_type, body = excluded.body`;
-/** Params: scope, token, key. Returns state, status, content_type, body. */
-const SELECT_ANSWER = `SELECT state, status, content_type, body FROM {{a}}
+  content_type = excluded.content_type, body = excluded.body, headers = excluded.headers`;
+/** Params: scope, token, key. Returns state, status, content_type, body, headers. */
+const SELECT_ANSWER = `SELECT state, status, content_type, body, headers FROM {{a}}
 WHERE scope = @scope AND token = @token AND op_key = @key`;
 /** Params: scope, token. Forgets the answers of older generations once the mark moved past them. */
 const GC_ANSWERS = `DELETE FROM {{a}} WHERE scope = @scope AND token < @token`;
@@ -91,9 +98,14 @@ export class SqliteMarkStore implements MarkStore {
       // FULL: a commit is fsync'd before check() resolves, so the mark precedes the forward on disk.
       this.db.pragma('synchronous = FULL');
       const sql = (text: string): string =>
-        text.replaceAll('{{v}}', `"${table}_version"`).replaceAll('{{a}}', `"${table}_answer"`);
+        text
+          .replaceAll('{{v}}', `"${table}_version"`)
+          .replaceAll('{{a}}', `"${table}_answer"`)
+          .replaceAll('{{a_name}}', `'${table}_answer'`);
       // The first write takes the exclusive lock: a second gateway on this file fails here.
       this.db.exec(sql(CREATE));
+      const columns = this.db.prepare(sql(ANSWER_COLUMNS)).pluck().all() as string[];
+      if (!columns.includes('headers')) this.db.exec(sql(ADD_HEADERS));
       this.fences = {
         '>=': new SqliteFence({ database: this.db, table, policy: '>=' }),
         '>': new SqliteFence({ database: this.db, table, policy: '>' }),
@@ -170,14 +182,20 @@ export class SqliteMarkStore implements MarkStore {
 
   answer(scope: string, token: bigint, key: string): Promise<AnswerRecord | undefined> {
     const row = this.stmt.answer.get({ scope, token, key }) as
-      | { state: string; status: bigint | null; content_type: string | null; body: Buffer | null }
+      | {
+          state: string;
+          status: bigint | null;
+          content_type: string | null;
+          body: Buffer | null;
+          headers: string | null;
+        }
       | undefined;
     if (row === undefined) return Promise.resolve(undefined);
     if (row.state === 'answered') {
       return Promise.resolve({
         state: 'answered',
         status: Number(row.status ?? 200),
-        contentType: row.content_type ?? undefined,
+        headers: decodeAnswerHeaders(row.headers, row.content_type),
         body: row.body ?? undefined,
       });
     }
@@ -200,8 +218,9 @@ export class SqliteMarkStore implements MarkStore {
       key,
       state: record.state,
       status: answered ? record.status : null,
-      contentType: answered ? (record.contentType ?? null) : null,
+      contentType: answered ? (record.headers['content-type'] ?? null) : null,
       body,
+      headers: answered ? encodeAnswerHeaders(record.headers) : null,
     });
   }
 
