@@ -46,7 +46,7 @@ export async function handleFenced(
 ): Promise<FastifyReply> {
   const fields = parseFenceHeaders(req.headers, ctx.names);
   if (fields.status === 'invalid') {
-    ctx.metrics.decisions.inc({ result: 'invalid', route: route.name });
+    ctx.metrics.decided('invalid', route.name);
     return sendError(reply, new FenceHttpError('invalid_argument', fields.message));
   }
   const { token, idempotencyKey: key, expectedVersion } = fields;
@@ -54,7 +54,7 @@ export async function handleFenced(
     decideAndForward(ctx, req, reply, route, scope, token, key, expectedVersion),
   );
   if (queued === undefined) {
-    ctx.metrics.decisions.inc({ result: 'busy', route: route.name });
+    ctx.metrics.decided('busy', route.name);
     return sendError(
       reply,
       new FenceHttpError('busy', `too many requests wait for scope ${scope}; retry later`, {
@@ -125,18 +125,15 @@ async function decideAndForward(
       case 'duplicate':
         return replay(reply, record);
       case 'applied': {
-        if (decision.wrote) ctx.metrics.markWrites.inc({ route: route.name });
+        if (decision.wrote) ctx.metrics.wroteMark(route.name);
         const started = performance.now();
         const outcome = await ctx.forward(req, reply, {
           token,
           capture: key !== undefined,
-          ...(hold === undefined ? {} : { signal: hold.lost }),
-          ...(decision.version === undefined ? {} : { version: decision.version }),
+          signal: hold?.lost,
+          version: decision.version,
         });
-        ctx.metrics.upstream.observe(
-          { route: route.name, outcome: outcome.kind },
-          (performance.now() - started) / 1000,
-        );
+        ctx.metrics.exchanged(route.name, outcome.kind, (performance.now() - started) / 1000);
         if (key !== undefined) await saveOutcome(ctx, scope, token, key, outcome);
         return reply;
       }
@@ -145,7 +142,7 @@ async function decideAndForward(
     }
   } catch (err) {
     if (!isLeaseholdError(err)) throw err;
-    ctx.metrics.decisions.inc({ result: 'unavailable', route: route.name });
+    ctx.metrics.decided('unavailable', route.name);
     ctx.logger.warn(
       { scope, token: token.toString(), route: route.name, err: err.message },
       'mark store failed',
@@ -198,10 +195,14 @@ function tell(
   token: bigint,
   d: MarkDecision,
 ): void {
-  ctx.metrics.decisions.inc({ result: d.status, route: route.name });
-  const fields = { scope, token: token.toString(), route: route.name, result: d.status };
-  if (d.status === 'applied') ctx.logger.debug(fields, 'fenced request accepted');
-  else ctx.logger.info(fields, 'fenced request refused');
+  ctx.metrics.decided(d.status, route.name);
+  // The fields are built only for a log line that is written: accepted requests log at debug.
+  const accepted = d.status === 'applied';
+  if (ctx.logger.isLevelEnabled(accepted ? 'debug' : 'info')) {
+    const fields = { scope, token: token.toString(), route: route.name, result: d.status };
+    if (accepted) ctx.logger.debug(fields, 'fenced request accepted');
+    else ctx.logger.info(fields, 'fenced request refused');
+  }
   if (ctx.reporter !== undefined && d.status !== 'version_mismatch') {
     ctx.reporter.onDecision({
       scope,

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import { Dispatcher, Pool } from 'undici';
 import { AnswerCapture, pickRawAnswerHeaders } from '../http/answer-replay.js';
 
@@ -113,7 +114,7 @@ class TrackingDispatcher extends Dispatcher {
     // undefined, not delete: undici skips it, and the object keeps its fast shape.
     if (headers !== undefined && id !== undefined) headers[FORWARD_ID_HEADER] = undefined;
     if (entry === undefined) return this.pool.dispatch(opts, handler);
-    return this.pool.dispatch(opts, trackingHandler(entry, handler));
+    return this.pool.dispatch(opts, new TrackingHandler(entry, handler));
   }
 
   // reply-from closes and destroys the dispatcher it was given when fastify closes.
@@ -126,59 +127,101 @@ class TrackingDispatcher extends Dispatcher {
   }
 }
 
-/** Wraps a callback-interface handler: passes every call on, and settles the forward. */
-function trackingHandler(entry: Tracked, handler: Handler): Handler {
-  const capture = entry.capture ? new AnswerCapture() : undefined;
-  let status = 0;
-  let headers: Readonly<Record<string, string>> = NO_HEADERS;
-  let abortRef: ((err?: Error) => void) | undefined;
-  const lostHold = (): Error =>
-    new Error('the scope hold was lost', { cause: entry.signal?.reason });
-  const onAbort = (): void => abortRef?.(lostHold());
-  const finish = (o: ForwardOutcome): void => {
-    entry.signal?.removeEventListener('abort', onAbort);
-    entry.settle(o);
-  };
-  return {
-    onConnect: (abort, context?: unknown) => {
-      abortRef = abort;
-      if (entry.signal?.aborted) abort(lostHold());
-      else entry.signal?.addEventListener('abort', onAbort, { once: true });
-      // The callback interface passes a context too; the typings know one argument only.
-      (handler.onConnect as ((a: typeof abort, c: unknown) => void) | undefined)?.(abort, context);
-    },
-    onUpgrade: (statusCode, raw, socket) => handler.onUpgrade?.(statusCode, raw, socket),
-    onResponseStarted: () => handler.onResponseStarted?.(),
-    onBodySent: (chunkSize, total) => handler.onBodySent?.(chunkSize, total),
-    onHeaders: (statusCode, raw, resume, statusText) => {
-      status = statusCode;
-      if (capture !== undefined) headers = pickRawAnswerHeaders(raw);
-      return handler.onHeaders?.(statusCode, raw, resume, statusText) ?? true;
-    },
-    onData: (chunk) => {
-      capture?.add(chunk);
-      return handler.onData?.(chunk) ?? true;
-    },
-    onComplete: (trailers) => {
-      finish({
-        kind: 'answered',
-        status,
-        headers,
-        body: capture?.body(),
-        complete: true,
-      });
-      handler.onComplete?.(trailers);
-    },
-    onError: (err) => {
-      finish(
-        status !== 0
-          ? { kind: 'answered', status, headers, body: undefined, complete: false }
-          : neverSent(err)
-            ? { kind: 'not_sent', error: err }
-            : { kind: 'unknown', error: err },
-      );
-      if (handler.onError === undefined) throw err;
-      handler.onError(err);
-    },
-  };
+/**
+ * Wraps a callback-interface handler: passes every call on, and settles the forward. A class
+ * rather than an object of closures: one allocation per forward instead of a dozen, on the
+ * path every request takes.
+ */
+class TrackingHandler implements Handler {
+  private readonly capture: AnswerCapture | undefined;
+  private status = 0;
+  private headers: Readonly<Record<string, string>> = NO_HEADERS;
+  private abortRef: ((err?: Error) => void) | undefined;
+  private listening = false;
+
+  constructor(
+    private readonly entry: Tracked,
+    private readonly handler: Handler,
+  ) {
+    this.capture = entry.capture ? new AnswerCapture() : undefined;
+  }
+
+  private readonly onAbort = (): void => this.abortRef?.(this.lostHold());
+
+  private lostHold(): Error {
+    return new Error('the scope hold was lost', { cause: this.entry.signal?.reason });
+  }
+
+  private finish(o: ForwardOutcome): void {
+    if (this.listening) this.entry.signal?.removeEventListener('abort', this.onAbort);
+    this.entry.settle(o);
+  }
+
+  onConnect(abort: (err?: Error) => void, context?: unknown): void {
+    this.abortRef = abort;
+    const signal = this.entry.signal;
+    if (signal?.aborted) abort(this.lostHold());
+    else if (signal !== undefined) {
+      signal.addEventListener('abort', this.onAbort, { once: true });
+      this.listening = true;
+    }
+    // The callback interface passes a context too; the typings know one argument only.
+    (this.handler.onConnect as ((a: typeof abort, c: unknown) => void) | undefined)?.call(
+      this.handler,
+      abort,
+      context,
+    );
+  }
+
+  onUpgrade(statusCode: number, raw: Buffer[] | string[] | null, socket: Duplex): void {
+    this.handler.onUpgrade?.(statusCode, raw, socket);
+  }
+
+  onResponseStarted(): void {
+    this.handler.onResponseStarted?.();
+  }
+
+  onBodySent(chunkSize: number, total: number): void {
+    this.handler.onBodySent?.(chunkSize, total);
+  }
+
+  onHeaders(statusCode: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
+    this.status = statusCode;
+    if (this.capture !== undefined) this.headers = pickRawAnswerHeaders(raw);
+    return this.handler.onHeaders?.(statusCode, raw, resume, statusText) ?? true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.capture?.add(chunk);
+    return this.handler.onData?.(chunk) ?? true;
+  }
+
+  onComplete(trailers: string[] | null): void {
+    this.finish({
+      kind: 'answered',
+      status: this.status,
+      headers: this.headers,
+      body: this.capture?.body(),
+      complete: true,
+    });
+    this.handler.onComplete?.(trailers);
+  }
+
+  onError(err: Error): void {
+    this.finish(
+      this.status !== 0
+        ? {
+            kind: 'answered',
+            status: this.status,
+            headers: this.headers,
+            body: undefined,
+            complete: false,
+          }
+        : neverSent(err)
+          ? { kind: 'not_sent', error: err }
+          : { kind: 'unknown', error: err },
+    );
+    if (this.handler.onError === undefined) throw err;
+    this.handler.onError(err);
+  }
 }

@@ -12,9 +12,9 @@ export interface ForwardHow {
   /** Keep the answer (status, headers, a bounded body) to replay it for an idempotency key. */
   readonly capture: boolean;
   /** Aborts the upstream exchange (a lost scope hold). */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
   /** The scope's version after this request, sent back in `fencing-version`. */
-  readonly version?: bigint;
+  readonly version?: bigint | undefined;
 }
 
 /** Forwards one request and resolves when the upstream exchange is over, either way. */
@@ -59,12 +59,12 @@ export function createForwarder(o: ForwarderOptions): Forward {
     reply.from(basePath + req.url, {
       timeout: timeoutMs,
       rewriteRequestHeaders: (_req, headers) => {
-        const out: Record<string, string | string[] | undefined> = {
-          ...headers,
-          [FORWARD_ID_HEADER]: tracked.id,
-        };
-        // The gateway's own bearer secret never travels further. (undefined rather than
-        // delete: undici skips such headers, and the object keeps its fast shape.)
+        // reply-from hands over its own copy of the request's headers: changed in place, no
+        // second copy. (undefined rather than delete: undici skips such headers, and the
+        // object keeps its fast shape.)
+        const out = headers as Record<string, string | string[] | undefined>;
+        out[FORWARD_ID_HEADER] = tracked.id;
+        // The gateway's own bearer secret never travels further.
         if (stripAuthorization) out['authorization'] = undefined;
         if (how.token !== undefined) {
           out[tokenHeader] = undefined;

@@ -187,11 +187,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       });
       switch (match.status) {
         case 'invalid':
-          metrics.decisions.inc({ result: 'invalid', route: 'unmatched' });
+          metrics.decided('invalid', 'unmatched');
           return sendError(reply, new FenceHttpError('invalid_argument', match.message));
         case 'unmatched':
           if (unmatched === 'refuse') {
-            metrics.decisions.inc({ result: 'unmatched', route: 'unmatched' });
+            metrics.decided('unmatched', 'unmatched');
             return sendError(
               reply,
               new FenceHttpError(

@@ -29,6 +29,8 @@ export interface SqliteMarkStoreOptions {
 }
 
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+/** Scopes whose mark is kept in memory (see `known`); the oldest is dropped beyond. */
+const KNOWN_MARKS = 10_000;
 
 /** Our tables next to the fence's. Idempotent. */
 const CREATE = `
@@ -79,6 +81,12 @@ export class SqliteMarkStore implements MarkStore {
   readonly kind = 'sqlite';
   private readonly db: Database.Database;
   private readonly fences: Record<MarkPolicy, SqliteFence>;
+  /**
+   * The marks of recently used scopes, as last read or committed. Only with `exclusive`: no
+   * other process can open the file, so nothing moves a mark behind this process's back and a
+   * check of the current token needs no read of the database. Set only after a commit.
+   */
+  private readonly known: Map<string, bigint> | undefined;
   private readonly stmt: Record<
     'version' | 'setVersion' | 'setAnswer' | 'answer' | 'gc',
     Database.Statement
@@ -93,7 +101,8 @@ export class SqliteMarkStore implements MarkStore {
       throw invalidArgument('table', 'must be a plain SQL identifier', table);
     try {
       this.db = new Database(path, { timeout: 2000 });
-      if (options.exclusive ?? true) this.db.pragma('locking_mode = EXCLUSIVE');
+      const exclusive = options.exclusive ?? true;
+      if (exclusive) this.db.pragma('locking_mode = EXCLUSIVE');
       this.db.pragma('journal_mode = WAL');
       // FULL: a commit is fsync'd before check() resolves, so the mark precedes the forward on disk.
       this.db.pragma('synchronous = FULL');
@@ -106,6 +115,7 @@ export class SqliteMarkStore implements MarkStore {
       this.db.exec(sql(CREATE));
       const columns = this.db.prepare(sql(ANSWER_COLUMNS)).pluck().all() as string[];
       if (!columns.includes('headers')) this.db.exec(sql(ADD_HEADERS));
+      this.known = exclusive ? new Map() : undefined;
       this.fences = {
         '>=': new SqliteFence({ database: this.db, table, policy: '>=' }),
         '>': new SqliteFence({ database: this.db, table, policy: '>' }),
@@ -138,7 +148,7 @@ export class SqliteMarkStore implements MarkStore {
   private checkSync(request: MarkRequest): MarkDecision {
     const { scope, token, idempotencyKey: key, expectedVersion } = request;
     const fence = this.fences[request.policy];
-    const fast = decideFromMark(request, fence.highWaterMark(scope), undefined);
+    const fast = decideFromMark(request, this.markOf(scope), undefined);
     if (fast !== undefined) return fast;
     try {
       const r = fence.apply(
@@ -160,10 +170,13 @@ export class SqliteMarkStore implements MarkStore {
       );
       switch (r.status) {
         case 'applied':
+          // Committed: the mark is now this token.
+          this.remember(scope, token);
           return { status: 'applied', wrote: true, version: r.value };
         case 'duplicate':
           return r;
         case 'stale_fence':
+          this.remember(scope, r.highWaterMark);
           return r;
       }
     } catch (err) {
@@ -174,10 +187,7 @@ export class SqliteMarkStore implements MarkStore {
   }
 
   read(scope: string): Promise<{ highWaterMark: bigint; version: bigint }> {
-    return Promise.resolve({
-      highWaterMark: this.fences['>='].highWaterMark(scope),
-      version: this.versionOf(scope),
-    });
+    return Promise.resolve({ highWaterMark: this.markOf(scope), version: this.versionOf(scope) });
   }
 
   answer(scope: string, token: bigint, key: string): Promise<AnswerRecord | undefined> {
@@ -222,6 +232,24 @@ export class SqliteMarkStore implements MarkStore {
       body,
       headers: answered ? encodeAnswerHeaders(record.headers) : null,
     });
+  }
+
+  private markOf(scope: string): bigint {
+    const known = this.known?.get(scope);
+    if (known !== undefined) return known;
+    const mark = this.fences['>='].highWaterMark(scope);
+    this.remember(scope, mark);
+    return mark;
+  }
+
+  private remember(scope: string, mark: bigint): void {
+    const known = this.known;
+    if (known === undefined) return;
+    if (known.size >= KNOWN_MARKS && !known.has(scope)) {
+      const oldest = known.keys().next();
+      if (oldest.done !== true) known.delete(oldest.value);
+    }
+    known.set(scope, mark);
   }
 
   private versionOf(scope: string): bigint {
