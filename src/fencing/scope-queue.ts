@@ -25,31 +25,37 @@ export class ScopeQueue {
    * without running it, when `maxWaiting` tasks already wait (the caller answers "busy").
    */
   run<T>(scope: string, task: () => Promise<T>): Promise<T> | undefined {
-    let entry = this.tails.get(scope);
-    if (entry !== undefined && entry.size > this.maxWaiting) return undefined;
-    // Nothing of this scope is queued or running: the task starts now (no wait on a
-    // resolved promise, one microtask less on the uncontended path).
-    const before = entry?.tail;
-    if (entry === undefined) {
-      entry = { tail: Promise.resolve(), size: 0 };
-      this.tails.set(scope, entry);
+    const found = this.tails.get(scope);
+    if (found !== undefined && found.size > this.maxWaiting) return undefined;
+    let e = found;
+    if (e === undefined) {
+      e = { tail: DONE, size: 0 };
+      this.tails.set(scope, e);
     }
-    const e = entry;
     e.size++;
     this.count++;
-    let done!: () => void;
-    const mine = new Promise<void>((r) => (done = r));
-    e.tail = mine;
-    return (async () => {
-      if (before !== undefined) await before;
+    let result: Promise<T>;
+    if (found === undefined) {
+      // Nothing of this scope is queued or running: the task starts now, in this tick.
       try {
-        return await task();
-      } finally {
-        e.size--;
-        this.count--;
-        done();
-        if (e.size === 0 && this.tails.get(scope) === e) this.tails.delete(scope);
+        result = task();
+      } catch (err) {
+        result = Promise.reject(err instanceof Error ? err : new Error(String(err)));
       }
-    })();
+    } else result = e.tail.then(task);
+    // The tail settles (never rejects) when this task is over; the bookkeeping below is
+    // attached first, so it runs before the next task of the scope starts.
+    const over = result.then(NOOP, NOOP);
+    const entry = e;
+    entry.tail = over;
+    void over.then(() => {
+      entry.size--;
+      this.count--;
+      if (entry.size === 0 && this.tails.get(scope) === entry) this.tails.delete(scope);
+    });
+    return result;
   }
 }
+
+const NOOP = (): void => undefined;
+const DONE: Promise<void> = Promise.resolve();

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { SqliteMarkStore } from '../../src/fencing/marks/sqlite.js';
+import { tempDir } from '../support/tmp.js';
 import { MARK_BACKENDS } from './marks-env.js';
 
 for (const backend of MARK_BACKENDS) {
@@ -55,11 +57,15 @@ for (const backend of MARK_BACKENDS) {
         await marks.saveAnswer('s', 7n, 'op-1', {
           state: 'answered',
           status: 201,
-          contentType: 'text/plain',
+          headers: { 'content-type': 'text/plain', location: '/r/7' },
           body: Buffer.from('hi'),
         });
         const a = await marks.answer('s', 7n, 'op-1');
         assert.equal(a?.state, 'answered');
+        assert.deepEqual(a?.state === 'answered' && a.headers, {
+          'content-type': 'text/plain',
+          location: '/r/7',
+        });
         assert.equal(a?.state === 'answered' && a.body?.toString(), 'hi');
         const v = { scope: 's', policy: '>=' as const, token: 8n };
         assert.deepEqual(await marks.check({ ...v, expectedVersion: 1n }), {
@@ -145,6 +151,56 @@ describe('the current token costs no mark write', () => {
     } finally {
       await gw.close();
       await up.close();
+      tmp.remove();
+    }
+  });
+});
+
+describe('SQLite marks kept in memory', () => {
+  it('are used only with exclusive: another opener of a shared file moves the mark, and the stale token is refused', async () => {
+    const tmp = tempDir('gw-marks-shared');
+    const path = `${tmp.dir}/m.db`;
+    const one = new SqliteMarkStore({ path, exclusive: false });
+    const two = new SqliteMarkStore({ path, exclusive: false });
+    try {
+      const base = { scope: 's', policy: '>=' as const };
+      assert.equal((await one.check({ ...base, token: 5n })).status, 'applied');
+      assert.equal((await one.check({ ...base, token: 5n })).status, 'applied');
+      // Behind `one`'s back, as another process would.
+      assert.equal((await two.check({ ...base, token: 7n })).status, 'applied');
+      assert.deepEqual(await one.check({ ...base, token: 5n }), {
+        status: 'stale_fence',
+        highWaterMark: 7n,
+      });
+      assert.equal((await one.read('s')).highWaterMark, 7n);
+    } finally {
+      await one.close();
+      await two.close();
+      tmp.remove();
+    }
+  });
+
+  it('with exclusive (the default), a mark committed by this store is what the next check sees', async () => {
+    const tmp = tempDir('gw-marks-excl');
+    const marks = new SqliteMarkStore({ path: `${tmp.dir}/m.db` });
+    try {
+      const base = { scope: 's', policy: '>' as const };
+      assert.equal((await marks.check({ ...base, token: 5n })).status, 'applied');
+      // `>`: the same token again is stale, decided from the kept mark.
+      assert.deepEqual(await marks.check({ ...base, token: 5n }), {
+        status: 'stale_fence',
+        highWaterMark: 5n,
+      });
+      // A refused version check changes nothing, kept mark included.
+      assert.equal(
+        (await marks.check({ scope: 's', policy: '>=', token: 9n, expectedVersion: 3n })).status,
+        'version_mismatch',
+      );
+      assert.equal((await marks.read('s')).highWaterMark, 5n);
+      assert.equal((await marks.check({ ...base, token: 6n })).status, 'applied');
+      assert.equal((await marks.read('s')).highWaterMark, 6n);
+    } finally {
+      await marks.close();
       tmp.remove();
     }
   });

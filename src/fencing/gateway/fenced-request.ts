@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { isLeaseholdError } from '../../core/errors.js';
 import { assertNever } from '../../core/results.js';
 import type { FenceReporter } from '../../stores/http/fence-reporter.js';
+import { REPLAYED_HEADER, replayOf } from '../http/answer-replay.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import {
   MARK_HEADER,
@@ -12,7 +13,9 @@ import {
 } from '../http/fence-headers.js';
 import type { AnswerRecord, MarkDecision, MarkStore, ScopeHold } from '../marks/mark-store.js';
 import type { ScopeQueue } from '../scope-queue.js';
+import { sendError } from './error-answers.js';
 import type { ForwardOutcome } from './forward.js';
+import type { Forward } from './forwarder.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { CompiledRoute } from './routes.js';
 
@@ -25,16 +28,8 @@ export interface FencedContext {
   readonly names: FenceHeaderNames;
   readonly replicas: 'single' | 'scope-lock';
   readonly reporter: FenceReporter | undefined;
-  readonly forward: (
-    req: FastifyRequest,
-    reply: FastifyReply,
-    how: { token?: bigint; capture: boolean; signal?: AbortSignal; version?: bigint },
-  ) => Promise<ForwardOutcome>;
-  readonly sendError: (reply: FastifyReply, e: FenceHttpError) => FastifyReply;
+  readonly forward: Forward;
 }
-
-/** Header telling a client that an idempotent request's answer is a replay, not a new call. */
-export const REPLAYED_HEADER = 'idempotent-replayed';
 
 /**
  * One fenced request: parse its token, idempotency key and expected version; then, alone in
@@ -51,16 +46,16 @@ export async function handleFenced(
 ): Promise<FastifyReply> {
   const fields = parseFenceHeaders(req.headers, ctx.names);
   if (fields.status === 'invalid') {
-    ctx.metrics.decisions.inc({ result: 'invalid', route: route.name });
-    return ctx.sendError(reply, new FenceHttpError('invalid_argument', fields.message));
+    ctx.metrics.decided('invalid', route.name);
+    return sendError(reply, new FenceHttpError('invalid_argument', fields.message));
   }
   const { token, idempotencyKey: key, expectedVersion } = fields;
   const queued = ctx.queue.run(scope, () =>
     decideAndForward(ctx, req, reply, route, scope, token, key, expectedVersion),
   );
   if (queued === undefined) {
-    ctx.metrics.decisions.inc({ result: 'busy', route: route.name });
-    return ctx.sendError(
+    ctx.metrics.decided('busy', route.name);
+    return sendError(
       reply,
       new FenceHttpError('busy', `too many requests wait for scope ${scope}; retry later`, {
         'retry-after': '1',
@@ -110,7 +105,7 @@ async function decideAndForward(
     tell(ctx, route, scope, token, decision);
     switch (decision.status) {
       case 'stale_fence':
-        return ctx.sendError(
+        return sendError(
           reply,
           new FenceHttpError(
             'stale_fence',
@@ -119,7 +114,7 @@ async function decideAndForward(
           ),
         );
       case 'version_mismatch':
-        return ctx.sendError(
+        return sendError(
           reply,
           new FenceHttpError(
             'version_mismatch',
@@ -128,20 +123,17 @@ async function decideAndForward(
           ),
         );
       case 'duplicate':
-        return replay(ctx, reply, record);
+        return replay(reply, record);
       case 'applied': {
-        if (decision.wrote) ctx.metrics.markWrites.inc({ route: route.name });
+        if (decision.wrote) ctx.metrics.wroteMark(route.name);
         const started = performance.now();
         const outcome = await ctx.forward(req, reply, {
           token,
           capture: key !== undefined,
-          ...(hold === undefined ? {} : { signal: hold.lost }),
-          ...(decision.version === undefined ? {} : { version: decision.version }),
+          signal: hold?.lost,
+          version: decision.version,
         });
-        ctx.metrics.upstream.observe(
-          { route: route.name, outcome: outcome.kind },
-          (performance.now() - started) / 1000,
-        );
+        ctx.metrics.exchanged(route.name, outcome.kind, (performance.now() - started) / 1000);
         if (key !== undefined) await saveOutcome(ctx, scope, token, key, outcome);
         return reply;
       }
@@ -150,13 +142,13 @@ async function decideAndForward(
     }
   } catch (err) {
     if (!isLeaseholdError(err)) throw err;
-    ctx.metrics.decisions.inc({ result: 'unavailable', route: route.name });
+    ctx.metrics.decided('unavailable', route.name);
     ctx.logger.warn(
       { scope, token: token.toString(), route: route.name, err: err.message },
       'mark store failed',
     );
     if (reply.sent) return reply;
-    return ctx.sendError(
+    return sendError(
       reply,
       new FenceHttpError('unavailable', 'the mark store is unavailable; nothing was forwarded'),
     );
@@ -177,7 +169,7 @@ async function saveOutcome(
       ? {
           state: 'answered',
           status: outcome.status,
-          contentType: outcome.contentType,
+          headers: outcome.headers,
           body: outcome.complete ? outcome.body : undefined,
         }
       : { state: outcome.kind };
@@ -189,28 +181,11 @@ async function saveOutcome(
   }
 }
 
-function replay(
-  ctx: FencedContext,
-  reply: FastifyReply,
-  record: AnswerRecord | undefined,
-): FastifyReply {
-  if (record?.state === 'answered' && record.body !== undefined) {
-    void reply.code(record.status).header(REPLAYED_HEADER, 'true');
-    if (record.contentType !== undefined) void reply.type(record.contentType);
-    return reply.send(record.body);
-  }
-  const why =
-    record === undefined || record.state === 'pending'
-      ? 'its first attempt is still in flight, or its outcome is unknown'
-      : record.state === 'unknown'
-        ? 'its first attempt may have reached the upstream but got no answer; it is not sent again'
-        : record.state === 'answered'
-          ? `its first attempt was answered ${record.status}; the answer was too large to keep`
-          : 'it was seen before';
-  return ctx.sendError(
-    reply,
-    new FenceHttpError('duplicate', `this idempotency key was used with this token before: ${why}`),
-  );
+function replay(reply: FastifyReply, record: AnswerRecord | undefined): FastifyReply {
+  const r = replayOf(record);
+  if (r.status === 'duplicate') return sendError(reply, new FenceHttpError('duplicate', r.message));
+  void reply.code(r.httpStatus).headers(r.headers).header(REPLAYED_HEADER, 'true');
+  return reply.send(r.body);
 }
 
 function tell(
@@ -220,10 +195,14 @@ function tell(
   token: bigint,
   d: MarkDecision,
 ): void {
-  ctx.metrics.decisions.inc({ result: d.status, route: route.name });
-  const fields = { scope, token: token.toString(), route: route.name, result: d.status };
-  if (d.status === 'applied') ctx.logger.debug(fields, 'fenced request accepted');
-  else ctx.logger.info(fields, 'fenced request refused');
+  ctx.metrics.decided(d.status, route.name);
+  // The fields are built only for a log line that is written: accepted requests log at debug.
+  const accepted = d.status === 'applied';
+  if (ctx.logger.isLevelEnabled(accepted ? 'debug' : 'info')) {
+    const fields = { scope, token: token.toString(), route: route.name, result: d.status };
+    if (accepted) ctx.logger.debug(fields, 'fenced request accepted');
+    else ctx.logger.info(fields, 'fenced request refused');
+  }
   if (ctx.reporter !== undefined && d.status !== 'version_mismatch') {
     ctx.reporter.onDecision({
       scope,

@@ -1,28 +1,23 @@
-import type { AddressInfo, Socket } from 'node:net';
-import { Transform } from 'node:stream';
+import type { AddressInfo } from 'node:net';
 import replyFrom from '@fastify/reply-from';
-import {
-  fastify,
-  LogController,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-} from 'fastify';
+import { fastify, LogController, type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import { invalidArgument, isLeaseholdError } from '../../core/errors.js';
+import { invalidArgument } from '../../core/errors.js';
 import { Authenticator, authorizeKey, type Principal } from '../../server/auth.js';
-import { ApiError } from '../../server/http-errors.js';
 import { createFenceReporter, type FenceReporter } from '../../stores/http/fence-reporter.js';
-import { FenceHttpError, fenceErrorBody, toFenceHttpError } from '../http/fence-error.js';
-import { headerName, resolveHeaderNames, type FenceHeaderNames } from '../http/fence-headers.js';
+import { FenceHttpError } from '../http/fence-error.js';
 import type { MarkStore } from '../marks/mark-store.js';
 import { openMarkStore } from '../marks/open-mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
+import { ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
+import { installBodyLimit } from './body-limit.js';
+import { answerClientError, installErrorAnswers, sendError } from './error-answers.js';
 import { handleFenced, type FencedContext } from './fenced-request.js';
-import { FORWARD_ID_HEADER, UpstreamPool, type ForwardOutcome } from './forward.js';
+import { UpstreamPool } from './forward.js';
+import { createForwarder } from './forwarder.js';
 import { GatewayMetrics } from './metrics.js';
-import { compileRoute, matchRequest, type CompiledRoute } from './routes.js';
-import { GATEWAY_DEFAULTS, int, type GatewayOptions } from './options.js';
+import { matchRequest } from './routes.js';
+import { GATEWAY_DEFAULTS, resolveGatewayOptions, type GatewayOptions } from './options.js';
 
 export { GATEWAY_DEFAULTS, type GatewayOptions } from './options.js';
 
@@ -38,8 +33,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** Path prefix of the gateway's own endpoints (health, metrics, marks). */
-export const ADMIN_PREFIX = '/_leasehold';
+export { ADMIN_PREFIX } from './admin-routes.js';
 
 /**
  * Creates the HTTP fencing gateway: a reverse proxy that checks each fenced request's token
@@ -56,64 +50,8 @@ export const ADMIN_PREFIX = '/_leasehold';
  * console.log(await gw.listen());
  */
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
-  if (typeof options !== 'object' || options === null)
-    throw invalidArgument('options', 'must be an object', options);
-  let upstream: URL;
-  try {
-    upstream = new URL(options.upstream);
-  } catch {
-    throw invalidArgument('upstream', 'must be an http:// or https:// URL', options.upstream);
-  }
-  if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:')
-    throw invalidArgument('upstream', 'must be an http:// or https:// URL', options.upstream);
-  if (!Array.isArray(options.routes))
-    throw invalidArgument('routes', 'must be a list', options.routes);
-  const routes: CompiledRoute[] = options.routes.map((r, i) => compileRoute(r, `routes[${i}]`));
-  const unmatched = options.unmatched ?? 'refuse';
-  if (unmatched !== 'refuse' && unmatched !== 'forward')
-    throw invalidArgument('unmatched', 'must be refuse or forward', unmatched);
-  const replicas = options.replicas ?? 'single';
-  if (replicas !== 'single' && replicas !== 'scope-lock')
-    throw invalidArgument('replicas', 'must be single or scope-lock', replicas);
-  const port = int('port', options.port, GATEWAY_DEFAULTS.port, 0, 65535);
-  const timeoutMs = int(
-    'upstreamTimeoutMs',
-    options.upstreamTimeoutMs,
-    GATEWAY_DEFAULTS.upstreamTimeoutMs,
-    1,
-    600_000,
-  );
-  const maxQueue = int(
-    'maxQueuePerScope',
-    options.maxQueuePerScope,
-    GATEWAY_DEFAULTS.maxQueuePerScope,
-    0,
-    100_000,
-  );
-  const maxBody = int(
-    'maxBodyBytes',
-    options.maxBodyBytes,
-    GATEWAY_DEFAULTS.maxBodyBytes,
-    0,
-    2 ** 40,
-  );
-  const maxUrl = int(
-    'maxUrlLength',
-    options.maxUrlLength,
-    GATEWAY_DEFAULTS.maxUrlLength,
-    16,
-    65_536,
-  );
-  const connections = int(
-    'upstreamConnections',
-    options.upstreamConnections,
-    GATEWAY_DEFAULTS.upstreamConnections,
-    1,
-    10_000,
-  );
-  const h = options.headers ?? {};
-  const names: FenceHeaderNames = resolveHeaderNames(h);
-  const forwardToken = headerName('headers.forwardToken', h.forwardToken, names.token);
+  const o = resolveGatewayOptions(options);
+  const { upstream, routes, unmatched, replicas, names } = o;
   const auth = new Authenticator(options.auth);
   const logger =
     options.logger ??
@@ -153,17 +91,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           ...(options.report.resource === undefined ? {} : { resource: options.report.resource }),
           onError: (err) => logger.warn({ err: err.message }, 'fence decision report failed'),
         });
-  const queue = new ScopeQueue(maxQueue);
+  const queue = new ScopeQueue(o.maxQueuePerScope);
   const metrics = new GatewayMetrics({
     marksKind: marks.kind,
     defaultMetrics: options.processMetrics,
     inFlight: () => queue.total,
   });
   const pool = new UpstreamPool(upstream.origin, {
-    connections,
+    connections: o.upstreamConnections,
     keepAliveTimeout: 4000,
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
+    headersTimeout: o.upstreamTimeoutMs,
+    bodyTimeout: o.upstreamTimeoutMs,
     ...(upstream.protocol === 'https:'
       ? {
           connect: {
@@ -173,7 +111,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         }
       : {}),
   });
-  const basePath = upstream.pathname.replace(/\/$/, '');
 
   const app = fastify({
     loggerInstance: logger,
@@ -184,83 +121,19 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     exposeHeadRoutes: false,
     routerOptions: { ignoreDuplicateSlashes: false, maxParamLength: 65_536 },
     ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}),
-    clientErrorHandler: (err: Error & { code?: string }, socket: Socket) => {
-      if (!socket.writable) return socket.destroy();
-      const e = toFenceHttpError(err);
-      const body = fenceErrorBody(e.code, e.message);
-      socket.end(
-        `HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    },
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
-
-  const sendError = (reply: FastifyReply, e: FenceHttpError): FastifyReply => {
-    for (const [k, v] of Object.entries(e.headers)) void reply.header(k, v);
-    return reply
-      .code(e.status)
-      .type('application/json; charset=utf-8')
-      .send(fenceErrorBody(e.code, e.message));
-  };
-  app.setErrorHandler((err, req, reply) => {
-    let e: FenceHttpError;
-    if (err instanceof ApiError)
-      e = new FenceHttpError(
-        err.code === 'unauthenticated' ? 'unauthenticated' : 'permission_denied',
-        err.message,
-      );
-    else if (isLeaseholdError(err, 'ERR_UNAVAILABLE'))
-      e = new FenceHttpError('unavailable', 'the mark store is unavailable');
-    else e = toFenceHttpError(err);
-    if (e.code === 'internal') logger.error({ err, reqId: req.id }, 'internal error');
-    return sendError(reply, e);
-  });
-  app.setNotFoundHandler((req, reply) =>
-    sendError(
-      reply,
-      new FenceHttpError(
-        'not_found',
-        `no route ${req.method} ${req.url.split('?')[0]?.slice(0, 200)}`,
-      ),
-    ),
-  );
-  // Bodies are streamed to the upstream as they arrive, never parsed.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (req, payload, done) => {
-    const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > maxBody)
-      return done(
-        new FenceHttpError('payload_too_large', `request body is larger than ${maxBody} bytes`),
-        undefined,
-      );
-    // A declared length within the limit is enforced by Node's parser: no counting needed.
-    if (
-      req.headers['content-length'] !== undefined &&
-      req.headers['transfer-encoding'] === undefined
-    ) {
-      done(null, payload);
-      return;
-    }
-    let seen = 0;
-    const limit = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        seen += chunk.length;
-        if (seen > maxBody)
-          cb(
-            new FenceHttpError('payload_too_large', `request body is larger than ${maxBody} bytes`),
-          );
-        else cb(null, chunk);
-      },
-    });
-    payload.on('error', (err) => limit.destroy(err));
-    done(null, payload.pipe(limit));
-  });
+  installErrorAnswers(app, logger);
+  installBodyLimit(app, o.maxBodyBytes);
 
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', (req, reply, done) => {
-    if (req.url.length > maxUrl)
+    if (req.url.length > o.maxUrlLength)
       return done(
-        new FenceHttpError('uri_too_long', `request URL is longer than ${maxUrl} characters`),
+        new FenceHttpError(
+          'uri_too_long',
+          `request URL is longer than ${o.maxUrlLength} characters`,
+        ),
       );
     if (auth.enabled && req.url !== `${ADMIN_PREFIX}/healthz`) {
       try {
@@ -279,53 +152,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     disableRequestLogging: true,
   });
 
-  const forward = (
-    req: FastifyRequest,
-    reply: FastifyReply,
-    how: { token?: bigint; capture: boolean; signal?: AbortSignal; version?: bigint },
-  ): Promise<ForwardOutcome> => {
-    const tracked = pool.track(how.capture, how.signal);
-    const source = basePath + req.url;
-    reply.from(source, {
-      timeout: timeoutMs,
-      rewriteRequestHeaders: (_req, headers) => {
-        const out: Record<string, string | string[] | undefined> = {
-          ...headers,
-          [FORWARD_ID_HEADER]: tracked.id,
-        };
-        // The gateway's own bearer secret never travels further. (undefined rather than
-        // delete: undici skips such headers, and the object keeps its fast shape.)
-        if (auth.enabled) out['authorization'] = undefined;
-        if (how.token !== undefined) {
-          out[names.token] = undefined;
-          out[forwardToken] = how.token.toString();
-        }
-        return out;
-      },
-      onResponse: (_req, rep, res) => {
-        if (how.version !== undefined) void rep.header('fencing-version', how.version.toString());
-        void rep.send(res.stream);
-      },
-      onError: (rep, { error }) => {
-        const code = (error as { code?: unknown }).code;
-        const e =
-          code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT'
-            ? new FenceHttpError(
-                'gateway_timeout',
-                `the upstream did not answer within ${timeoutMs} ms`,
-              )
-            : new FenceHttpError(
-                'bad_gateway',
-                'the upstream could not be reached or broke off the answer',
-              );
-        logger.warn({ reqId: req.id, err: describeError(error) }, 'upstream failed');
-        // Normally settled already by the pool's interceptor; if not, the outcome is unknown.
-        tracked.settle({ kind: 'unknown', error });
-        void sendError(rep as unknown as FastifyReply, e);
-      },
-    });
-    return tracked.done;
-  };
+  const forward = createForwarder({
+    pool,
+    basePath: upstream.pathname.replace(/\/$/, ''),
+    timeoutMs: o.upstreamTimeoutMs,
+    maxBodyBytes: o.maxBodyBytes,
+    tokenHeader: names.token,
+    forwardToken: o.forwardToken,
+    stripAuthorization: auth.enabled,
+    logger,
+  });
 
   const ctx: FencedContext = {
     marks,
@@ -336,30 +172,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     replicas,
     reporter,
     forward,
-    sendError,
   };
 
-  app.get(`${ADMIN_PREFIX}/healthz`, (_req, reply) => reply.send({ status: 'ok' }));
-  app.get(`${ADMIN_PREFIX}/readyz`, async (_req, reply) => {
-    await marks.read('leasehold/readyz');
-    return reply.send({ status: 'ready', marks: marks.kind });
-  });
-  app.get(`${ADMIN_PREFIX}/metrics`, async (_req, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
-  app.get(`${ADMIN_PREFIX}/marks`, async (req, reply) => {
-    const scope = (req.query as Record<string, unknown>)['scope'];
-    if (typeof scope !== 'string' || scope === '')
-      throw new FenceHttpError('invalid_argument', 'query parameter scope is required');
-    const principal = req.principal;
-    if (principal !== undefined) authorizeKey(principal, 'read', scope);
-    const m = await marks.read(scope);
-    return reply.send({
-      scope,
-      highWaterMark: m.highWaterMark.toString(),
-      version: m.version.toString(),
-    });
-  });
+  registerAdminRoutes(app, marks, metrics);
 
   app.route({
     method: ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'POST', 'PATCH', 'DELETE'],
@@ -372,11 +187,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       });
       switch (match.status) {
         case 'invalid':
-          metrics.decisions.inc({ result: 'invalid', route: 'unmatched' });
+          metrics.decided('invalid', 'unmatched');
           return sendError(reply, new FenceHttpError('invalid_argument', match.message));
         case 'unmatched':
           if (unmatched === 'refuse') {
-            metrics.decisions.inc({ result: 'unmatched', route: 'unmatched' });
+            metrics.decided('unmatched', 'unmatched');
             return sendError(
               reply,
               new FenceHttpError(
@@ -407,7 +222,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return url;
     },
     async listen() {
-      await app.listen({ host: options.host ?? GATEWAY_DEFAULTS.host, port });
+      await app.listen({ host: options.host ?? GATEWAY_DEFAULTS.host, port: o.port });
       const addr = app.server.address() as AddressInfo;
       const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
       url = `${options.tls ? 'https' : 'http'}://${host}:${addr.port}`;
@@ -430,10 +245,4 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return closing;
     },
   };
-}
-
-function describeError(error: unknown): string {
-  const cause = (error as { cause?: unknown } | null)?.cause;
-  const e = cause instanceof Error ? cause : error;
-  return e instanceof Error ? `${e.name}: ${e.message}` : 'unknown error';
 }

@@ -8,7 +8,7 @@ export {
 export { loadGatewayConfig, parseGatewayConfig, type GatewayConfigFile } from './config.js';
 export { parseRouteFlag, SAFE_METHODS, type GatewayRoute } from './routes.js';
 export { GatewayMetrics } from './metrics.js';
-export { REPLAYED_HEADER } from './fenced-request.js';
+export { REPLAYED_HEADER, REPLAYED_ANSWER_HEADERS } from '../http/answer-replay.js';
 export {
   MARK_HEADER,
   VERSION_HEADER,

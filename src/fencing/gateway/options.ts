@@ -1,9 +1,14 @@
 import type { Logger } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
 import type { AuthConfig } from '../../server/auth.js';
-import type { FenceHeaderOptions } from '../http/fence-headers.js';
+import {
+  headerName,
+  resolveHeaderNames,
+  type FenceHeaderNames,
+  type FenceHeaderOptions,
+} from '../http/fence-headers.js';
 import type { MarkStore } from '../marks/mark-store.js';
-import type { GatewayRoute } from './routes.js';
+import { compileRoute, type CompiledRoute, type GatewayRoute } from './routes.js';
 
 /** Options for {@link createGateway}. */
 export interface GatewayOptions {
@@ -80,4 +85,79 @@ export function int(
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
     throw invalidArgument(field, `must be an integer from ${min} to ${max}`, value);
   return value;
+}
+
+/** {@link GatewayOptions} checked, with every default filled in. */
+export interface ResolvedGatewayOptions {
+  readonly upstream: URL;
+  readonly routes: readonly CompiledRoute[];
+  readonly unmatched: 'refuse' | 'forward';
+  readonly replicas: 'single' | 'scope-lock';
+  readonly port: number;
+  readonly upstreamTimeoutMs: number;
+  readonly maxQueuePerScope: number;
+  readonly maxBodyBytes: number;
+  readonly maxUrlLength: number;
+  readonly upstreamConnections: number;
+  readonly names: FenceHeaderNames;
+  /** The header the token travels in to the upstream. */
+  readonly forwardToken: string;
+}
+
+/** Checks `options` (throws `ERR_INVALID_ARGUMENT` naming the field) and fills in the defaults. */
+export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayOptions {
+  if (typeof options !== 'object' || options === null)
+    throw invalidArgument('options', 'must be an object', options);
+  let upstream: URL;
+  try {
+    upstream = new URL(options.upstream);
+  } catch {
+    throw invalidArgument('upstream', 'must be an http:// or https:// URL', options.upstream);
+  }
+  if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:')
+    throw invalidArgument('upstream', 'must be an http:// or https:// URL', options.upstream);
+  if (!Array.isArray(options.routes))
+    throw invalidArgument('routes', 'must be a list', options.routes);
+  const routes = options.routes.map((r, i) => compileRoute(r, `routes[${i}]`));
+  const unmatched = options.unmatched ?? 'refuse';
+  if (unmatched !== 'refuse' && unmatched !== 'forward')
+    throw invalidArgument('unmatched', 'must be refuse or forward', unmatched);
+  const replicas = options.replicas ?? 'single';
+  if (replicas !== 'single' && replicas !== 'scope-lock')
+    throw invalidArgument('replicas', 'must be single or scope-lock', replicas);
+  const d = GATEWAY_DEFAULTS;
+  const h = options.headers ?? {};
+  const names = resolveHeaderNames(h);
+  return {
+    upstream,
+    routes,
+    unmatched,
+    replicas,
+    port: int('port', options.port, d.port, 0, 65535),
+    upstreamTimeoutMs: int(
+      'upstreamTimeoutMs',
+      options.upstreamTimeoutMs,
+      d.upstreamTimeoutMs,
+      1,
+      600_000,
+    ),
+    maxQueuePerScope: int(
+      'maxQueuePerScope',
+      options.maxQueuePerScope,
+      d.maxQueuePerScope,
+      0,
+      100_000,
+    ),
+    maxBodyBytes: int('maxBodyBytes', options.maxBodyBytes, d.maxBodyBytes, 0, 2 ** 40),
+    maxUrlLength: int('maxUrlLength', options.maxUrlLength, d.maxUrlLength, 16, 65_536),
+    upstreamConnections: int(
+      'upstreamConnections',
+      options.upstreamConnections,
+      d.upstreamConnections,
+      1,
+      10_000,
+    ),
+    names,
+    forwardToken: headerName('headers.forwardToken', h.forwardToken, names.token),
+  };
 }

@@ -34,6 +34,7 @@ export type FenceFields =
   | { readonly status: 'invalid'; readonly message: string };
 
 const TOKEN = /^[1-9][0-9]{0,18}$/;
+const MAX_TOKEN_TEXT = LIMITS.maxToken.toString();
 const VERSION = /^(0|[1-9][0-9]{0,18})$/;
 const KEY = /^[\x21-\x7e]{1,200}$/;
 
@@ -55,7 +56,9 @@ export function parseFenceHeaders(headers: Headers, names: FenceHeaderNames): Fe
     return { status: 'invalid', message: `header ${names.token} was sent more than once` };
   if (t === undefined)
     return { status: 'invalid', message: `header ${names.token} (the fencing token) is required` };
-  if (!TOKEN.test(t) || BigInt(t) > LIMITS.maxToken)
+  // Canonical decimals of equal length order as strings: only a 19-digit token needs the
+  // comparison with the largest one, and no token is turned into a bigint twice.
+  if (!TOKEN.test(t) || (t.length === MAX_TOKEN_TEXT.length && t > MAX_TOKEN_TEXT))
     return {
       status: 'invalid',
       message: `header ${names.token} must be a decimal integer from 1 to 9223372036854775807 without sign, spaces or leading zeros, got ${JSON.stringify(t.slice(0, 40))}`,

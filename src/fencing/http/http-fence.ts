@@ -1,7 +1,13 @@
 import { invalidArgument, isLeaseholdError } from '../../core/errors.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from '../decision.js';
-import { checkPolicy, type MarkPolicy, type MarkStore } from '../marks/mark-store.js';
+import {
+  checkPolicy,
+  type AnswerRecord,
+  type MarkPolicy,
+  type MarkStore,
+} from '../marks/mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
+import { replayOf } from './answer-replay.js';
 import { fenceErrorBody, FENCE_ERROR_STATUS, type FenceErrorCode } from './fence-error.js';
 import {
   MARK_HEADER,
@@ -29,13 +35,27 @@ export interface HttpFenceOptions {
 /** The outcome of {@link HttpFence.enter}. */
 export type HttpFenceEntry =
   /**
-   * The token passed and the mark is committed: run the handler, then call `done(status)` when
-   * the response finished (that frees the scope for the next request).
+   * The token passed and the mark is committed: run the handler, then call `done(answer)`
+   * when the response finished (that frees the scope for the next request). With `capture`
+   * (the request has an idempotency key) pass what the handler answered — `captureAnswer(res)`
+   * gives it — so that a retry of the key gets it replayed; a bare HTTP status (or nothing)
+   * records that the request ran but keeps no answer to replay.
    */
   | {
       readonly status: 'pass';
       readonly version: bigint | undefined;
-      done(httpStatus?: number): void;
+      readonly capture: boolean;
+      done(answer?: AnswerRecord | number): void;
+    }
+  /**
+   * A retry of an idempotency key whose first answer was kept: send this answer again (with
+   * `Idempotent-Replayed: true`); the handler does not run.
+   */
+  | {
+      readonly status: 'replay';
+      readonly httpStatus: number;
+      readonly headers: Readonly<Record<string, string>>;
+      readonly body: Buffer;
     }
   /** Refused: answer with this status, these headers and this JSON body; nothing ran. */
   | {
@@ -82,6 +102,25 @@ export class HttpFence {
       throw invalidArgument('maxQueuePerScope', 'must be an integer from 0 to 100000', max);
     this.queue = new ScopeQueue(max);
     this.onDecision = checkDecisionHook(options.onDecision);
+  }
+
+  /** The answer to a retried idempotency key: the kept answer, or `duplicate`. */
+  private async replay(
+    scope: string,
+    token: bigint,
+    key: string | undefined,
+  ): Promise<HttpFenceEntry> {
+    let record: AnswerRecord | undefined;
+    try {
+      record = key === undefined ? undefined : await this.marks.answer(scope, token, key);
+    } catch {
+      // The key's record cannot be read: not run again, and nothing to replay.
+      record = undefined;
+    }
+    const r = replayOf(record);
+    return r.status === 'replay'
+      ? { status: 'replay', httpStatus: r.httpStatus, headers: r.headers, body: r.body }
+      : refused('duplicate', r.message);
   }
 
   /** Decides one request of `scope` with these request headers. Never throws. */
@@ -142,26 +181,27 @@ export class HttpFence {
               ),
             );
           case 'duplicate':
-            return resolve(
-              refused(
-                'duplicate',
-                'this idempotency key was used with this token before; not run again',
-              ),
-            );
+            return resolve(await this.replay(scope, token, key));
           case 'applied': {
-            let finished!: (status: number | undefined) => void;
-            const over = new Promise<number | undefined>((r) => (finished = r));
-            resolve({ status: 'pass', version: decision.version, done: (s) => finished(s) });
-            const status = await over;
+            let finished!: (answer: AnswerRecord | number | undefined) => void;
+            const over = new Promise<AnswerRecord | number | undefined>((r) => (finished = r));
+            resolve({
+              status: 'pass',
+              version: decision.version,
+              capture: key !== undefined,
+              done: (answer) => finished(answer),
+            });
+            // The scope stays held until the response finished and its answer is recorded, so a
+            // retry of the key (queued behind it) finds the answer.
+            const answer = await over;
             if (key !== undefined) {
-              await this.marks
-                .saveAnswer(scope, token, key, {
-                  state: 'answered',
-                  status: status ?? 0,
-                  contentType: undefined,
-                  body: undefined,
-                })
-                .catch(() => undefined);
+              const record: AnswerRecord =
+                typeof answer === 'object'
+                  ? answer
+                  : answer === undefined
+                    ? { state: 'unknown' }
+                    : { state: 'answered', status: answer, headers: {}, body: undefined };
+              await this.marks.saveAnswer(scope, token, key, record).catch(() => undefined);
             }
           }
         }

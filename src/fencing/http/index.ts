@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidArgument } from '../../core/errors.js';
 import { SAFE_METHODS } from '../gateway/routes.js';
+import { REPLAYED_HEADER, captureAnswer } from './answer-replay.js';
 import { VERSION_HEADER } from './fence-headers.js';
 import { HttpFence, type HttpFenceEntry, type HttpFenceOptions } from './http-fence.js';
 
@@ -13,8 +14,9 @@ export {
   type FenceHeaderNames,
 } from './fence-headers.js';
 export type { FenceErrorCode } from './fence-error.js';
+export { REPLAYED_HEADER, REPLAYED_ANSWER_HEADERS, captureAnswer } from './answer-replay.js';
 export { openMarkStore } from '../marks/open-mark-store.js';
-export type { MarkStore, MarkPolicy } from '../marks/mark-store.js';
+export type { AnswerRecord, MarkStore, MarkPolicy } from '../marks/mark-store.js';
 
 /** Options of {@link createFenceMiddleware} and {@link fencingPlugin}. */
 export interface FenceMiddlewareOptions<Req> extends HttpFenceOptions {
@@ -30,11 +32,21 @@ function checkScope(value: unknown): void {
     throw invalidArgument('scope', 'must be a function of the request', value);
 }
 
-function answer(res: ServerResponse, e: Extract<HttpFenceEntry, { status: 'refused' }>): void {
+type Refused = Extract<HttpFenceEntry, { status: 'refused' }>;
+type Replayed = Extract<HttpFenceEntry, { status: 'replay' }>;
+
+function answer(res: ServerResponse, e: Refused | Replayed): void {
   res.statusCode = e.httpStatus;
   for (const [k, v] of Object.entries(e.headers)) res.setHeader(k, v);
-  res.setHeader('content-type', 'application/json; charset=utf-8');
+  if (e.status === 'replay') res.setHeader(REPLAYED_HEADER, 'true');
+  else res.setHeader('content-type', 'application/json; charset=utf-8');
   res.end(e.body);
+}
+
+/** Frees the scope when the response is over, with what was answered when it is to be kept. */
+function whenOver(res: ServerResponse, entry: Extract<HttpFenceEntry, { status: 'pass' }>): void {
+  if (entry.capture) void captureAnswer(res).then((a) => entry.done(a));
+  else res.once('close', () => entry.done(res.statusCode));
 }
 
 /**
@@ -62,8 +74,8 @@ export function createFenceMiddleware<Req extends IncomingMessage = IncomingMess
     }
     if (scope === undefined) return next();
     void fence.enter(scope, req.headers).then((entry) => {
-      if (entry.status === 'refused') return answer(res, entry);
-      res.once('close', () => entry.done(res.statusCode));
+      if (entry.status !== 'pass') return answer(res, entry);
+      whenOver(res, entry);
       if (entry.version !== undefined) res.setHeader(VERSION_HEADER, entry.version.toString());
       next();
     });
@@ -93,7 +105,13 @@ export const fencingPlugin = Object.assign(
           .type('application/json; charset=utf-8')
           .send(entry.body);
       }
-      reply.raw.once('close', () => entry.done(reply.raw.statusCode));
+      if (entry.status === 'replay')
+        return reply
+          .code(entry.httpStatus)
+          .headers(entry.headers)
+          .header(REPLAYED_HEADER, 'true')
+          .send(entry.body);
+      whenOver(reply.raw, entry);
       if (entry.version !== undefined) void reply.header(VERSION_HEADER, entry.version.toString());
     });
     await Promise.resolve();

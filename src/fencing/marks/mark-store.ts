@@ -44,8 +44,9 @@ export type MarkDecision =
 /**
  * What became of the forward of an idempotent request:
  * - `pending`: recorded with the mark; the forward has not finished (or the process died).
- * - `answered`: the upstream answered; `status`, `contentType` and `body` replay it
- *   (`body` undefined when it was too large to keep).
+ * - `answered`: the upstream (or the handler) answered; `status`, `headers` (the ones worth
+ *   replaying, lower-case names) and `body` replay it (`body` undefined when it was too large
+ *   to keep).
  * - `not_sent`: the upstream was never reached (connection refused): a retry may forward.
  * - `unknown`: the upstream may have received it but did not answer (timeout, reset).
  */
@@ -54,7 +55,7 @@ export type AnswerRecord =
   | {
       readonly state: 'answered';
       readonly status: number;
-      readonly contentType: string | undefined;
+      readonly headers: Readonly<Record<string, string>>;
       readonly body: Buffer | undefined;
     };
 
@@ -96,6 +97,34 @@ export interface MarkStore {
 
 /** Largest response body kept to replay an idempotent request's answer. */
 export const MAX_STORED_ANSWER_BYTES = 64 * 1024;
+
+/**
+ * The stored form of an answer's headers: JSON, next to a `content_type` column that answers
+ * recorded before headers were kept have alone.
+ */
+export function encodeAnswerHeaders(headers: Readonly<Record<string, string>>): string {
+  return JSON.stringify(headers);
+}
+
+/** Reads {@link encodeAnswerHeaders}'s form back (or an older record's content type alone). */
+export function decodeAnswerHeaders(
+  json: string | null | undefined,
+  contentType: string | null | undefined,
+): Record<string, string> {
+  if (typeof json === 'string') {
+    try {
+      const parsed = JSON.parse(json) as unknown;
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+        const out: Record<string, string> = {};
+        for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string') out[k] = v;
+        return out;
+      }
+    } catch {
+      // A damaged record replays without headers rather than failing the retry.
+    }
+  }
+  return typeof contentType === 'string' ? { 'content-type': contentType } : {};
+}
 
 /** Thrown inside a fence's transaction to roll it back on a version mismatch. */
 export class VersionMismatch extends Error {

@@ -6,6 +6,8 @@ import {
   MAX_STORED_ANSWER_BYTES,
   VersionMismatch,
   decideFromMark,
+  decodeAnswerHeaders,
+  encodeAnswerHeaders,
   type AnswerRecord,
   type MarkDecision,
   type MarkPolicy,
@@ -44,23 +46,25 @@ CREATE TABLE IF NOT EXISTS {{a}} (
   status       int,
   content_type text,
   body         bytea,
+  headers      text,
   PRIMARY KEY (scope, token, op_key)
-);`;
+);
+ALTER TABLE {{a}} ADD COLUMN IF NOT EXISTS headers text;`;
 
 /** Inside the fenced transaction, after the fence locked the scope's mark row. Params: $1 scope. Returns version (text). */
 const SELECT_VERSION = `SELECT version::text AS version FROM {{v}} WHERE scope = $1`;
 /** Params: $1 scope, $2 version. */
 const UPSERT_VERSION = `INSERT INTO {{v}} (scope, version) VALUES ($1, $2::bigint)
 ON CONFLICT (scope) DO UPDATE SET version = EXCLUDED.version`;
-/** Params: $1 scope, $2 token, $3 key, $4 state, $5 status, $6 content type, $7 body. */
-const UPSERT_ANSWER = `INSERT INTO {{a}} (scope, token, op_key, state, status, content_type, body)
-VALUES ($1, $2::bigint, $3, $4, $5, $6, $7)
+/** Params: $1 scope, $2 token, $3 key, $4 state, $5 status, $6 content type, $7 body, $8 headers. */
+const UPSERT_ANSWER = `INSERT INTO {{a}} (scope, token, op_key, state, status, content_type, body, headers)
+VALUES ($1, $2::bigint, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (scope, token, op_key) DO UPDATE SET state = EXCLUDED.state, status = EXCLUDED.status,
-  content_type = EXCLUDED.content_type, body = EXCLUDED.body`;
+  content_type = EXCLUDED.content_type, body = EXCLUDED.body, headers = EXCLUDED.headers`;
 /** Params: $1 scope, $2 token. Forgets older generations' answers once the mark moved past them. */
 const GC_ANSWERS = `DELETE FROM {{a}} WHERE scope = $1 AND token < $2::bigint`;
 /** Params: $1 scope, $2 token, $3 key. */
-const SELECT_ANSWER = `SELECT state, status, content_type, body FROM {{a}}
+const SELECT_ANSWER = `SELECT state, status, content_type, body, headers FROM {{a}}
 WHERE scope = $1 AND token = $2::bigint AND op_key = $3`;
 /**
  * A session-level advisory lock on the scope, keyed by a 64-bit hash of its name (a collision
@@ -173,6 +177,7 @@ export class PostgresMarkStore implements MarkStore {
               null,
               null,
               null,
+              null,
             ]);
           }
           return version;
@@ -207,6 +212,7 @@ export class PostgresMarkStore implements MarkStore {
       status: number | null;
       content_type: string | null;
       body: Buffer | null;
+      headers: string | null;
     }>(this.sql.answer, [scope, token.toString(), key]);
     const row = r.rows[0];
     if (row === undefined) return undefined;
@@ -214,7 +220,7 @@ export class PostgresMarkStore implements MarkStore {
       return {
         state: 'answered',
         status: row.status ?? 200,
-        contentType: row.content_type ?? undefined,
+        headers: decodeAnswerHeaders(row.headers, row.content_type),
         body: row.body ?? undefined,
       };
     }
@@ -232,8 +238,9 @@ export class PostgresMarkStore implements MarkStore {
       key,
       record.state,
       answered ? record.status : null,
-      answered ? (record.contentType ?? null) : null,
+      answered ? (record.headers['content-type'] ?? null) : null,
       body,
+      answered ? encodeAnswerHeaders(record.headers) : null,
     ]);
   }
 

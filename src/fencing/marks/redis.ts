@@ -5,6 +5,8 @@ import { RedisFence } from '../redis.js';
 import {
   MAX_STORED_ANSWER_BYTES,
   decideFromMark,
+  decodeAnswerHeaders,
+  encodeAnswerHeaders,
   type AnswerRecord,
   type MarkDecision,
   type MarkPolicy,
@@ -116,7 +118,7 @@ export class RedisMarkStore implements MarkStore {
       return {
         state: 'answered',
         status: Number(h['status']?.toString() ?? '200'),
-        contentType: h['contentType']?.toString(),
+        headers: decodeAnswerHeaders(h['headers']?.toString(), h['contentType']?.toString()),
         body: h['body'],
       };
     }
@@ -128,7 +130,7 @@ export class RedisMarkStore implements MarkStore {
     const fields: (string | Buffer)[] = ['state', record.state];
     if (record.state === 'answered') {
       fields.push('status', String(record.status));
-      if (record.contentType !== undefined) fields.push('contentType', record.contentType);
+      fields.push('headers', encodeAnswerHeaders(record.headers));
       if (record.body !== undefined && record.body.length <= MAX_STORED_ANSWER_BYTES)
         fields.push('body', record.body);
     }

@@ -5,6 +5,8 @@ import {
   MAX_STORED_ANSWER_BYTES,
   VersionMismatch,
   decideFromMark,
+  decodeAnswerHeaders,
+  encodeAnswerHeaders,
   type AnswerRecord,
   type MarkDecision,
   type MarkPolicy,
@@ -27,6 +29,8 @@ export interface SqliteMarkStoreOptions {
 }
 
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+/** Scopes whose mark is kept in memory (see `known`); the oldest is dropped beyond. */
+const KNOWN_MARKS = 10_000;
 
 /** Our tables next to the fence's. Idempotent. */
 const CREATE = `
@@ -42,21 +46,26 @@ CREATE TABLE IF NOT EXISTS {{a}} (
   status INTEGER,
   content_type TEXT,
   body BLOB,
+  headers TEXT,
   PRIMARY KEY (scope, token, op_key)
 ) STRICT, WITHOUT ROWID;`;
+/** Answer tables made before headers were kept get the column. Params: none. */
+const ADD_HEADERS = `ALTER TABLE {{a}} ADD COLUMN headers TEXT`;
+/** Params: none. Returns one row per column of the answer table. */
+const ANSWER_COLUMNS = `SELECT name FROM pragma_table_info({{a_name}})`;
 
 /** Params: scope. Returns version. */
 const SELECT_VERSION = `SELECT version FROM {{v}} WHERE scope = @scope`;
 /** Params: scope, version. */
 const UPSERT_VERSION = `INSERT INTO {{v}} (scope, version) VALUES (@scope, @version)
 ON CONFLICT (scope) DO UPDATE SET version = excluded.version`;
-/** Params: scope, token, key, state, status, contentType, body. */
-const UPSERT_ANSWER = `INSERT INTO {{a}} (scope, token, op_key, state, status, content_type, body)
-VALUES (@scope, @token, @key, @state, @status, @contentType, @body)
+/** Params: scope, token, key, state, status, contentType, body, headers. */
+const UPSERT_ANSWER = `INSERT INTO {{a}} (scope, token, op_key, state, status, content_type, body, headers)
+VALUES (@scope, @token, @key, @state, @status, @contentType, @body, @headers)
 ON CONFLICT (scope, token, op_key) DO UPDATE SET state = excluded.state, status = excluded.status,
-  content_type = excluded.content_type, body = excluded.body`;
-/** Params: scope, token, key. Returns state, status, content_type, body. */
-const SELECT_ANSWER = `SELECT state, status, content_type, body FROM {{a}}
+  content_type = excluded.content_type, body = excluded.body, headers = excluded.headers`;
+/** Params: scope, token, key. Returns state, status, content_type, body, headers. */
+const SELECT_ANSWER = `SELECT state, status, content_type, body, headers FROM {{a}}
 WHERE scope = @scope AND token = @token AND op_key = @key`;
 /** Params: scope, token. Forgets the answers of older generations once the mark moved past them. */
 const GC_ANSWERS = `DELETE FROM {{a}} WHERE scope = @scope AND token < @token`;
@@ -72,6 +81,12 @@ export class SqliteMarkStore implements MarkStore {
   readonly kind = 'sqlite';
   private readonly db: Database.Database;
   private readonly fences: Record<MarkPolicy, SqliteFence>;
+  /**
+   * The marks of recently used scopes, as last read or committed. Only with `exclusive`: no
+   * other process can open the file, so nothing moves a mark behind this process's back and a
+   * check of the current token needs no read of the database. Set only after a commit.
+   */
+  private readonly known: Map<string, bigint> | undefined;
   private readonly stmt: Record<
     'version' | 'setVersion' | 'setAnswer' | 'answer' | 'gc',
     Database.Statement
@@ -86,14 +101,21 @@ export class SqliteMarkStore implements MarkStore {
       throw invalidArgument('table', 'must be a plain SQL identifier', table);
     try {
       this.db = new Database(path, { timeout: 2000 });
-      if (options.exclusive ?? true) this.db.pragma('locking_mode = EXCLUSIVE');
+      const exclusive = options.exclusive ?? true;
+      if (exclusive) this.db.pragma('locking_mode = EXCLUSIVE');
       this.db.pragma('journal_mode = WAL');
       // FULL: a commit is fsync'd before check() resolves, so the mark precedes the forward on disk.
       this.db.pragma('synchronous = FULL');
       const sql = (text: string): string =>
-        text.replaceAll('{{v}}', `"${table}_version"`).replaceAll('{{a}}', `"${table}_answer"`);
+        text
+          .replaceAll('{{v}}', `"${table}_version"`)
+          .replaceAll('{{a}}', `"${table}_answer"`)
+          .replaceAll('{{a_name}}', `'${table}_answer'`);
       // The first write takes the exclusive lock: a second gateway on this file fails here.
       this.db.exec(sql(CREATE));
+      const columns = this.db.prepare(sql(ANSWER_COLUMNS)).pluck().all() as string[];
+      if (!columns.includes('headers')) this.db.exec(sql(ADD_HEADERS));
+      this.known = exclusive ? new Map() : undefined;
       this.fences = {
         '>=': new SqliteFence({ database: this.db, table, policy: '>=' }),
         '>': new SqliteFence({ database: this.db, table, policy: '>' }),
@@ -126,7 +148,7 @@ export class SqliteMarkStore implements MarkStore {
   private checkSync(request: MarkRequest): MarkDecision {
     const { scope, token, idempotencyKey: key, expectedVersion } = request;
     const fence = this.fences[request.policy];
-    const fast = decideFromMark(request, fence.highWaterMark(scope), undefined);
+    const fast = decideFromMark(request, this.markOf(scope), undefined);
     if (fast !== undefined) return fast;
     try {
       const r = fence.apply(
@@ -148,10 +170,13 @@ export class SqliteMarkStore implements MarkStore {
       );
       switch (r.status) {
         case 'applied':
+          // Committed: the mark is now this token.
+          this.remember(scope, token);
           return { status: 'applied', wrote: true, version: r.value };
         case 'duplicate':
           return r;
         case 'stale_fence':
+          this.remember(scope, r.highWaterMark);
           return r;
       }
     } catch (err) {
@@ -162,22 +187,25 @@ export class SqliteMarkStore implements MarkStore {
   }
 
   read(scope: string): Promise<{ highWaterMark: bigint; version: bigint }> {
-    return Promise.resolve({
-      highWaterMark: this.fences['>='].highWaterMark(scope),
-      version: this.versionOf(scope),
-    });
+    return Promise.resolve({ highWaterMark: this.markOf(scope), version: this.versionOf(scope) });
   }
 
   answer(scope: string, token: bigint, key: string): Promise<AnswerRecord | undefined> {
     const row = this.stmt.answer.get({ scope, token, key }) as
-      | { state: string; status: bigint | null; content_type: string | null; body: Buffer | null }
+      | {
+          state: string;
+          status: bigint | null;
+          content_type: string | null;
+          body: Buffer | null;
+          headers: string | null;
+        }
       | undefined;
     if (row === undefined) return Promise.resolve(undefined);
     if (row.state === 'answered') {
       return Promise.resolve({
         state: 'answered',
         status: Number(row.status ?? 200),
-        contentType: row.content_type ?? undefined,
+        headers: decodeAnswerHeaders(row.headers, row.content_type),
         body: row.body ?? undefined,
       });
     }
@@ -200,9 +228,28 @@ export class SqliteMarkStore implements MarkStore {
       key,
       state: record.state,
       status: answered ? record.status : null,
-      contentType: answered ? (record.contentType ?? null) : null,
+      contentType: answered ? (record.headers['content-type'] ?? null) : null,
       body,
+      headers: answered ? encodeAnswerHeaders(record.headers) : null,
     });
+  }
+
+  private markOf(scope: string): bigint {
+    const known = this.known?.get(scope);
+    if (known !== undefined) return known;
+    const mark = this.fences['>='].highWaterMark(scope);
+    this.remember(scope, mark);
+    return mark;
+  }
+
+  private remember(scope: string, mark: bigint): void {
+    const known = this.known;
+    if (known === undefined) return;
+    if (known.size >= KNOWN_MARKS && !known.has(scope)) {
+      const oldest = known.keys().next();
+      if (oldest.done !== true) known.delete(oldest.value);
+    }
+    known.set(scope, mark);
   }
 
   private versionOf(scope: string): bigint {
