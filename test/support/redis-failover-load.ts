@@ -1,7 +1,7 @@
 import { LeaseClient } from '../../src/core/client.js';
 import type { LeaseStore } from '../../src/core/store.js';
 import type { RedisFence } from '../../src/fencing/redis.js';
-import type { RedisClient } from '../../src/stores/redis/scripts.js';
+import type { Cluster, Redis } from 'ioredis';
 import { elapse } from './time.js';
 
 /** One worker's view of the deployment: its own store and fence (its own connections). */
@@ -28,7 +28,7 @@ export interface FailoverLoadOptions {
   readonly dataPrefix: string;
   readonly open: (worker: number) => LoadWorker;
   /** A client to read the fenced data with at the end. */
-  readonly resource: RedisClient;
+  readonly resource: Redis | Cluster;
 }
 
 /** What a failover load run measured. */

@@ -8,7 +8,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { LeaseStore, StoreRequestOptions, Unwatch } from '../../src/core/store.js';
 import { RedisLeaseStore } from '../../src/stores/redis/store.js';
-import { FLUSH_EVERY } from '../../src/stores/redis/write-coalescing.js';
+import { FLUSH_EVERY } from '../../src/stores/redis/batch.js';
 import { deletePrefix, TEST_REDIS_URL } from '../contract/harnesses/redis.js';
 import { eventually } from '../support/time.js';
 

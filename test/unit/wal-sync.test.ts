@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { WalSync, type SyncFile } from '../../src/stores/sqlite/wal-sync.js';
+import { WalSync, type SyncFile } from '../../src/stores/sqlite/batch-wal-sync.js';
 
 /** A sync whose calls are held until the test finishes them, one by one. */
 function heldSync(): { sync: SyncFile; calls: Array<(err: Error | null) => void> } {

@@ -1,1 +1,3 @@
-export { MemoryLeaseStore, MemoryLeaseState, type MemoryLeaseStoreOptions } from './store.js';
+export { MemoryLeaseStore } from './store.js';
+export { MemoryLeaseState } from './state.js';
+export type { MemoryLeaseStoreOptions } from './options.js';

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../../core/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
 import { compareBytes, utf8 } from '../../core/platform.js';
@@ -15,34 +15,11 @@ import type {
   Unwatch,
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
+import { resolveMemoryStoreOptions, type MemoryLeaseStoreOptions } from './options.js';
+import type { MemoryLeaseState, Row } from './state.js';
 
-interface Row {
-  /** The holder's token (or the last holder's): renew and release compare it. */
-  lastToken: bigint;
-  /** The highest token granted or reserved (`lastToken + tokenBlock − 1`); the next grant is above it. */
-  topToken: bigint;
-  leaseId: string | undefined;
-  ownerId: string | undefined;
-  expiresAt: number;
-  value: string | undefined;
-}
-
-/**
- * The state behind one or more {@link MemoryLeaseStore} instances. Share it to model a store
- * that several clients (or a re-opened store) see.
- */
-export class MemoryLeaseState {
-  readonly rows = new Map<string, Row>();
-  readonly watchers = new Map<string, Set<() => void>>();
-}
-
-/** Options for {@link MemoryLeaseStore}. */
-export interface MemoryLeaseStoreOptions {
-  /** The store's clock: expiry is decided by it. Defaults to the system monotonic clock. */
-  readonly clock?: Clock;
-  /** Shared state, to let several store instances see the same leases. Defaults to a new one. */
-  readonly state?: MemoryLeaseState;
-}
+// Importers of this module (the simulation, tests) take the state from here too.
+export { MemoryLeaseState } from './state.js';
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'injected',
@@ -73,8 +50,9 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
   private closed = false;
 
   constructor(options: MemoryLeaseStoreOptions = {}) {
-    this.clock = options.clock ?? systemClock;
-    this.state = options.state ?? new MemoryLeaseState();
+    const resolved = resolveMemoryStoreOptions(options);
+    this.clock = resolved.clock;
+    this.state = resolved.state;
   }
 
   tryAcquire(

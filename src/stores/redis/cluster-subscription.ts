@@ -1,4 +1,4 @@
-import { Redis, type Cluster } from 'ioredis';
+import { openNodeClient, type RedisClusterClient, type RedisNodeClient } from './client.js';
 import type { Logger } from '../../core/events.js';
 
 /** What a {@link ClusterSubscription} tells its owner. */
@@ -29,7 +29,7 @@ const MAX_BACKOFF_MS = 2000;
 export class ClusterSubscription {
   private readonly channels = new Set<string>();
   /** Undefined while no node is known to connect to (retried with a growing delay). */
-  private conn: Redis | undefined;
+  private conn: RedisNodeClient | undefined;
   private closed = false;
   private failures = 0;
   /** Connections opened so far: every one after the first is a move. */
@@ -37,7 +37,7 @@ export class ClusterSubscription {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly cluster: Cluster,
+    private readonly cluster: RedisClusterClient,
     private readonly events: SubscriptionEvents,
     private readonly logger: Logger,
   ) {
@@ -64,7 +64,7 @@ export class ClusterSubscription {
     this.conn?.disconnect();
   }
 
-  private open(previous: string | undefined): Redis | undefined {
+  private open(previous: string | undefined): RedisNodeClient | undefined {
     const nodes = this.cluster.nodes('all');
     const others = nodes.filter((n) => nodeName(n) !== previous);
     const candidates = others.length > 0 ? others : nodes;
@@ -75,7 +75,7 @@ export class ClusterSubscription {
       return undefined;
     }
     const base = this.cluster.options.redisOptions ?? {};
-    const conn = new Redis({
+    const conn = openNodeClient({
       host: from.options.host ?? '127.0.0.1',
       port: from.options.port ?? 6379,
       ...(base.username === undefined ? {} : { username: base.username }),
@@ -129,6 +129,6 @@ export class ClusterSubscription {
   }
 }
 
-function nodeName(n: Redis): string {
+function nodeName(n: RedisNodeClient): string {
   return `${n.options.host ?? ''}:${n.options.port ?? 0}`;
 }

@@ -1,8 +1,8 @@
-import { Redis } from 'ioredis';
 import { LeaseholdError } from '../../core/errors.js';
 import { parseToken } from '../../core/validate.js';
 import { epochFloor } from '../epoch-floor.js';
-import { runEpochRaise, type RedisClient } from './scripts.js';
+import { mastersOf, openOneShotClient, type RedisClient } from './client.js';
+import { runEpochRaise } from './scripts.js';
 
 /**
  * The fencing epoch of a Redis lease store. Its record is one hash, `<prefix>epoch`
@@ -97,18 +97,12 @@ export async function advanceRedisFencingEpoch(
   const prefix = options.prefix ?? 'leasehold:';
   const atLeast = options.atLeast === undefined ? 0n : parseToken(options.atLeast, 'atLeast');
   const own = typeof options.redis === 'string';
-  const redis: RedisClient =
-    typeof options.redis === 'string'
-      ? new Redis(options.redis, {
-          maxRetriesPerRequest: 1,
-          connectTimeout: 5000,
-          lazyConnect: true,
-        })
-      : options.redis;
+  const oneShot = typeof options.redis === 'string' ? openOneShotClient(options.redis) : undefined;
+  const redis: RedisClient = oneShot ?? (options.redis as RedisClient);
   if (own) redis.on('error', () => undefined);
   try {
-    if (own) await (redis as Redis).connect();
-    const nodes = 'nodes' in redis && !(redis instanceof Redis) ? redis.nodes('master') : [redis];
+    if (oneShot !== undefined) await oneShot.connect();
+    const nodes = mastersOf(redis);
     const records: string[] = [];
     const pattern = `${globEscape(`${prefix}{`)}*${globEscape('}:lease')}`;
     for (const node of nodes) {
@@ -124,7 +118,7 @@ export async function advanceRedisFencingEpoch(
       const token = await redis.hget(name, 'token');
       if (token !== null && BigInt(token) > highest) highest = BigInt(token);
     }
-    const [sec, usec] = (await redis.time()) as unknown as [string, string];
+    const [sec, usec] = (await redis.time()) as [string, string];
     const nowMs = BigInt(sec) * 1000n + BigInt(usec) / 1000n;
     const [prevFloor, prevAt] = await redis.hmget(epochKey(prefix), 'floor', 'at');
     const floor = epochFloor({

@@ -1,7 +1,6 @@
-import { Redis } from 'ioredis';
 import { LeaseholdError } from '../../core/errors.js';
 import type { Logger } from '../../core/events.js';
-import type { RedisClient } from './scripts.js';
+import { isCluster, type RedisClient, type RedisNodeClient } from './client.js';
 
 /** How long one node may take to answer the check before it is left for the next one. */
 const CHECK_TIMEOUT_MS = 2000;
@@ -86,7 +85,7 @@ export class EvictionGuard {
     );
   }
 
-  private async checkNode(node: Redis, name: string, bounded = false): Promise<void> {
+  private async checkNode(node: RedisNodeClient, name: string, bounded = false): Promise<void> {
     const policy = await this.policyOf(node, name, bounded);
     if (policy === undefined) return;
     this.checked.add(name);
@@ -137,9 +136,4 @@ export class EvictionGuard {
       clearTimeout(timer);
     }
   }
-}
-
-/** Whether `redis` is an ioredis Cluster client (and not one node). */
-export function isCluster(redis: RedisClient): redis is Exclude<RedisClient, Redis> {
-  return !(redis instanceof Redis) && 'nodes' in redis && typeof redis.nodes === 'function';
 }

@@ -1,11 +1,8 @@
-export {
-  RedisLeaseStore,
-  REDIS_STORE_DEFAULTS,
-  type RedisLeaseStoreOptions,
-  type EvictionCheck,
-} from './store.js';
-export type { RedisClient } from './scripts.js';
-export type { WakeMode } from './watchers.js';
+export { RedisLeaseStore } from './store.js';
+export { REDIS_STORE_DEFAULTS, type RedisLeaseStoreOptions } from './options.js';
+export type { EvictionCheck } from './eviction-check.js';
+export type { RedisClient } from './client.js';
+export type { WakeMode } from './notify.js';
 export {
   RedisFence,
   REDIS_FENCE_DEFAULTS,

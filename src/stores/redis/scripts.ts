@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 
-/** The ioredis clients leasehold accepts: a single node (standalone, Sentinel) or a Cluster. */
-export type RedisClient = Redis | Cluster;
+// The fences (src/fencing/redis.ts) import the client type from here, with the scripts.
+export type { RedisClient } from './client.js';
 
 /** An argument to a script: strings and numbers go to Redis as bulk strings. */
 export type ScriptArg = string | number;

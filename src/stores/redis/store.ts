@@ -1,6 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
-import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../core/errors.js';
-import { silentLogger, type Logger } from '../../core/events.js';
+import type { Logger } from '../../core/events.js';
 import type {
   HandOffLeaseStore,
   StoreAcquireRequest,
@@ -23,56 +21,15 @@ import {
   runRenew,
   type AcquireReply,
   type LeaseKeys,
-  type RedisClient,
 } from './scripts.js';
+import { WriteCoalescer } from './batch.js';
+import { openRedisClient, whenConnected, type RedisClient } from './client.js';
 import { EpochFloorCache, epochKey } from './epoch.js';
-import { EvictionGuard, isCluster, type EvictionCheck } from './eviction-check.js';
-import { ReleaseSubscriber, type WakeMode } from './watchers.js';
-import { WriteCoalescer } from './write-coalescing.js';
-
-export type { EvictionCheck } from './eviction-check.js';
-
-/** Options for {@link RedisLeaseStore}. */
-export interface RedisLeaseStoreOptions {
-  /**
-   * Your ioredis client (standalone, Sentinel or Cluster) — the store never closes it — or a
-   * `redis://` URL, for which the store opens (and on close, closes) its own client.
-   */
-  readonly redis: RedisClient | string;
-  /** ioredis options for a client opened from a URL. Defaults to ioredis' defaults. */
-  readonly redisOptions?: RedisOptions;
-  /**
-   * Prepended to every Redis key this store writes (`<prefix>{<key>}:lease` …). Must not
-   * contain `{` or `}`, which would change the Cluster hash slot. Defaults to `leasehold:`.
-   */
-  readonly prefix?: string;
-  /** A pino-compatible logger for the start-up check and subscriber errors. Defaults to silent. */
-  readonly logger?: Logger;
-  /**
-   * The check of `maxmemory-policy`: `warn` logs a warning unless it is `noeviction`,
-   * `refuse` makes every operation fail with `ERR_UNAVAILABLE`, `off` skips it. It runs at
-   * start-up and again after a reconnect; on a Cluster it asks every master and replica, and
-   * nodes added later when the client refreshes its slot map (see {@link EvictionGuard}). A
-   * server that disables `CONFIG` is tolerated (logged). Defaults to `warn`.
-   */
-  readonly evictionCheck?: EvictionCheck;
-  /**
-   * After each grant, wait (Redis `WAIT`) until this many replicas acknowledged it; when fewer
-   * do in time, the grant is released and the acquire fails as unavailable. Narrows the
-   * failover window, does not close it (see docs/redis.md). Defaults to 0 (no wait).
-   */
-  readonly replicas?: number;
-  /** How long `WAIT` may block when `replicas` > 0. Defaults to 100 ms. */
-  readonly replicationTimeoutMs?: number;
-  /** How many local waiters a release wakes: `one` (round robin) or `all`. Defaults to `one`. */
-  readonly wakeOnRelease?: WakeMode;
-  /**
-   * Send the lease commands issued within one event-loop turn together, in socket writes of
-   * at most 8 commands (see {@link WriteCoalescer}): far fewer system calls when many leases
-   * are in flight, no delay beyond the current turn. Defaults to true.
-   */
-  readonly coalesceWrites?: boolean;
-}
+import { closedError, replicationError, storeError } from './errors.js';
+import { EvictionGuard } from './eviction-check.js';
+import { leaseKeys, scanLeaseKeys } from './keys.js';
+import { ReleaseSubscriber, type WakeMode } from './notify.js';
+import { resolveRedisStoreOptions, type RedisLeaseStoreOptions } from './options.js';
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   timeAuthority: 'store',
@@ -84,16 +41,6 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   minTtlMs: 1,
   ttlGranularityMs: 1,
   tokenBlocks: true,
-});
-
-/** The defaults of {@link RedisLeaseStoreOptions}. */
-export const REDIS_STORE_DEFAULTS = Object.freeze({
-  prefix: 'leasehold:',
-  evictionCheck: 'warn',
-  replicas: 0,
-  replicationTimeoutMs: 100,
-  wakeOnRelease: 'one',
-  coalesceWrites: true,
 });
 
 /**
@@ -153,50 +100,20 @@ export class RedisLeaseStore implements HandOffLeaseStore {
   private closed = false;
 
   constructor(options: RedisLeaseStoreOptions) {
-    if (typeof options !== 'object' || options === null)
-      throw invalidArgument('options', 'must be an object', options);
-    const prefix = options.prefix ?? REDIS_STORE_DEFAULTS.prefix;
-    if (typeof prefix !== 'string' || /[{}]/.test(prefix) || !prefix.isWellFormed()) {
-      throw invalidArgument('prefix', 'must be a string without { or }', prefix);
-    }
+    const resolved = resolveRedisStoreOptions(options);
+    const { prefix, evictionCheck } = resolved;
     this.prefix = prefix;
-    const evictionCheck = options.evictionCheck ?? REDIS_STORE_DEFAULTS.evictionCheck;
-    if (!['warn', 'refuse', 'off'].includes(evictionCheck))
-      throw invalidArgument('evictionCheck', "must be 'warn', 'refuse' or 'off'", evictionCheck);
-    const replicas = options.replicas ?? REDIS_STORE_DEFAULTS.replicas;
-    if (!Number.isInteger(replicas) || replicas < 0 || replicas > 100)
-      throw invalidArgument('replicas', 'must be an integer from 0 to 100', replicas);
-    this.replicas = replicas;
-    const waitMs = options.replicationTimeoutMs ?? REDIS_STORE_DEFAULTS.replicationTimeoutMs;
-    if (!Number.isInteger(waitMs) || waitMs < 1 || waitMs > 60_000)
-      throw invalidArgument('replicationTimeoutMs', 'must be an integer from 1 to 60000', waitMs);
-    this.replicationTimeoutMs = waitMs;
-    const wake = options.wakeOnRelease ?? REDIS_STORE_DEFAULTS.wakeOnRelease;
-    if (wake !== 'one' && wake !== 'all')
-      throw invalidArgument('wakeOnRelease', "must be 'one' or 'all'", wake);
-    this.wake = wake;
-    this.logger = options.logger ?? silentLogger;
-    if (typeof options.redis === 'string') {
-      this.redis = new Redis(options.redis, options.redisOptions ?? {});
-      this.ownsClient = true;
-      // Without a listener ioredis prints every reconnect failure; operations still reject.
-      this.redis.on('error', (err: unknown) => {
-        this.logger.debug({ err: String(err) }, 'redis connection error');
-      });
-    } else if (
-      typeof options.redis === 'object' &&
-      options.redis !== null &&
-      typeof options.redis.evalsha === 'function'
-    ) {
-      this.redis = options.redis;
-      this.ownsClient = false;
-    } else {
-      throw invalidArgument('redis', 'must be an ioredis client or a redis:// URL', options.redis);
-    }
-    const coalesce = options.coalesceWrites ?? REDIS_STORE_DEFAULTS.coalesceWrites;
-    if (typeof coalesce !== 'boolean')
-      throw invalidArgument('coalesceWrites', 'must be a boolean', coalesce);
-    this.coalescer = coalesce ? new WriteCoalescer(this.redis) : undefined;
+    this.replicas = resolved.replicas;
+    this.replicationTimeoutMs = resolved.replicationTimeoutMs;
+    this.wake = resolved.wakeOnRelease;
+    this.logger = resolved.logger;
+    const given = resolved.redis;
+    this.ownsClient = given.kind === 'url';
+    this.redis =
+      given.kind === 'url'
+        ? openRedisClient(given.url, given.redisOptions, this.logger)
+        : given.client;
+    this.coalescer = resolved.coalesceWrites ? new WriteCoalescer(this.redis) : undefined;
     this.epoch = new EpochFloorCache(this.redis, epochKey(prefix));
     this.eviction =
       evictionCheck === 'off'
@@ -225,7 +142,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     try {
       await this.epoch.current();
     } catch (err) {
-      throw this.wrap(err, 'reading the fencing epoch');
+      throw storeError(err, 'reading the fencing epoch');
     }
   }
 
@@ -253,7 +170,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         epochFloor,
       );
     } catch (err) {
-      throw this.wrap(err, 'acquire');
+      throw storeError(err, 'acquire');
     }
     return this.acquireResult(request, keys, reply);
   }
@@ -285,7 +202,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         epochFloor,
       );
     } catch (err) {
-      throw this.wrap(err, 'hand-off');
+      throw storeError(err, 'hand-off');
     }
     return {
       released: reply.released ? 'released' : 'not_owner',
@@ -340,7 +257,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         lease.ttlMs,
       );
     } catch (err) {
-      throw this.wrap(err, 'renew');
+      throw storeError(err, 'renew');
     }
     return serverMs === undefined
       ? { status: 'lost' }
@@ -356,7 +273,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     try {
       released = await runRelease(this.redis, this.keysOf(lease.key), lease.leaseId, lease.token);
     } catch (err) {
-      throw this.wrap(err, 'release');
+      throw storeError(err, 'release');
     }
     return released ? { status: 'released' } : { status: 'not_owner' };
   }
@@ -369,34 +286,20 @@ export class RedisLeaseStore implements HandOffLeaseStore {
       const state = await runInspect(this.redis, this.keysOf(key));
       return { key, lastToken: state.lastToken, holder: state.holder };
     } catch (err) {
-      throw this.wrap(err, 'inspect');
+      throw storeError(err, 'inspect');
     }
   }
 
   /**
    * Live leases under `prefix`, in key order. Uses `SCAN` over the keyspace (every master of
-   * a Cluster): an observer's tool, O(keys in Redis), not for hot paths.
+   * a Cluster, see keys.ts): an observer's tool, O(keys in Redis), not for hot paths.
    */
   async list(prefix: string, limit: number, _options?: StoreRequestOptions): Promise<LeaseState[]> {
     if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
     try {
-      const pattern = `${globEscape(`${this.prefix}{${prefix}`)}*${globEscape('}:lease')}`;
-      const names = new Set<string>();
-      for (const node of nodesOf(this.redis)) {
-        let cursor = '0';
-        do {
-          const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-          cursor = next;
-          for (const name of batch) names.add(name);
-        } while (cursor !== '0');
-      }
-      const head = `${this.prefix}{`;
-      const keys = [...names]
-        .map((n) => n.slice(head.length, n.length - '}:lease'.length))
-        .filter((k) => k.startsWith(prefix))
-        .sort(compareKeys);
+      const keys = await scanLeaseKeys(this.redis, this.prefix, prefix);
       const out: LeaseState[] = [];
       for (const key of keys) {
         if (out.length >= limit) break;
@@ -406,7 +309,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
       }
       return out;
     } catch (err) {
-      throw this.wrap(err, 'list');
+      throw storeError(err, 'list');
     }
   }
 
@@ -426,7 +329,7 @@ export class RedisLeaseStore implements HandOffLeaseStore {
         options?.observer === true,
       );
     } catch (err) {
-      throw this.wrap(err, 'watch');
+      throw storeError(err, 'watch');
     }
   }
 
@@ -444,8 +347,12 @@ export class RedisLeaseStore implements HandOffLeaseStore {
 
   /** The Redis key names of `key` (for operators and tests). */
   keysOf(key: string): LeaseKeys {
-    const base = `${this.prefix}{${key}}`;
-    return { record: `${base}:lease`, channel: `${base}:released` };
+    return leaseKeys(this.prefix, key);
+  }
+
+  /** Waits for a client that is still connecting (see {@link whenConnected}). */
+  private connection(options: StoreRequestOptions | undefined): Promise<void> {
+    return whenConnected(this.redis, options?.signal);
   }
 
   /**
@@ -454,48 +361,8 @@ export class RedisLeaseStore implements HandOffLeaseStore {
    * promise on the hot path. `options.signal` is not read: the client never sends an aborted
    * request, and reading it makes the client create an AbortController per request.
    */
-  /**
-   * Waits, before sending anything, for a client that is still connecting or reconnecting:
-   * until it is ready, or until its next connection error, which is thrown with its cause
-   * (`connect ECONNREFUSED 127.0.0.1:6390`) instead of the command waiting in ioredis' offline
-   * queue until the request times out with no reason given. Nothing was sent, so nothing can
-   * happen later at Redis. Bounded by the request's signal.
-   */
-  private connection(options: StoreRequestOptions | undefined): Promise<void> {
-    const redis = this.redis;
-    if (!['connecting', 'connect', 'reconnecting'].includes(redis.status)) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const signal = options?.signal;
-      const done = (): void => {
-        redis.off('ready', onReady);
-        redis.off('error', onError);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const onReady = (): void => {
-        done();
-        resolve();
-      };
-      const onError = (err: unknown): void => {
-        done();
-        const why = err instanceof Error ? err.message : String(err);
-        reject(
-          new LeaseholdError('ERR_UNAVAILABLE', `Redis is not reachable: ${why}`, { cause: err }),
-        );
-      };
-      const onAbort = (): void => {
-        done();
-        reject(
-          new LeaseholdError('ERR_ABORTED', 'the operation was aborted', { cause: signal?.reason }),
-        );
-      };
-      redis.on('ready', onReady);
-      redis.on('error', onError);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
   private gate(): void {
-    if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the Redis lease store was closed');
+    if (this.closed) throw closedError();
     if (this.eviction?.refused) throw this.eviction.refused;
   }
 
@@ -513,31 +380,6 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     await runRelease(this.redis, this.keysOf(request.key), request.leaseId, token).catch(
       () => undefined,
     );
-    throw new LeaseholdError(
-      'ERR_UNAVAILABLE',
-      `only ${Math.max(0, acked)} of ${this.replicas} replicas acknowledged the grant within ${this.replicationTimeoutMs}ms`,
-    );
+    throw replicationError(acked, this.replicas, this.replicationTimeoutMs);
   }
-
-  private wrap(err: unknown, op: string): LeaseholdError {
-    if (isLeaseholdError(err)) return err;
-    if (err instanceof TypeError) {
-      return new LeaseholdError('ERR_PROTOCOL', `Redis ${op}: ${err.message}`, { cause: err });
-    }
-    return new LeaseholdError('ERR_UNAVAILABLE', `Redis ${op} failed: ${String(err)}`, {
-      cause: err,
-    });
-  }
-}
-
-function nodesOf(redis: RedisClient): Redis[] {
-  return isCluster(redis) ? redis.nodes('master') : [redis];
-}
-
-function globEscape(s: string): string {
-  return s.replace(/[*?[\]\\]/g, '\\$&');
-}
-
-function compareKeys(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import {
   closeSync,
   constants,
@@ -12,6 +11,7 @@ import { resolve } from 'node:path';
 import { LeaseholdError } from '../../core/errors.js';
 import { parseToken } from '../../core/validate.js';
 import { epochFloor } from '../epoch-floor.js';
+import { openSqliteDatabase, type SqliteDatabase, type SqliteStatement } from './client.js';
 import { sqliteLeaseTableExists } from './migrate.js';
 import { retryWhileBusy } from './open-file.js';
 
@@ -78,11 +78,11 @@ export function epochNames(table: string): Record<string, string> {
  * Reads and writes the sidecar with positioned I/O on one descriptor kept open.
  */
 export class RestoreGuard {
-  private readonly count: Database.Statement<[], { grants: bigint }>;
+  private readonly count: SqliteStatement<[], { grants: bigint }>;
   private fd: number | undefined;
 
   constructor(
-    db: Database.Database,
+    db: SqliteDatabase,
     table: string,
     private readonly dbPath: string,
   ) {
@@ -177,7 +177,7 @@ export async function advanceSqliteFencingEpoch(
   // no epoch table yet); it is closed before the epoch's own connection writes.
   const { SqliteLeaseStore } = await import('./store.js');
   await new SqliteLeaseStore({ path, table, busyTimeoutMs }).close();
-  const db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: true });
+  const db = openSqliteDatabase(path, { timeout: busyTimeoutMs, fileMustExist: true });
   let fd: number | undefined;
   try {
     db.defaultSafeIntegers(true);

@@ -1,2 +1,3 @@
-export { SqliteLeaseStore, type SqliteLeaseStoreOptions } from './store.js';
+export { SqliteLeaseStore } from './store.js';
+export type { SqliteLeaseStoreOptions } from './options.js';
 export { sqliteLeaseTableExists } from './migrate.js';

@@ -1,6 +1,12 @@
-import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { LeaseholdError } from '../../core/errors.js';
+import { openSqliteDatabase, type SqliteDatabase } from './client.js';
+import { epochNames } from './epoch.js';
+import { retryWhileBusy, useDurableWal } from './open-file.js';
+import * as Q from './queries.js';
+
+/** The lease table's migrations, applied in this order (files in `./migrations/`). */
+const MIGRATIONS = ['0001_lease.sql', '0002_token_block.sql', '0003_epoch.sql'] as const;
 
 /**
  * Whether the SQLite file at `path` exists and has the lease table — a read-only check: it
@@ -9,11 +15,11 @@ import { LeaseholdError } from '../../core/errors.js';
  */
 export function sqliteLeaseTableExists(path: string, table = 'leasehold_lease'): boolean {
   if (!existsSync(path)) return false;
-  let db: Database.Database | undefined;
+  let db: SqliteDatabase | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
+    db = openSqliteDatabase(path, { readonly: true, fileMustExist: true });
     const row = db
-      .prepare("SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = ?")
+      .prepare<[string]>("SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = ?")
       .get(table);
     return row !== undefined;
   } catch (err) {
@@ -25,4 +31,38 @@ export function sqliteLeaseTableExists(path: string, table = 'leasehold_lease'):
   } finally {
     db?.close();
   }
+}
+
+/** Switches to WAL with FULL sync and migrates, retried while another process opens the file. */
+export function openLeaseTable(db: SqliteDatabase, table: string, busyTimeoutMs: number): void {
+  retryWhileBusy(busyTimeoutMs, () => {
+    // FULL: the WAL is fsync'd at every commit, so a returned token survives power loss.
+    useDurableWal(db);
+    db.defaultSafeIntegers(true);
+    migrate(db, table);
+  });
+}
+
+/** Applies the numbered migrations not yet applied to `table`, in one immediate transaction. */
+function migrate(db: SqliteDatabase, table: string): void {
+  db.exec(Q.CREATE_MIGRATIONS_TABLE);
+  const applied = db.prepare<[string]>('SELECT 1 FROM leasehold_migrations WHERE name = ?');
+  const record = db.prepare<[string, bigint]>(
+    'INSERT INTO leasehold_migrations (name, applied_wall_ms) VALUES (?, ?)',
+  );
+  db.transaction(() => {
+    for (const file of MIGRATIONS) {
+      const name = `${table}/${file}`;
+      if (applied.get(name) !== undefined) continue;
+      const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
+      let sql = text
+        .replaceAll('{{table}}', `"${table}"`)
+        .replaceAll('{{block_guard}}', `"${table}_block_guard"`);
+      for (const [name, quoted] of Object.entries(epochNames(table))) {
+        sql = sql.replaceAll(name, quoted);
+      }
+      db.exec(sql);
+      record.run(name, BigInt(Date.now()));
+    }
+  }).immediate();
 }

@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from './client.js';
 
 /**
  * Runs `steps` (the opening steps of a database file: journal mode, sync policy, migrations)
@@ -29,7 +29,7 @@ export function retryWhileBusy(busyTimeoutMs: number, steps: () => void): void {
  * mode is switched only when it is not WAL already (reading it takes no lock). Call it inside
  * {@link retryWhileBusy}.
  */
-export function useDurableWal(db: Database.Database): void {
+export function useDurableWal(db: Pick<SqliteDatabase, 'pragma'>): void {
   if (String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') {
     db.pragma('journal_mode = WAL');
   }

@@ -1,8 +1,7 @@
 import type { Logger } from '../../core/events.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
 import { ClusterSubscription } from './cluster-subscription.js';
-import { isCluster } from './eviction-check.js';
-import type { RedisClient } from './scripts.js';
+import { isCluster, type RedisClient, type RedisNodeClient } from './client.js';
 
 interface Watcher {
   readonly onChange: (change?: WatchChange) => void;
@@ -152,7 +151,7 @@ interface PubSubLink {
 
 /** The subscription on one node: a duplicate of the store's client, re-subscribed by ioredis. */
 function nodeLink(
-  base: RedisClient,
+  base: RedisNodeClient,
   events: { message(channel: string, message: string): void; resubscribed(): void },
   logger: Logger,
 ): PubSubLink {

@@ -1,4 +1,5 @@
-import { closeSync, fdatasync } from 'node:fs';
+import { closeSync, fdatasync, fsyncSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /** Flushes a file to disk; called back with an error when it did not. */
 export type SyncFile = (fd: number, done: (err: Error | null) => void) => void;
@@ -88,4 +89,19 @@ export class WalSync {
 interface Waiter {
   readonly resolve: () => void;
   readonly reject: (err: Error) => void;
+}
+
+/**
+ * Opens the WAL file for fdatasync, after fsyncing its directory once: SQLite syncs the
+ * directory of a new WAL at the WAL's first sync, which with NORMAL would only come at the first
+ * checkpoint, and a WAL whose directory entry is lost in a power cut takes its grants with it.
+ */
+export function openWalForSync(dbPath: string): number {
+  const dir = openSync(dirname(dbPath), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+  return openSync(`${dbPath}-wal`, 'r');
 }

@@ -1,0 +1,84 @@
+import { invalidArgument } from '../../core/errors.js';
+import { leaseIdPrefix } from '../../core/ids.js';
+import type { StoreAcquireRequest } from '../../core/store.js';
+import type { HolderInfo } from '../../core/types.js';
+import { LIMITS } from '../../core/validate.js';
+
+/** A row of the lease table, as `SELECT_LEASE` and `LIST_LIVE` return it. */
+export interface LeaseRow {
+  lease_id: string | null;
+  owner_id: string | null;
+  token: bigint;
+  /** Tokens the grant reserved, its own included (decision 007); null means 1. */
+  token_block: bigint | null;
+  expires_us: bigint;
+  boot_id: string;
+  value: string | null;
+}
+
+/** Whether the row holds a lease of this boot that has not expired at `nowUs`. */
+export function isLive(row: LeaseRow, nowUs: bigint, bootId: string): boolean {
+  return row.lease_id !== null && row.boot_id === bootId && row.expires_us > nowUs;
+}
+
+/** The request's token block, checked (the contract allows 1 to LIMITS.maxTokenBlock). */
+export function tokenBlockOf(request: StoreAcquireRequest): number {
+  const block = request.tokenBlock ?? 1;
+  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
+    throw invalidArgument(
+      'tokenBlock',
+      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
+      block,
+    );
+  }
+  return block;
+}
+
+/** The highest token granted or reserved by the row's last grant: its block's top. */
+export function topOf(row: LeaseRow): bigint {
+  return row.token + (row.token_block ?? 1n) - 1n;
+}
+
+/** Whether a grant of `request`'s block after `row`'s would stay within int64. */
+export function hasRoom(row: LeaseRow, request: StoreAcquireRequest): boolean {
+  return topOf(row) + BigInt(tokenBlockOf(request)) <= LIMITS.maxToken;
+}
+
+/** Whole ms until the row's lease expires, rounded up; 0 once it has. */
+export function remainingMs(row: LeaseRow, nowUs: bigint): number {
+  const us = row.expires_us - nowUs;
+  return us > 0n ? Number((us + 999n) / 1000n) : 0;
+}
+
+/** The row's holder as the contract reports it (a prefix of the lease id only). */
+export function holderOf(row: LeaseRow, nowUs: bigint): HolderInfo {
+  return {
+    ownerId: row.owner_id ?? '',
+    token: row.token,
+    remainingMs: remainingMs(row, nowUs),
+    leaseIdPrefix: leaseIdPrefix(row.lease_id ?? ''),
+    value: row.value ?? undefined,
+  };
+}
+
+/** The named parameters of the `ACQUIRE` upsert for `request` at `nowUs`. */
+export function grantParams(
+  request: StoreAcquireRequest,
+  nowUs: bigint,
+  expiresWallMs: number,
+  bootId: string,
+): Record<string, unknown> {
+  const block = tokenBlockOf(request);
+  return {
+    key: request.key,
+    leaseId: request.leaseId,
+    ownerId: request.ownerId,
+    tokenBlock: block === 1 ? null : BigInt(block),
+    roomTop: LIMITS.maxToken - BigInt(block - 1),
+    expiresUs: nowUs + BigInt(request.ttlMs) * 1000n,
+    bootId,
+    expiresWallMs,
+    value: request.value ?? null,
+    nowUs,
+  };
+}
