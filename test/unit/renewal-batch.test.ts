@@ -11,6 +11,8 @@ import type {
   StoreRequestOptions,
 } from '../../src/core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
+import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { tempDir } from '../support/tmp.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 
 /**
@@ -157,6 +159,45 @@ describe('renewals in batches (a store with renewMany)', () => {
         assert.ok(due <= sentAt + every, `due ${due} after ${sentAt + every}`);
         assert.ok(due > sentAt, `due ${due} not after the send at ${sentAt}`);
       }
+    }
+  });
+
+  it('on SQLite: 1,000 leases renew in one transaction per grid line, none on its own', async () => {
+    const tmp = tempDir('renew-many');
+    const calls: number[] = [];
+    let single = 0;
+    const store = new (class extends SqliteLeaseStore {
+      override renew(lease: StoreRenewRequest, options?: StoreRequestOptions) {
+        single++;
+        return super.renew(lease, options);
+      }
+      override renewMany(leases: readonly StoreRenewRequest[], options?: StoreRequestOptions) {
+        calls.push(leases.length);
+        return super.renewMany(leases, options);
+      }
+    })({ path: `${tmp.dir}/leases.db` });
+    // The client's clock is virtual; the store's expiry is the machine's, and 10 s leases
+    // outlast the test.
+    const clock = new ManualClock({ startMs: 1_000 });
+    const client = new LeaseClient({ store, clock, ownerId: 'many' });
+    try {
+      const leases = await acquireSpread(client, clock, 1_000);
+      calls.length = 0;
+      await clock.advance(2 * EVERY);
+      assert.equal(single, 0, 'no renewal went out on its own');
+      assert.ok(calls.length <= 22, `${calls.length} calls in two intervals`);
+      const renewed = calls.reduce((n, c) => n + c, 0);
+      assert.ok(renewed >= 2 * leases.length, `${renewed} renewals`);
+      for (const l of leases) assert.equal(l.status, 'held', `${l.key} still held`);
+      const state = await store.inspect(leases[0]!.key, {
+        timeoutMs: 1000,
+        signal: new AbortController().signal,
+      });
+      assert.equal(state.holder?.token, leases[0]!.token, 'held at the store too');
+    } finally {
+      await client.close();
+      await store.close();
+      tmp.remove();
     }
   });
 });
