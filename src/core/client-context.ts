@@ -4,7 +4,8 @@ import { LeaseholdError } from './errors.js';
 import { debugEnabled, LeaseEvents, type Logger } from './events.js';
 import { nodeProcess } from './platform.js';
 import { TimeoutQueue } from './runtime/timeout-queue.js';
-import type { LeaseStore } from './store.js';
+import { RenewalBatcher } from './renewal-batch.js';
+import { isBatchRenewingLeaseStore, type LeaseStore } from './store.js';
 
 /** What one acquisition sends: its key, TTL, value and drift allowance. */
 export interface AcquireAsk {
@@ -38,6 +39,7 @@ export class ClientContext {
   readonly driftRatio: number;
   readonly maxHandOffRun: number;
   readonly tokenBlock: number;
+  readonly renewals: RenewalBatcher | undefined;
   private readonly closing = new AbortController();
 
   constructor(options: ResolvedClientOptions) {
@@ -56,6 +58,9 @@ export class ClientContext {
     this.driftRatio = options.driftRatio;
     this.maxHandOffRun = options.maxHandOffRun;
     this.tokenBlock = options.tokenBlock;
+    this.renewals = isBatchRenewingLeaseStore(options.store)
+      ? new RenewalBatcher(options.store, options.clock)
+      : undefined;
     // Every pending acquire listens on the close signal; many at once is normal, not a leak.
     nodeProcess()?.getBuiltinModule('node:events').setMaxListeners(0, this.closing.signal);
   }

@@ -1,5 +1,6 @@
 import type { MonotonicGuard } from './clock.js';
 import type { LeaseEvents, Logger } from './events.js';
+import type { RenewalBatcher } from './renewal-batch.js';
 import type { Lease } from './lease.js';
 import type { ReleaseResult } from './results.js';
 import type { TimeoutQueue } from './runtime/timeout-queue.js';
@@ -19,6 +20,11 @@ export interface LeaseContext {
   readonly logger: Logger;
   /** Timeout for a release request, and the cap on a renewal's. */
   readonly requestTimeoutMs: number;
+  /**
+   * Where the store renews in batches: gathers the renewals that fall due together into one
+   * call, and background renewals are due on its grid (renewal-batch.ts).
+   */
+  readonly renewals: RenewalBatcher | undefined;
 }
 
 /** What is particular to one lease: the grant it stands for. */

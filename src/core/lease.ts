@@ -80,6 +80,7 @@ export class Lease implements AsyncDisposable {
       grant.ttlMs,
       grant.sentAt,
       () => this.onTimer(),
+      ctx.renewals !== undefined,
     );
     this.arm();
   }
@@ -252,11 +253,10 @@ export class Lease implements AsyncDisposable {
     }
     const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
     const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
+    const ref = { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs };
+    const batched = this.ctx.renewals;
     const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
-      store.renew(
-        { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs },
-        o,
-      ),
+      batched !== undefined ? batched.renew(ref, o) : store.renew(ref, o),
     );
     if (this.statusValue !== 'held') {
       // A late answer never resurrects a lease the client has already given up.

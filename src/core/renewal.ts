@@ -1,3 +1,4 @@
+import { onGrid, renewalGridMs } from './renewal-batch.js';
 import { Timed, type TimeoutQueue } from './runtime/timeout-queue.js';
 
 /**
@@ -10,10 +11,13 @@ export class RenewalSchedule extends Timed {
   private timerAt = Number.POSITIVE_INFINITY;
   /** When the next background renewal is due; undefined while none is scheduled. */
   private renewAt: number | undefined;
+  /** The renewal grid where the store renews in batches (renewal-batch.ts); 0 for none. */
+  private readonly gridMs: number;
 
   /**
    * @param everyMs background renewal cadence, or undefined to renew only by hand
    * @param grantedFrom when the request behind the lease's validity was sent
+   * @param batched whether renewals go out in batches: they are then due on the grid
    */
   constructor(
     private readonly timers: TimeoutQueue,
@@ -21,14 +25,21 @@ export class RenewalSchedule extends Timed {
     private readonly ttlMs: number,
     grantedFrom: number,
     private readonly fire: () => void,
+    batched = false,
   ) {
     super();
-    if (everyMs !== undefined) this.renewAt = grantedFrom + everyMs;
+    this.gridMs = batched && everyMs !== undefined ? renewalGridMs(everyMs) : 0;
+    if (everyMs !== undefined) this.renewAt = this.dueAfter(grantedFrom);
   }
 
-  /** When the renewal after one sent at `sentAt` was (or is) due. */
+  /**
+   * When the renewal after one sent at `sentAt` was (or is) due: a cadence after it, or the
+   * grid line at or before that (never later, and always after `sentAt`: a line is a tenth
+   * of the cadence).
+   */
   dueAfter(sentAt: number): number {
-    return sentAt + (this.everyMs ?? 0);
+    const at = sentAt + (this.everyMs ?? 0);
+    return this.gridMs > 0 ? onGrid(at, this.gridMs) : at;
   }
 
   /**

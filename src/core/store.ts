@@ -211,6 +211,36 @@ export function isQueueingLeaseStore(store: LeaseStore): store is LeaseStore & Q
   return typeof (store as Partial<QueueingLeaseStore>).acquireQueued === 'function';
 }
 
+/** One lease of a {@link BatchRenewingLeaseStore.renewMany} call: its identity and TTL. */
+export type StoreRenewRequest = StoreLeaseRef & { readonly ttlMs: number };
+
+/**
+ * Optional: a store that renews many leases in one round trip. The client sends every
+ * renewal of its leases that falls due together as one call (one SQL statement, one script,
+ * one HTTP batch) instead of one call per lease, so the store's load per renewal interval
+ * does not grow with the number of leases held.
+ *
+ * The contract: `results[i]` answers `leases[i]`, exactly as `renew(leases[i])` would have
+ * at some instant during the call — each lease's answer is its own (one lost lease never
+ * fails the others), extension by the store's clock, `lost` for an expired or foreign lease.
+ * The call throws only when the store could not answer at all; then no lease's outcome is
+ * known, and each is treated as an unanswered renewal (`unavailable`). A key appears at most
+ * once per call. An empty call answers `[]` without a round trip.
+ */
+export interface BatchRenewingLeaseStore {
+  renewMany(
+    leases: readonly StoreRenewRequest[],
+    options: StoreRequestOptions,
+  ): Promise<readonly StoreRenewResult[]>;
+}
+
+/** True when `store` implements {@link BatchRenewingLeaseStore}. */
+export function isBatchRenewingLeaseStore(
+  store: LeaseStore,
+): store is LeaseStore & BatchRenewingLeaseStore {
+  return typeof (store as Partial<BatchRenewingLeaseStore>).renewMany === 'function';
+}
+
 /** What {@link HandOffLeaseStore.releaseAndAcquire} did: the release, then the acquire attempt. */
 export interface StoreHandOffResult {
   readonly released: StoreReleaseResult['status'];

@@ -7,6 +7,7 @@ import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { AcquireResult } from '../../src/core/results.js';
 import {
   canHandOff,
+  isBatchRenewingLeaseStore,
   type LeaseStore,
   type StoreAcquireRequest,
   isQueueingLeaseStore,
@@ -859,6 +860,62 @@ export const contractCases: ContractCase[] = [
         await s.release({ key, leaseId: '', token: t4 }, OPTS());
         const end = await s.inspect(key, OPTS());
         assert.equal(end.holder?.token, t4, 'a release with the wrong id changed nothing');
+      });
+    },
+  },
+  {
+    name: 'renewMany answers each lease on its own: a lost, expired or foreign lease fails alone (stores that renew in batches)',
+    async run(h, t) {
+      await withStores(h, 2, async ([s, other]) => {
+        if (!isBatchRenewingLeaseStore(s!)) {
+          t.skip(`${h.name} renews one lease per call (no renewMany)`);
+          return;
+        }
+        const ttlMs = shortTtl(s!, 400);
+        const grant = async (store: LeaseStore, key: string, ttl: number) => {
+          const request: StoreAcquireRequest = {
+            key,
+            leaseId: randomUUID(),
+            ownerId: 'batch',
+            ttlMs: ttl,
+            value: undefined,
+          };
+          const r = await store.tryAcquire(request, OPTS());
+          assert.equal(r.status, 'acquired');
+          return { key, leaseId: request.leaseId, token: (r as { token: bigint }).token };
+        };
+        assert.deepEqual(await s!.renewMany([], OPTS()), [], 'an empty call answers []');
+        const live = await grant(s!, uniqueKey('batch-live'), 30_000);
+        const live2 = await grant(other!, uniqueKey('batch-live'), 30_000);
+        const expiring = await grant(s!, uniqueKey('batch-expired'), ttlMs);
+        const foreign = await grant(s!, uniqueKey('batch-foreign'), 30_000);
+        const released = await grant(s!, uniqueKey('batch-released'), 30_000);
+        assert.equal((await s!.release(released, OPTS())).status, 'released');
+        await eventually(
+          'the short lease expired at the store',
+          async () =>
+            (await s!.inspect(expiring.key, OPTS())).holder === undefined ? true : undefined,
+          { timeoutMs: ttlMs * 20 },
+        );
+        const results = await s!.renewMany(
+          [
+            { ...live, ttlMs: 30_000 },
+            { ...expiring, ttlMs: 30_000 },
+            { ...foreign, token: foreign.token + 1n, ttlMs: 30_000 },
+            { ...live2, ttlMs: 30_000 },
+            { ...released, ttlMs: 30_000 },
+          ],
+          OPTS(),
+        );
+        assert.deepEqual(
+          results.map((r) => r.status),
+          ['renewed', 'lost', 'lost', 'renewed', 'lost'],
+        );
+        // A lost renewal in the call changed nothing: the foreign key still has its holder.
+        assert.equal((await other!.inspect(foreign.key, OPTS())).holder?.token, foreign.token);
+        // The renewed ones were really extended, and stay renewable one by one.
+        assert.equal((await s!.renew({ ...live, ttlMs: 30_000 }, OPTS())).status, 'renewed');
+        for (const l of [live, live2, foreign]) await s!.release(l, OPTS());
       });
     },
   },

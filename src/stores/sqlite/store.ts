@@ -1,12 +1,14 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type {
+  BatchRenewingLeaseStore,
   HandOffLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
   StoreHandOffResult,
   StoreLeaseRef,
   StoreReleaseResult,
+  StoreRenewRequest,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
@@ -77,7 +79,7 @@ const MAX_GRANT_ATTEMPTS = 3;
  * const store = new SqliteLeaseStore({ path: './leasehold.db' });
  * const client = new LeaseClient({ store });
  */
-export class SqliteLeaseStore implements HandOffLeaseStore {
+export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseStore {
   readonly kind = 'sqlite';
   readonly capabilities = CAPABILITIES;
   readonly path: string;
@@ -240,21 +242,36 @@ export class SqliteLeaseStore implements HandOffLeaseStore {
         ? { status: 'renewed', expiresAtWallMs: expiresWallMs }
         : { status: 'lost' };
     }
+    const [result] = await this.renewMany([lease]);
+    return result!;
+  }
+
+  /** Renews leases in one fsync-free transaction (with group commit: in the next group). */
+  async renewMany(
+    leases: readonly StoreRenewRequest[],
+    options?: StoreRequestOptions,
+  ): Promise<readonly StoreRenewResult[]> {
+    if (leases.length === 0) return [];
+    if (this.writes !== undefined) return Promise.all(leases.map((l) => this.renew(l, options)));
     return this.run(() => {
       const nowUs = machineMonotonicUs();
-      const expiresWallMs = Date.now() + lease.ttlMs;
-      const changes = this.tx.renew({
-        key: lease.key,
-        leaseId: lease.leaseId,
-        token: lease.token,
-        bootId: this.bootId,
-        nowUs,
-        expiresUs: nowUs + BigInt(lease.ttlMs) * 1000n,
-        expiresWallMs,
-      });
-      return changes === 1
-        ? { status: 'renewed', expiresAtWallMs: expiresWallMs }
-        : { status: 'lost' };
+      const wallNow = Date.now();
+      const changes = this.tx.renewMany(
+        leases.map((lease) => ({
+          key: lease.key,
+          leaseId: lease.leaseId,
+          token: lease.token,
+          bootId: this.bootId,
+          nowUs,
+          expiresUs: nowUs + BigInt(lease.ttlMs) * 1000n,
+          expiresWallMs: wallNow + lease.ttlMs,
+        })),
+      );
+      return changes.map((n, i): StoreRenewResult =>
+        n === 1
+          ? { status: 'renewed', expiresAtWallMs: wallNow + leases[i]!.ttlMs }
+          : { status: 'lost' },
+      );
     });
   }
 

@@ -38,7 +38,8 @@ export interface LeaseTransactions {
   /** Wraps `fn` in an IMMEDIATE transaction (see {@link prepareLeaseTransactions}). */
   readonly immediate: <A, R>(fn: (a: A) => R) => (a: A) => R;
   readonly acquire: (params: Params) => { token: bigint } | undefined;
-  readonly renew: (params: Params) => number;
+  /** Several renewals in one transaction: each one's changed-row count, in order. */
+  readonly renewMany: (params: readonly Params[]) => number[];
   readonly release: (params: Params) => number;
   readonly handOff: (params: HandOffParams) => HandOffOutcome;
 }
@@ -115,7 +116,7 @@ export function prepareLeaseTransactions(
       }
       return { released, granted, holder };
     }),
-    renew: relaxed((p: Params) => renew.run(p).changes),
+    renewMany: relaxed((ps: readonly Params[]) => ps.map((p) => renew.run(p).changes)),
     release: relaxed((p: Params) => release.run(p).changes),
   };
 }

@@ -1,0 +1,203 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { LeaseClient } from '../../src/core/client.js';
+import type { LeaseEvent } from '../../src/core/events.js';
+import type { Lease } from '../../src/core/lease.js';
+import { MAX_RENEWALS_PER_CALL, onGrid, renewalGridMs } from '../../src/core/renewal-batch.js';
+import type {
+  BatchRenewingLeaseStore,
+  StoreRenewRequest,
+  StoreRenewResult,
+  StoreRequestOptions,
+} from '../../src/core/store.js';
+import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
+import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
+import { tempDir } from '../support/tmp.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+
+/**
+ * The memory store with `renewMany` (each lease renewed as `renew` would, in one call),
+ * counting its round trips; `failNext` makes the next calls throw. The memory store itself
+ * renews one lease per call: in one process a call costs nothing to save.
+ */
+class CountingStore extends MemoryLeaseStore implements BatchRenewingLeaseStore {
+  renewCalls = 0;
+  renewManyCalls: Array<{ at: number; size: number }> = [];
+  failNext = 0;
+  constructor(
+    private readonly clockRef: ManualClock,
+    state: MemoryLeaseState,
+  ) {
+    super({ clock: clockRef, state });
+  }
+  override renew(
+    lease: StoreRenewRequest,
+    options?: StoreRequestOptions,
+  ): Promise<StoreRenewResult> {
+    this.renewCalls++;
+    return super.renew(lease, options);
+  }
+  renewMany(
+    leases: readonly StoreRenewRequest[],
+    options?: StoreRequestOptions,
+  ): Promise<readonly StoreRenewResult[]> {
+    this.renewManyCalls.push({ at: this.clockRef.now(), size: leases.length });
+    if (this.failNext > 0) {
+      this.failNext--;
+      return Promise.reject(new Error('connection reset'));
+    }
+    return Promise.all(leases.map((lease) => super.renew(lease, options)));
+  }
+}
+
+const TTL = 10_000;
+const EVERY = Math.floor(TTL / 3);
+
+function setup(): {
+  clock: ManualClock;
+  state: MemoryLeaseState;
+  store: CountingStore;
+  client: LeaseClient;
+} {
+  const clock = new ManualClock({ startMs: 1_000 });
+  const state = new MemoryLeaseState();
+  const store = new CountingStore(clock, state);
+  const client = new LeaseClient({ store, clock, ownerId: 'many' });
+  return { clock, state, store, client };
+}
+
+/** Acquires `n` leases spread over one renewal interval, in virtual time. */
+async function acquireSpread(client: LeaseClient, clock: ManualClock, n: number): Promise<Lease[]> {
+  const leases: Lease[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await client.acquire(`tenant/${i}`, { ttl: TTL, renewEvery: EVERY });
+    assert.equal(r.status, 'acquired');
+    leases.push((r as { lease: Lease }).lease);
+    await clock.advance(EVERY / n);
+  }
+  return leases;
+}
+
+describe('renewals in batches (a store with renewMany)', () => {
+  it('renews 10,000 leases with at most about ten store calls per renewal interval, and keeps every one', async () => {
+    const { clock, store, client } = setup();
+    const leases = await acquireSpread(client, clock, 10_000);
+    const from = clock.now();
+    store.renewManyCalls = [];
+    const intervals = 3;
+    await clock.advance(intervals * EVERY);
+    assert.equal(store.renewCalls, 0, 'no renewal went out on its own');
+    for (let k = 0; k < intervals; k++) {
+      const calls = store.renewManyCalls.filter(
+        (c) => c.at >= from + k * EVERY && c.at < from + (k + 1) * EVERY,
+      );
+      // Ten grid lines per interval, plus one for a line the interval's edge cuts in two.
+      assert.ok(calls.length <= 11, `interval ${k}: ${calls.length} calls`);
+      assert.ok(calls.length >= 1, `interval ${k}: renewals went out`);
+      for (const c of calls) assert.ok(c.size <= MAX_RENEWALS_PER_CALL);
+      const renewed = calls.reduce((n, c) => n + c.size, 0);
+      // Each lease renews about once per interval: a renewal is up to a grid line (a tenth
+      // of the interval) early, never late.
+      assert.ok(
+        renewed >= leases.length && renewed <= leases.length * 1.1,
+        `interval ${k}: ${renewed} renewals of ${leases.length} leases`,
+      );
+    }
+    for (const l of leases) assert.equal(l.status, 'held', `${l.key} still held`);
+    await client.close();
+  });
+
+  it('a lost lease in a batch ends alone; the others renew', async () => {
+    const { clock, state, store, client } = setup();
+    const leases = await Promise.all(
+      [0, 1, 2, 3].map(async (i) => {
+        const r = await client.acquire(`job/${i}`, { ttl: TTL, renewEvery: EVERY });
+        assert.equal(r.status, 'acquired');
+        return (r as { lease: Lease }).lease;
+      }),
+    );
+    // An operator clears one lock behind its holder's back.
+    state.rows.get('job/2')!.leaseId = undefined;
+    await clock.advance(EVERY + 10);
+    assert.equal(store.renewManyCalls.length, 1, 'the four renewals went out as one call');
+    assert.equal(store.renewManyCalls[0]!.size, 4);
+    assert.deepEqual(
+      leases.map((l) => l.status),
+      ['held', 'held', 'lost', 'held'],
+    );
+    assert.equal(leases[2]!.lossReason, 'lost');
+    await client.close();
+  });
+
+  it('a failed call is a failed renewal for each lease: each retries and keeps its lease', async () => {
+    const { clock, store, client } = setup();
+    const events: LeaseEvent[] = [];
+    client.on('renew_failed', (e) => events.push(e));
+    const leases = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        const r = await client.acquire(`job/${i}`, { ttl: TTL, renewEvery: EVERY });
+        assert.equal(r.status, 'acquired');
+        return (r as { lease: Lease }).lease;
+      }),
+    );
+    store.failNext = 1;
+    await clock.advance(EVERY + 10);
+    assert.equal(events.length, 3, 'each lease saw its renewal fail');
+    const before = store.renewManyCalls.length;
+    await clock.advance(TTL / 5);
+    assert.ok(store.renewManyCalls.length > before, 'the retries went out');
+    for (const l of leases) assert.equal(l.status, 'held');
+    for (const l of leases) assert.ok(l.deadline > clock.now() + TTL / 2, 'renewed by the retry');
+    await client.close();
+  });
+
+  it('puts a renewal on the grid line at or before its own due time, never after', () => {
+    for (const every of [1, 7, 100, 3333, 10_000]) {
+      const grid = renewalGridMs(every);
+      for (const sentAt of [0, 0.5, 13.25, 999.9, 123_456.7]) {
+        const due = onGrid(sentAt + every, grid);
+        assert.ok(due <= sentAt + every, `due ${due} after ${sentAt + every}`);
+        assert.ok(due > sentAt, `due ${due} not after the send at ${sentAt}`);
+      }
+    }
+  });
+
+  it('on SQLite: 1,000 leases renew in one transaction per grid line, none on its own', async () => {
+    const tmp = tempDir('renew-many');
+    const calls: number[] = [];
+    let single = 0;
+    const store = new (class extends SqliteLeaseStore {
+      override renew(lease: StoreRenewRequest, options?: StoreRequestOptions) {
+        single++;
+        return super.renew(lease, options);
+      }
+      override renewMany(leases: readonly StoreRenewRequest[], options?: StoreRequestOptions) {
+        calls.push(leases.length);
+        return super.renewMany(leases, options);
+      }
+    })({ path: `${tmp.dir}/leases.db` });
+    // The client's clock is virtual; the store's expiry is the machine's, and 10 s leases
+    // outlast the test.
+    const clock = new ManualClock({ startMs: 1_000 });
+    const client = new LeaseClient({ store, clock, ownerId: 'many' });
+    try {
+      const leases = await acquireSpread(client, clock, 1_000);
+      calls.length = 0;
+      await clock.advance(2 * EVERY);
+      assert.equal(single, 0, 'no renewal went out on its own');
+      assert.ok(calls.length <= 22, `${calls.length} calls in two intervals`);
+      const renewed = calls.reduce((n, c) => n + c, 0);
+      assert.ok(renewed >= 2 * leases.length, `${renewed} renewals`);
+      for (const l of leases) assert.equal(l.status, 'held', `${l.key} still held`);
+      const state = await store.inspect(leases[0]!.key, {
+        timeoutMs: 1000,
+        signal: new AbortController().signal,
+      });
+      assert.equal(state.holder?.token, leases[0]!.token, 'held at the store too');
+    } finally {
+      await client.close();
+      await store.close();
+      tmp.remove();
+    }
+  });
+});
