@@ -871,7 +871,7 @@ export const contractCases: ContractCase[] = [
           t.skip(`${h.name} renews one lease per call (no renewMany)`);
           return;
         }
-        const ttlMs = shortTtl(s!, 400);
+        const ttlMs = shortTtl(s, 400);
         const grant = async (store: LeaseStore, key: string, ttl: number) => {
           const request: StoreAcquireRequest = {
             key,
@@ -884,20 +884,20 @@ export const contractCases: ContractCase[] = [
           assert.equal(r.status, 'acquired');
           return { key, leaseId: request.leaseId, token: (r as { token: bigint }).token };
         };
-        assert.deepEqual(await s!.renewMany([], OPTS()), [], 'an empty call answers []');
-        const live = await grant(s!, uniqueKey('batch-live'), 30_000);
+        assert.deepEqual(await s.renewMany([], OPTS()), [], 'an empty call answers []');
+        const live = await grant(s, uniqueKey('batch-live'), 30_000);
         const live2 = await grant(other!, uniqueKey('batch-live'), 30_000);
-        const expiring = await grant(s!, uniqueKey('batch-expired'), ttlMs);
-        const foreign = await grant(s!, uniqueKey('batch-foreign'), 30_000);
-        const released = await grant(s!, uniqueKey('batch-released'), 30_000);
-        assert.equal((await s!.release(released, OPTS())).status, 'released');
+        const expiring = await grant(s, uniqueKey('batch-expired'), ttlMs);
+        const foreign = await grant(s, uniqueKey('batch-foreign'), 30_000);
+        const released = await grant(s, uniqueKey('batch-released'), 30_000);
+        assert.equal((await s.release(released, OPTS())).status, 'released');
         await eventually(
           'the short lease expired at the store',
           async () =>
-            (await s!.inspect(expiring.key, OPTS())).holder === undefined ? true : undefined,
+            (await s.inspect(expiring.key, OPTS())).holder === undefined ? true : undefined,
           { timeoutMs: ttlMs * 20 },
         );
-        const results = await s!.renewMany(
+        const results = await s.renewMany(
           [
             { ...live, ttlMs: 30_000 },
             { ...expiring, ttlMs: 30_000 },
@@ -914,8 +914,8 @@ export const contractCases: ContractCase[] = [
         // A lost renewal in the call changed nothing: the foreign key still has its holder.
         assert.equal((await other!.inspect(foreign.key, OPTS())).holder?.token, foreign.token);
         // The renewed ones were really extended, and stay renewable one by one.
-        assert.equal((await s!.renew({ ...live, ttlMs: 30_000 }, OPTS())).status, 'renewed');
-        for (const l of [live, live2, foreign]) await s!.release(l, OPTS());
+        assert.equal((await s.renew({ ...live, ttlMs: 30_000 }, OPTS())).status, 'renewed');
+        for (const l of [live, live2, foreign]) await s.release(l, OPTS());
       });
     },
   },
