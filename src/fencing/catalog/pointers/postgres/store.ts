@@ -27,8 +27,10 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
   /** The schema of the catalog's tables (created if missing). Defaults to `public`. */
   readonly schema?: string;
   /**
-   * Prefix of the tables: `<prefix>_pointer`, `_history`, `_object`, `_publish` (a function)
-   * and `_fence` / `_fence_op` (the high-water marks, a {@link PostgresFence}). Defaults to `leasehold_catalog`.
+   * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
+   * `_history`, `_object`, `_publish_v3` (a function) and `_fence` / `_fence_op` (a
+   * {@link PostgresFence}'s tables: marks of names not yet published, idempotency keys).
+   * Defaults to `leasehold_catalog`.
    */
   readonly tablePrefix?: string;
   /** `'>='`: several publishes per lease; `'>'`: one per grant. Defaults to `'>='`. */
