@@ -62,6 +62,54 @@ function row(
   };
 }
 
+interface PgSubject {
+  readonly subject: string;
+  readonly notes?: string;
+  readonly cycle: (worker: number) => Promise<void>;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+/**
+ * Measures the subjects in interleaved rounds (the order alternating), so that a burst of
+ * load from other processes on a shared machine does not land on one subject only. Each row
+ * is the median round; its ratio to the first subject (the raw UPDATE) is the median of the
+ * per-round ratios.
+ */
+async function interleaved(
+  subjects: readonly PgSubject[],
+  workers: number,
+  o: BenchOptions,
+): Promise<BenchResult[]> {
+  const rounds = o.quick ? 2 : 6;
+  const ms = Math.max(500, Math.round(o.durationMs / 2));
+  const runs = subjects.map(() => [] as Awaited<ReturnType<typeof measureCycles>>[]);
+  for (let round = 0; round < rounds; round++) {
+    const order = subjects.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) runs[i]!.push(await measureCycles(workers, ms, subjects[i]!.cycle));
+  }
+  return subjects.map((s, i) => {
+    const mine = runs[i]!;
+    const m = [...mine].sort((a, b) => a.cyclesPerSec - b.cyclesPerSec)[Math.floor(rounds / 2)]!;
+    const range = mine.map((r) => Math.round(r.cyclesPerSec)).join('/');
+    const base = row(s.subject, 'publish pg', workers, m);
+    return {
+      ...base,
+      ...(i === 0
+        ? {}
+        : {
+            ratioToRaw: median(mine.map((r, k) => r.cyclesPerSec / runs[0]![k]!.cyclesPerSec)),
+            cpuRatioToRaw: median(mine.map((r, k) => r.cpuMsPer1000 / runs[0]![k]!.cpuMsPer1000)),
+          }),
+      notes: `${s.notes === undefined ? '' : `${s.notes}; `}median of ${rounds} interleaved rounds (cycles/s ${range})`,
+    };
+  });
+}
+
 /** Publish vs the bare fenced pointer UPDATE (PostgreSQL and SQLite); stage vs a direct durable file write. */
 export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
   const results: BenchResult[] = [];
@@ -87,34 +135,8 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
         );
       }
       let flip = 0;
-      results.push(
-        row(
-          'raw fenced UPDATE (pg, the article’s statement)',
-          'publish pg',
-          workers,
-          await measureCycles(workers, o.durationMs, async (w) => {
-            await pool.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]);
-          }),
-        ),
-      );
       // The same UPDATE inside a PostgresFence write: what the fence's transaction alone costs.
       const fence = new PostgresFence({ pool, schema, table: 'bench_fence' });
-      results.push(
-        row(
-          'PostgresFence.write + the same UPDATE',
-          'publish pg',
-          workers,
-          await measureCycles(workers, o.durationMs, async (w) => {
-            const r = await fence.write({ scope: names[w]!, token: 5n }, (tx) =>
-              tx.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]),
-            );
-            if (r.status !== 'applied') throw new Error(`bench fence: ${r.status}`);
-          }),
-          'BEGIN + mark, the UPDATE, COMMIT: 3 round trips',
-        ),
-      );
-      await fence.close();
-      await pool.end();
       const pointers = new PostgresPointerStore({
         connectionString: PG_URL,
         schema,
@@ -127,19 +149,37 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const l = lease(5n);
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
-      results.push(
-        row(
-          'leasehold catalog.publish (pg)',
-          'publish pg',
-          workers,
-          await measureCycles(workers, o.durationMs, async (w) => {
+      const subjects: PgSubject[] = [
+        {
+          subject: 'raw fenced UPDATE (pg, the article’s statement)',
+          cycle: async (w) => {
+            await pool.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]);
+          },
+        },
+        {
+          subject: 'PostgresFence.write + the same UPDATE',
+          notes: 'BEGIN + mark, the UPDATE, COMMIT: 3 round trips',
+          cycle: async (w) => {
+            const r = await fence.write({ scope: names[w]!, token: 5n }, (tx) =>
+              tx.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]),
+            );
+            if (r.status !== 'applied') throw new Error(`bench fence: ${r.status}`);
+          },
+        },
+        {
+          subject: 'leasehold catalog.publish (pg)',
+          notes:
+            'one call of the publish function (mark in the pointer row, pointer, history, registry): one round trip, one commit',
+          cycle: async (w) => {
             const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
             const r = await catalog.publish(l, names[w]!, handles[w]![k]!);
             if (r.status !== 'applied') throw new Error(`bench publish: ${r.status}`);
-          }),
-          'the mark and the pointer move (pointer, history, registry) in one message: one round trip, one commit',
-        ),
-      );
+          },
+        },
+      ];
+      results.push(...(await interleaved(subjects, workers, o)));
+      await fence.close();
+      await pool.end();
       await catalog.close();
     }
 

@@ -3,7 +3,6 @@ import pg from 'pg';
 import type { PointerStore } from '../../src/fencing/catalog/pointer-store.js';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
-import { PostgresFence } from '../../src/fencing/postgres.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { retryWhileBusy, useDurableWal } from '../../src/stores/sqlite/open-file.js';
 
@@ -123,14 +122,19 @@ export async function markOf(config: PointerConfig, name: string): Promise<bigin
       fence.close();
     }
   }
-  const fence = new PostgresFence({
-    connectionString: config.url,
-    schema: config.schema,
-    table: 'leasehold_catalog_fence',
-  });
+  // The mark lives in the pointer row (migration 0003); before a name's first publish, in
+  // the fence table that serialises first publishes.
+  const client = new pg.Client({ connectionString: config.url });
+  await client.connect();
   try {
-    return await fence.highWaterMark(name);
+    const t = `"${config.schema}".leasehold_catalog`;
+    const r = await client.query<{ hwm: string }>(
+      `SELECT COALESCE((SELECT high_water FROM ${t}_pointer WHERE name = $1),
+                       (SELECT high_water FROM ${t}_fence WHERE scope = $1), 0)::text AS hwm`,
+      [name],
+    );
+    return BigInt(r.rows[0]!.hwm);
   } finally {
-    await fence.close();
+    await client.end();
   }
 }

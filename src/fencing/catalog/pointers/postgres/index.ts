@@ -6,9 +6,8 @@ import type { PostgresPointerStoreOptions } from './store.js';
 export type { PostgresPointerStoreOptions } from './store.js';
 
 /**
- * The catalog's pointer store in PostgreSQL: pointer, history and object registry next to a
- * {@link PostgresFence}'s high-water marks, the pointer moved in the fence's transaction
- * (one round trip for the mark, one for the move, one for COMMIT). Tables are created by
+ * The catalog's pointer store in PostgreSQL: pointer (which holds the name's high-water
+ * mark), history and object registry; a publish is one statement, one implicit transaction. Tables are created by
  * numbered migrations on first use. `pg` is loaded on first use, so importing
  * `leasehold/catalog` never loads it for SQLite users. Option errors surface on the first call.
  *

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL pointer store's statements. `{{pointer}}`, `{{history}}`, `{{object}}`,
- * `{{publish_fn}}`, `{{publish_or_raise_fn}}` are escaped schema-qualified names; `$n` are parameters.
+ * `{{publish_v3_fn}}` are escaped schema-qualified names; `$n` are parameters.
  */
 
 /** $1 handle, $2 name, $3 token, $4 lease id. A staged row, incomplete, unreferenced since now. */
@@ -13,16 +13,13 @@ UPDATE {{object}} SET size = $2::bigint, checksum = $3
 WHERE handle = $1 AND state = 'staged' AND size IS NULL RETURNING 1 AS ok`;
 
 /**
- * The pointer move, sent in the same message as the high-water mark's check (migration
- * 0002's function: it raises LHC01 instead of answering a refusal). $1 name, $2 handle,
- * $3 token, $4 lease key, $5 lease id, $6 expected version or NULL, $7 idempotency key or NULL.
+ * One publish (migration 0003's function: the mark's check in the pointer row, the move,
+ * the history and the registry; a refusal raises). $1 name, $2 handle, $3 token, $4 lease
+ * key, $5 lease id, $6 expected version or NULL, $7 idempotency key or NULL, $8 'true' for
+ * the '>' policy.
  */
 export const PUBLISH = `SELECT version::text, previous_handle
-FROM {{publish_or_raise_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7)`;
-
-/** $1 name, $2 token, $3 idempotency key. The version a duplicate publish applied. */
-export const SELECT_DUPLICATE = `
-SELECT version::text FROM {{history}} WHERE name = $1 AND token = $2::bigint AND idempotency_key = $3`;
+FROM {{publish_v3_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7, $8::boolean)`;
 
 const ENTRY_COLUMNS = `name, handle, token::text, lease_key, lease_id, version::text, size::text, checksum,
   (extract(epoch FROM published_at) * 1000)::bigint::text AS published_ms`;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { LeaseholdError, invalidArgument } from '../../../../core/errors.js';
 import { parseDuration, type Duration } from '../../../../core/duration.js';
+import { parseInt8Text } from '../../../../core/validate.js';
 import {
   checkIdentifier,
   lastResult,
@@ -26,8 +27,10 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
   /** The schema of the catalog's tables (created if missing). Defaults to `public`. */
   readonly schema?: string;
   /**
-   * Prefix of the tables: `<prefix>_pointer`, `_history`, `_object`, `_publish` (a function)
-   * and `_fence` / `_fence_op` (the high-water marks, a {@link PostgresFence}). Defaults to `leasehold_catalog`.
+   * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
+   * `_history`, `_object`, `_publish_v3` (a function) and `_fence` / `_fence_op` (a
+   * {@link PostgresFence}'s tables: marks of names not yet published, idempotency keys).
+   * Defaults to `leasehold_catalog`.
    */
   readonly tablePrefix?: string;
   /** `'>='`: several publishes per lease; `'>'`: one per grant. Defaults to `'>='`. */
@@ -40,15 +43,64 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
 export const POSTGRES_CATALOG_MIGRATIONS = [
   '0001_catalog.sql',
   '0002_publish_or_raise.sql',
+  '0003_mark_in_pointer.sql',
 ] as const;
 
-/** The SQLSTATE of the publish's own refusals (migration 0002). */
-const PUBLISH_REFUSED: ReadonlySet<string> = new Set(['LHC01']);
+/** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
+function catalogFiller(schema: string, prefix: string): (text: string) => string {
+  const q = quoteIdent(schema);
+  const t = (suffix: string): string => `${q}.${quoteIdent(`${prefix}_${suffix}`)}`;
+  const names: Record<string, string> = {
+    pointer: t('pointer'),
+    history: t('history'),
+    object: t('object'),
+    publish_fn: t('publish'),
+    publish_or_raise_fn: t('publish_or_raise'),
+    publish_v3_fn: t('publish_v3'),
+    fence: t('fence'),
+    fence_op: t('fence_op'),
+    object_gc_index: quoteIdent(`${prefix}_object_gc`),
+  };
+  return (text) => text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
+}
 
-/** The result a refusal raised by the publish function stands for; other errors rethrown. */
+/**
+ * The catalog's migrations for one schema and table prefix, in order (the first `upTo`
+ * files; all by default: tests build catalogs of older versions with fewer). Identifiers
+ * must already be checked. The fence's own migrations (`PostgresFence.migrate`) go first.
+ */
+export function postgresCatalogMigrations(
+  schema: string,
+  prefix: string,
+  upTo: number = POSTGRES_CATALOG_MIGRATIONS.length,
+): Migration[] {
+  const fill = catalogFiller(schema, prefix);
+  return POSTGRES_CATALOG_MIGRATIONS.slice(0, upTo).map((file) => ({
+    name: `${prefix}/${file}`,
+    sql: fill(readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8')),
+  }));
+}
+
+/** The SQLSTATE of the fence's refusals (`stale_fence`, `duplicate`), as PostgresFence raises them. */
+const FENCE_REFUSED = 'LH001';
+/** The SQLSTATE of the publish's own refusals (migrations 0002, 0003). */
+const PUBLISH_REFUSED = 'LHC01';
+
+/**
+ * The result a refusal raised by the publish function stands for (migration 0003); any
+ * other error is the database being unavailable.
+ */
 function refusalOf(err: unknown, req: PublishRequest): PublishResult {
-  if (sqlState(err) !== 'LHC01') throw err;
+  const state = sqlState(err);
   const e = err as { message?: unknown; detail?: unknown };
+  if (state === FENCE_REFUSED) {
+    if (e.message === 'duplicate') {
+      const v = typeof e.detail === 'string' && e.detail !== '' ? Number(e.detail) : undefined;
+      return { status: 'duplicate', version: v };
+    }
+    return { status: 'stale_fence', highWaterMark: parseInt8Text(e.detail, 'PostgreSQL') };
+  }
+  if (state !== PUBLISH_REFUSED) throw unavailable('PostgreSQL catalog', err);
   let detail: { currentVersion?: string | null; currentKey?: string | null } = {};
   try {
     detail = JSON.parse(String(e.detail)) as typeof detail;
@@ -76,8 +128,11 @@ function refusalOf(err: unknown, req: PublishRequest): PublishResult {
 
 /**
  * The catalog's pointer store in PostgreSQL (loaded on first use by the class of the same
- * name in `leasehold/catalog`, so SQLite users never load `pg`). The pointer move runs inside
- * a {@link PostgresFence} write: mark, pointer, history and registry commit in one transaction.
+ * name in `leasehold/catalog`, so SQLite users never load `pg`). A publish is one call of the
+ * publish function (migration 0003): the name's mark lives in its pointer row, and mark,
+ * pointer, history and registry commit in one implicit transaction. The
+ * {@link PostgresFence} tables next to it keep the idempotency keys and serialise first
+ * publishes of a name; the fence object only creates them.
  */
 export class PostgresPointers implements PointerStore {
   readonly description: string;
@@ -88,6 +143,7 @@ export class PostgresPointers implements PointerStore {
   private readonly timeoutMs: number;
   private readonly migrations: Migration[];
   private readonly sql: Record<keyof typeof Q, string>;
+  private readonly strict: string;
   private ready: Promise<void> | undefined;
   private closed = false;
 
@@ -112,21 +168,11 @@ export class PostgresPointers implements PointerStore {
       policy: options.policy ?? '>=',
       timeout: this.timeoutMs,
     });
-    const q = quoteIdent(this.schema);
-    const names: Record<string, string> = {
-      pointer: `${q}.${quoteIdent(`${prefix}_pointer`)}`,
-      history: `${q}.${quoteIdent(`${prefix}_history`)}`,
-      object: `${q}.${quoteIdent(`${prefix}_object`)}`,
-      publish_fn: `${q}.${quoteIdent(`${prefix}_publish`)}`,
-      publish_or_raise_fn: `${q}.${quoteIdent(`${prefix}_publish_or_raise`)}`,
-      object_gc_index: quoteIdent(`${prefix}_object_gc`),
-    };
-    const fill = (text: string): string =>
-      text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
-    this.migrations = POSTGRES_CATALOG_MIGRATIONS.map((file) => ({
-      name: `${prefix}/${file}`,
-      sql: fill(readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8')),
-    }));
+    if (options.policy !== undefined && options.policy !== '>=' && options.policy !== '>')
+      throw invalidArgument('policy', "must be '>=' or '>'", options.policy);
+    this.strict = options.policy === '>' ? 'true' : 'false';
+    const fill = catalogFiller(this.schema, prefix);
+    this.migrations = postgresCatalogMigrations(this.schema, prefix);
     this.sql = Object.fromEntries(
       Object.entries(Q).map(([k, v]) => [k, fill(v)]),
     ) as typeof this.sql;
@@ -145,17 +191,12 @@ export class PostgresPointers implements PointerStore {
   }
 
   /**
-   * One round trip: the mark's check and the pointer move in one message, one implicit
-   * transaction (`PostgresFence.writeRendered`); a refusal of either rolls back both.
+   * One round trip, one statement: the publish function checks the mark in the pointer row
+   * and moves the pointer in one implicit transaction; a refusal raises, so nothing commits.
    */
   async publish(req: PublishRequest): Promise<PublishResult> {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
     await this.ensureReady();
-    const request = {
-      scope: req.name,
-      token: req.token,
-      ...(req.idempotencyKey === undefined ? {} : { idempotencyKey: req.idempotencyKey }),
-    };
     const statement = renderSql(this.sql.PUBLISH, [
       req.name,
       req.handle,
@@ -164,38 +205,23 @@ export class PostgresPointers implements PointerStore {
       req.leaseId,
       req.expectedVersion ?? null,
       req.idempotencyKey ?? null,
+      this.strict,
     ]);
-    let r;
+    let row: Record<string, unknown> | undefined;
     try {
-      r = await this.fence.writeRendered(request, statement, PUBLISH_REFUSED);
+      row = lastResult(await this.pool.query(timeoutPrefix(this.timeoutMs) + statement)).rows[0];
     } catch (err) {
       return refusalOf(err, req);
     }
-    switch (r.status) {
-      case 'applied': {
-        const row = r.value.rows[0];
-        if (row === undefined) {
-          throw new LeaseholdError('ERR_PROTOCOL', 'the catalog publish answered no row');
-        }
-        return {
-          status: 'applied',
-          version: Number(row['version']),
-          previousHandle:
-            typeof row['previous_handle'] === 'string' ? row['previous_handle'] : undefined,
-        };
-      }
-      case 'stale_fence':
-        return r;
-      case 'duplicate': {
-        const d = await this.query(this.sql.SELECT_DUPLICATE, [
-          req.name,
-          req.token,
-          req.idempotencyKey ?? null,
-        ]);
-        const v = d.rows[0]?.['version'];
-        return { status: 'duplicate', version: v == null ? undefined : Number(v) };
-      }
+    if (row === undefined) {
+      throw new LeaseholdError('ERR_PROTOCOL', 'the catalog publish answered no row');
     }
+    return {
+      status: 'applied',
+      version: Number(row['version']),
+      previousHandle:
+        typeof row['previous_handle'] === 'string' ? row['previous_handle'] : undefined,
+    };
   }
 
   async pointer(name: string): Promise<CatalogEntry | undefined> {
@@ -253,13 +279,17 @@ export class PostgresPointers implements PointerStore {
   }
 
   private ensureReady(): Promise<void> {
-    this.ready ??= runMigrations(this.pool, this.schema, this.migrations).then(
-      () => undefined,
-      (err: unknown) => {
-        this.ready = undefined;
-        throw err;
-      },
-    );
+    // The fence's own migrations first: the catalog's version 3 reads and writes its tables.
+    this.ready ??= this.fence
+      .migrate()
+      .then(() => runMigrations(this.pool, this.schema, this.migrations))
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          this.ready = undefined;
+          throw err;
+        },
+      );
     return this.ready;
   }
 }
