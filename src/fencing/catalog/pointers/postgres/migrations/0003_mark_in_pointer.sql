@@ -1,5 +1,5 @@
 -- The catalog's pointer store, version 3 (PostgreSQL): the high-water mark folded into the
--- pointer row, and a publish that is one plpgsql call (decision 014). Measured before: the
+-- pointer row, and a publish that is one plpgsql call (decision 015). Measured before: the
 -- fence's check-and-advance statement, planned afresh for every message, and its own row
 -- update cost about as much as the pointer move itself; the bare fenced UPDATE a program
 -- would run writes one row. Now a publish locks and updates the pointer row (HOT: no indexed
