@@ -297,7 +297,3 @@ export function answerWithin<T>(
     );
   });
 }
-
-// Kept here for the Postgres-backed parts outside this folder (catalog pointers, fence marks)
-// that import them from the driver module; new code imports them from ./errors.js.
-export { sqlState, unavailable } from './errors.js';

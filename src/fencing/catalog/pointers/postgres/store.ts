@@ -9,13 +9,12 @@ import {
   quoteLiteral,
   renderSql,
   resolveConnection,
-  sqlState,
   timeoutPrefix,
-  unavailable,
   type PgPool,
   type PostgresConnectionOptions,
   type SqlParam,
 } from '../../../../stores/postgres/client.js';
+import { sqlState, unavailable } from '../../../../stores/postgres/errors.js';
 import { runMigrations, type Migration } from '../../../../stores/postgres/migrate.js';
 import { PostgresFence } from '../../../postgres.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
