@@ -4,9 +4,8 @@
  * `{{lease}}` the escaped lease table; `{{cmp}}` the policy's comparison; `$n` parameters.
  */
 import { invalidArgument } from '../core/errors.js';
-import type { FenceResult } from '../core/results.js';
 import { requireObject } from '../core/runtime/options.js';
-import { parseInt8Text, parseToken, validateKey } from '../core/validate.js';
+import { parseToken, validateKey } from '../core/validate.js';
 import { quoteIdent, type SqlParam } from '../stores/postgres/client.js';
 import type { FencedWriteRequest } from './postgres.js';
 import type { Migration } from '../stores/postgres/migrate.js';
@@ -107,12 +106,6 @@ const COUNTS = `SELECT (SELECT count(*) FROM lease)::int AS lease_ok,
        (SELECT count(*) FROM mark)::int AS marked,
        (SELECT count(*) FROM op)::int AS op_new`;
 
-/** The one-message form's answer: one row `ok = 1`, or the refusal raises. */
-const OK_OR_REFUSE = `SELECT CASE
-  WHEN EXISTS (SELECT 1 FROM mark) AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM op)) THEN 1
-  ELSE {{refuse}}($1, $2::bigint, $3, $4, EXISTS (SELECT 1 FROM lease), {{lease_table}})
-END AS ok`;
-
 /**
  * The validate-and-write check of the lease row. Params as above. The token may be the
  * grant's own or one of the block it reserved (a local successor under the same store
@@ -153,8 +146,6 @@ export interface FenceStatements {
   /** Transaction form (answers counts), without and with lease validation. */
   readonly checkPlain: string;
   readonly checkLease: string;
-  /** One-message form (answers `ok` or raises {@link REFUSED_STATE}). */
-  readonly guardPlain: string;
   readonly explainPlain: string;
   readonly explainLease: string;
   readonly mark: string;
@@ -185,20 +176,12 @@ export function fenceStatements(n: FenceNames): FenceStatements {
     ],
     checkPlain: check('SELECT 1', COUNTS, 'NULL'),
     checkLease: check(fill(LEASE_CHECK), COUNTS, 'NULL'),
-    guardPlain: check('SELECT 1', OK_OR_REFUSE, 'NULL'),
     explainPlain: fill(EXPLAIN_REFUSAL, { lease_token: 'NULL::text' }),
     explainLease: fill(EXPLAIN_REFUSAL, {
       lease_token: fill('(SELECT fencing_token::text FROM {{lease}} WHERE resource_key = $4)'),
     }),
     mark: fill(SELECT_MARK),
   };
-}
-
-/** The result a refusal raised by the one-message check ({@link REFUSED_STATE}) stands for. */
-export function refusalOf(err: unknown): FenceResult<never> {
-  const e = err as { message?: unknown; detail?: unknown };
-  if (e.message === 'duplicate') return { status: 'duplicate' };
-  return { status: 'stale_fence', highWaterMark: parseInt8Text(e.detail, 'PostgreSQL') };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

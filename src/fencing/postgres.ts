@@ -14,17 +14,14 @@ import {
   timeoutPrefix,
   type PgPool,
   type PgPoolClient,
-  type PgResult,
   type PostgresConnectionOptions,
 } from '../stores/postgres/client.js';
-import { sqlState, unavailable } from '../stores/postgres/errors.js';
+import { unavailable } from '../stores/postgres/errors.js';
 import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
 import {
   fenceParams,
   fenceStatements,
-  REFUSED_STATE,
-  refusalOf,
   type FenceParams,
   type FenceStatements,
 } from './postgres-statements.js';
@@ -177,25 +174,6 @@ export class PostgresFence {
     return result;
   }
 
-  /**
-   * The one-round-trip form, for leasehold's own statements (the catalog's publish): the
-   * check and `statement` go out in one simple-protocol message, one implicit transaction —
-   * the check raises on refusal, so the statement is skipped and nothing commits. `statement`
-   * is rendered SQL written by leasehold (never user text). An error whose SQLSTATE is in
-   * `passThrough` (the statement's own refusals, raised to roll the mark back) is rethrown
-   * unchanged; other failures throw `ERR_UNAVAILABLE`. Answers the statement's result.
-   * @internal
-   */
-  async writeRendered(
-    request: FencedWriteRequest,
-    statement: string,
-    passThrough: ReadonlySet<string>,
-  ): Promise<FenceResult<PgResult>> {
-    const result = await this.decideRendered(request, statement, passThrough);
-    this.tell(request, result);
-    return result;
-  }
-
   private tell(request: FencedWriteRequest, result: FenceResult<unknown>): void {
     if (this.onDecision === undefined) return;
     tellDecision(this.onDecision, {
@@ -204,40 +182,6 @@ export class PostgresFence {
       status: result.status,
       ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
     });
-  }
-
-  private async decideRendered(
-    request: FencedWriteRequest,
-    statement: string,
-    passThrough: ReadonlySet<string>,
-  ): Promise<FenceResult<PgResult>> {
-    const { params, lease } = this.checkRequest(request);
-    // Its one caller, the catalog's publish, checks the lease inside its own statement.
-    if (lease !== undefined) {
-      throw invalidArgument('lease', 'is not taken by the one-message form', lease);
-    }
-    await this.ensureReady();
-    const guard = renderSql(this.sql.guardPlain, params);
-    // Bounded on the server (statement_timeout) and here, a little later, as in write().
-    const bound = this.timeoutMs + CLIENT_GRACE_MS;
-    const { client, done: release } = await checkout(this.pool, 'PostgreSQL fence', bound);
-    let broken: Error | undefined;
-    try {
-      const answer = await boundedClient(client, bound, 'PostgreSQL fence').query(
-        `${timeoutPrefix(this.timeoutMs)}${guard}; ${statement}`,
-      );
-      return { status: 'applied', value: resultAt(answer, -1) };
-    } catch (err) {
-      const state = sqlState(err);
-      // A refusal raised in the database leaves the connection healthy (the message ended).
-      if (state === REFUSED_STATE) return refusalOf(err);
-      if (state !== undefined && passThrough.has(state)) throw err;
-      if (state === undefined) broken = err instanceof Error ? err : new Error(String(err));
-      throw unavailable('PostgreSQL fence', err);
-    } finally {
-      // A connection that failed or timed out on this side is destroyed, never reused.
-      release(broken);
-    }
   }
 
   /** Validates a request; its parameters for the check. */

@@ -17,6 +17,7 @@ import {
 import { sqlState, unavailable } from '../../../../stores/postgres/errors.js';
 import { runMigrations, type Migration } from '../../../../stores/postgres/migrate.js';
 import { PostgresFence } from '../../../postgres.js';
+import { REFUSED_STATE } from '../../../postgres-statements.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
 import * as Q from './queries.js';
@@ -81,7 +82,7 @@ export function postgresCatalogMigrations(
 }
 
 /** The SQLSTATE of the fence's refusals (`stale_fence`, `duplicate`), as PostgresFence raises them. */
-const FENCE_REFUSED = 'LH001';
+const FENCE_REFUSED = REFUSED_STATE;
 /** The SQLSTATE of the publish's own refusals (migrations 0002, 0003). */
 const PUBLISH_REFUSED = 'LHC01';
 
