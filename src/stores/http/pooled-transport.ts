@@ -1,6 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import type { TransportAnswer } from './transport.js';
+import type { RequestTransport, TransportAnswer } from './client.js';
 
 /** Options for {@link PooledHttpTransport}. */
 export interface PooledTransportOptions {
@@ -30,7 +30,7 @@ function codedError(code: string, message: string): Error {
  * connection broke; the request may have been processed), a `TimeoutError` after `timeoutMs`,
  * `ERR_TRANSPORT_CLOSED` after {@link close}.
  */
-export class PooledHttpTransport {
+export class PooledHttpTransport implements RequestTransport {
   private readonly idle: Connection[] = [];
   private readonly open = new Set<Connection>();
   private readonly hostHeader: string;
@@ -58,7 +58,7 @@ export class PooledHttpTransport {
   request(
     method: string,
     path: string,
-    headers: Record<string, string>,
+    headers: Readonly<Record<string, string>>,
     body: string | undefined,
     timeoutMs: number,
   ): Promise<TransportAnswer> {

@@ -1,5 +1,4 @@
-import type { IncomingMessage } from 'node:http';
-import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,
@@ -13,69 +12,22 @@ import type {
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { parseToken } from '../../core/validate.js';
+import { RequestBatcher, type BatchOpName, type Retry } from './batch.js';
+import { NodeHttpTransport, type RequestTransport, type StreamTransport } from './client.js';
 import {
-  DEFAULT_BATCH_LIMITS,
-  RequestBatcher,
+  answerCode,
+  connectionBroken,
+  neverSent,
+  storeClosedError,
+  unexpectedAnswer,
+  unreachable,
   type Answer,
-  type BatchLimits,
-  type BatchOpName,
-  type Retry,
-} from './batcher.js';
-import { connectionBroken, HttpApiError, neverSent, storeClosedError } from './client.js';
-import { linkSignals } from '../../core/runtime/signals.js';
-import { readSse, type SseFrame } from './sse-reader.js';
+} from './errors.js';
+import { watchKey } from './notify.js';
+import { optionsFromInfo, resolveHttpStoreOptions, type HttpLeaseStoreOptions } from './options.js';
 import { PooledHttpTransport } from './pooled-transport.js';
-import { parseServerUrl } from './server-url.js';
-import { NodeHttpTransport } from './transport.js';
 
-/** Options for {@link HttpLeaseStore}. */
-export interface HttpLeaseStoreOptions {
-  /** The server's base URL, e.g. `http://127.0.0.1:7400`. */
-  readonly url: string;
-  /** Bearer token, when the server requires one. Defaults to none. */
-  readonly apiToken?: string;
-  /**
-   * What the store behind the server can do. {@link HttpLeaseStore.connect} asks the server;
-   * the constructor defaults to conservative values (`timeAuthority: 'store'`,
-   * `tokenDurability: 'best_effort'`, 100 ms minimum TTL, no `tokenBlocks`). Claim
-   * `tokenBlocks` only for a server whose `/v1/info` says so: another server refuses an acquire
-   * with a block (400, `ERR_INVALID_ARGUMENT`).
-   */
-  readonly capabilities?: Partial<StoreCapabilities>;
-  /** Extra CA certificates (PEM) to trust for an `https:` server. Defaults to the system's. */
-  readonly ca?: string | Buffer;
-  /** Attempts per request when the connection fails in a way that is safe to retry. Defaults to 3. */
-  readonly attempts?: number;
-  /**
-   * Send the acquire, renew and release requests of one event-loop turn as one
-   * `POST /v1/batch` (see {@link RequestBatcher}). Defaults to true; `connect` sizes batches by
-   * the server's limits, and a server without the route turns it off by itself.
-   */
-  readonly batch?: boolean | BatchLimits;
-}
-
-/**
- * Events after which the key may be free. `renewed` never frees it; `changed` without a token
- * (the store's own notification, relayed when the key is free) may mean anything, so it wakes
- * too. `acquired`, and `changed` with a token (a grant the server learnt of from its store),
- * tell of a grant: the watch reports them as `'granted'`.
- */
-const FREEING_EVENTS: ReadonlySet<string> = new Set(['released', 'expired', 'lost']);
-
-/** First reconnect delay of a dropped event stream until the server sends `retry:`. */
-const DEFAULT_RETRY_MS = 100;
-/** Repeated reconnect failures back off up to this (or the server's `retry:`, if longer). */
-const MAX_RETRY_MS = 2000;
-
-const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
-  timeAuthority: 'store',
-  tokenDurability: 'best_effort',
-  watch: 'push',
-  sharedAcrossProcesses: true,
-  minTtlMs: 100,
-  ttlGranularityMs: 1,
-  tokenBlocks: false,
-});
+export type { HttpLeaseStoreOptions } from './options.js';
 
 const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
   acquire: '/v1/acquire',
@@ -103,65 +55,40 @@ export class HttpLeaseStore implements LeaseStore {
   readonly kind = 'http';
   readonly capabilities: StoreCapabilities;
   readonly url: string;
-  private readonly headers: Record<string, string>;
-  private readonly jsonHeaders: Record<string, string>;
+  private readonly headers: Readonly<Record<string, string>>;
+  private readonly jsonHeaders: Readonly<Record<string, string>>;
   /** Request/answer calls. */
-  private readonly calls: PooledHttpTransport;
+  private readonly calls: RequestTransport;
   /** Event streams (watch). */
-  private readonly streams: NodeHttpTransport;
+  private readonly streams: StreamTransport;
   private readonly attempts: number;
   private readonly closing = new AbortController();
   /** Batches lease operations; undefined when batching is off. */
   private readonly batcher: RequestBatcher | undefined;
 
   constructor(options: HttpLeaseStoreOptions) {
-    const base = parseServerUrl(options);
-    this.url = base.href.replace(/\/+$/, '');
-    this.headers = { accept: 'application/json' };
-    if (options.apiToken !== undefined) {
-      if (typeof options.apiToken !== 'string' || !/^[\x21-\x7e]{1,512}$/.test(options.apiToken)) {
-        throw invalidArgument('apiToken', 'must be printable ASCII without spaces', '(hidden)');
-      }
-      this.headers['authorization'] = `Bearer ${options.apiToken}`;
-    }
-    this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
-    const tls = options.ca === undefined ? {} : { ca: options.ca };
-    this.calls = new PooledHttpTransport(base, tls);
-    this.streams = new NodeHttpTransport(base, tls);
-    const attempts = options.attempts ?? 3;
-    if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
-      throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
-    }
-    this.attempts = attempts;
-    const batch = options.batch ?? true;
-    if (batch !== false) {
-      const limits = batch === true ? DEFAULT_BATCH_LIMITS : batch;
-      if (
-        !Number.isInteger(limits.maxOps) ||
-        limits.maxOps < 1 ||
-        !Number.isInteger(limits.maxBytes) ||
-        limits.maxBytes < 1024
-      ) {
-        throw invalidArgument('batch', 'maxOps must be ≥ 1 and maxBytes ≥ 1024', batch);
-      }
+    const o = resolveHttpStoreOptions(options);
+    this.url = o.url;
+    this.headers = o.headers;
+    this.jsonHeaders = { ...o.headers, 'content-type': 'application/json' };
+    this.calls = new PooledHttpTransport(o.base, o.tls);
+    this.streams = new NodeHttpTransport(o.base, o.tls);
+    this.attempts = o.attempts;
+    if (o.batch !== undefined) {
       this.batcher = new RequestBatcher(
         {
-          attempts,
+          attempts: o.attempts,
           sendBatch: (text, timeoutMs) =>
             this.calls.request('POST', '/v1/batch', this.jsonHeaders, text, timeoutMs),
           sendOne: (op, body, retry, timeoutMs) =>
             this.request('POST', OP_PATHS[op], body, retry, { timeoutMs }),
           closed: () => this.closing.signal.aborted,
-          unreachable: (cause) => this.unreachable(cause),
+          unreachable: (cause) => unreachable(this.url, cause),
         },
-        limits,
+        o.batch,
       );
     }
-    this.capabilities = Object.freeze({
-      ...DEFAULT_CAPABILITIES,
-      ...options.capabilities,
-      watch: 'push',
-    });
+    this.capabilities = o.capabilities;
   }
 
   /**
@@ -176,22 +103,8 @@ export class HttpLeaseStore implements LeaseStore {
     } finally {
       await probe.close();
     }
-    if (info.status !== 200) throw probe.unexpected(info, 'info');
-    const store = info.body['store'] as { capabilities?: Partial<StoreCapabilities> } | undefined;
-    const caps = store?.capabilities ?? {};
-    return new HttpLeaseStore({
-      ...options,
-      batch: batchLimits(options.batch, info.body['limits']),
-      capabilities: {
-        timeAuthority: caps.timeAuthority ?? DEFAULT_CAPABILITIES.timeAuthority,
-        tokenDurability: caps.tokenDurability ?? DEFAULT_CAPABILITIES.tokenDurability,
-        minTtlMs: Math.max(DEFAULT_CAPABILITIES.minTtlMs, caps.minTtlMs ?? 0),
-        ttlGranularityMs: caps.ttlGranularityMs ?? 1,
-        // Only an explicit true: a client that sent blocks to a server whose store grants
-        // single tokens would hand out tokens that later grants receive again.
-        tokenBlocks: caps.tokenBlocks === true,
-      },
-    });
+    if (info.status !== 200) throw unexpectedAnswer(info, 'info');
+    return new HttpLeaseStore(optionsFromInfo(options, info.body));
   }
 
   async tryAcquire(
@@ -221,7 +134,7 @@ export class HttpLeaseStore implements LeaseStore {
         ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
       };
     }
-    if (a.status === 409 && this.code(a) === 'busy') {
+    if (a.status === 409 && answerCode(a) === 'busy') {
       const retry = a.body['retryAfterMs'];
       return {
         status: 'busy',
@@ -229,7 +142,7 @@ export class HttpLeaseStore implements LeaseStore {
         retryAfterMs: typeof retry === 'number' && retry >= 0 ? retry : 0,
       };
     }
-    throw this.unexpected(a, 'acquire');
+    throw unexpectedAnswer(a, 'acquire');
   }
 
   async renew(
@@ -250,9 +163,9 @@ export class HttpLeaseStore implements LeaseStore {
       };
     }
     // Both mean: this lease is not live at the store, and never will be again.
-    if (a.status === 410 || (a.status === 409 && this.code(a) === 'not_owner'))
+    if (a.status === 410 || (a.status === 409 && answerCode(a) === 'not_owner'))
       return { status: 'lost' };
-    throw this.unexpected(a, 'renew');
+    throw unexpectedAnswer(a, 'renew');
   }
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
@@ -263,8 +176,8 @@ export class HttpLeaseStore implements LeaseStore {
       options,
     );
     if (a.status === 200) return { status: 'released' };
-    if (a.status === 409 && this.code(a) === 'not_owner') return { status: 'not_owner' };
-    throw this.unexpected(a, 'release');
+    if (a.status === 409 && answerCode(a) === 'not_owner') return { status: 'not_owner' };
+    throw unexpectedAnswer(a, 'release');
   }
 
   async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
@@ -275,7 +188,7 @@ export class HttpLeaseStore implements LeaseStore {
       'idempotent',
       options,
     );
-    if (a.status !== 200) throw this.unexpected(a, 'inspect');
+    if (a.status !== 200) throw unexpectedAnswer(a, 'inspect');
     return this.state(a.body);
   }
 
@@ -288,105 +201,22 @@ export class HttpLeaseStore implements LeaseStore {
       'idempotent',
       options,
     );
-    if (a.status !== 200 || !Array.isArray(a.body['leases'])) throw this.unexpected(a, 'list');
+    if (a.status !== 200 || !Array.isArray(a.body['leases'])) throw unexpectedAnswer(a, 'list');
     return (a.body['leases'] as unknown[]).map((s) => this.state(s as Record<string, unknown>));
   }
 
   /**
-   * Subscribes to the server's event stream for `key`; resolves once the server says the
-   * subscription is live. Releases, expiries and the store's own notifications call
-   * `onChange()`, grants `onChange('granted')`. If the stream drops, `onChange` is called (a
-   * spurious wake-up is allowed) and the stream is re-opened until unwatched, after the
-   * server's `retry:` time (doubling on repeated failures), with `Last-Event-ID` set to the
-   * last event id seen.
+   * Subscribes to the server's event stream for `key` (see {@link watchKey}): releases,
+   * expiries and the store's own notifications call `onChange()`, grants
+   * `onChange('granted')`; a dropped stream wakes the waiter and is re-opened.
    */
-  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     this.assertOpen();
-    const stop = new AbortController();
-    // Lives as long as the watch; detached when it stops.
-    const { signal, dispose } = linkSignals([stop.signal, this.closing.signal]);
-    const path = `/v1/events?${new URLSearchParams({ key }).toString()}`;
-    let lastEventId: string | undefined;
-    let retryMs = DEFAULT_RETRY_MS;
-    const open = async (): Promise<AsyncGenerator<SseFrame>> => {
-      let res: IncomingMessage;
-      const headers: Record<string, string> = { ...this.headers, accept: 'text/event-stream' };
-      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-      try {
-        res = await this.streams.stream(path, headers, signal);
-      } catch (err) {
-        throw new LeaseholdError('ERR_UNAVAILABLE', `cannot reach ${this.url}: ${describe(err)}`, {
-          cause: err,
-        });
-      }
-      if (res.statusCode !== 200) {
-        let text = '';
-        for await (const c of res) text += String(c);
-        throw this.unexpected({ status: res.statusCode ?? 0, body: parseObject(text) }, 'watch');
-      }
-      const frames = readSse(res, { onRetry: (ms) => (retryMs = ms) });
-      for (;;) {
-        const first = await frames.next();
-        if (first.done === true)
-          throw new LeaseholdError('ERR_UNAVAILABLE', 'event stream ended before it was ready');
-        if (first.value.id !== undefined) lastEventId = first.value.id;
-        if (first.value.event === 'ready') return frames;
-      }
-    };
-    // A release usually arrives as `released` plus the store's own `changed` in one chunk:
-    // wake the waiter once for both, or every waiter on a hot key re-checks twice. A grant in
-    // the same turn as a release is reported as the release (the key may be free again).
-    let pending: 'freed' | 'granted' | undefined;
-    const wake = (kind: 'freed' | 'granted'): void => {
-      const first = pending === undefined;
-      if (kind === 'freed' || first) pending = kind;
-      if (!first) return;
-      setImmediate(() => {
-        const k = pending;
-        pending = undefined;
-        if (signal.aborted) return;
-        if (k === 'granted') onChange('granted');
-        else onChange();
-      });
-    };
-    const pump = async (frames: AsyncGenerator<SseFrame>): Promise<void> => {
-      for (let attempt = 0; !signal.aborted; attempt++) {
-        try {
-          for await (const f of frames) {
-            attempt = 0;
-            if (f.id !== undefined) lastEventId = f.id;
-            const kind = changeOf(f);
-            if (kind !== undefined) wake(kind);
-          }
-        } catch {
-          // dropped: fall through to reconnect
-        }
-        if (signal.aborted) return;
-        // Events sent while the stream was down are not replayed: wake the waiter to re-check.
-        onChange();
-        const delay = Math.min(Math.max(MAX_RETRY_MS, retryMs), retryMs * 2 ** attempt);
-        await new Promise((r) => setTimeout(r, delay).unref());
-        if (signal.aborted) return;
-        try {
-          frames = await open();
-        } catch {
-          frames = (async function* () {})();
-        }
-      }
-    };
-    let frames: AsyncGenerator<SseFrame>;
-    try {
-      frames = await open();
-    } catch (err) {
-      stop.abort();
-      dispose();
-      throw err;
-    }
-    void pump(frames);
-    return () => {
-      stop.abort();
-      dispose();
-    };
+    return watchKey(
+      { url: this.url, streams: this.streams, headers: this.headers, closing: this.closing.signal },
+      key,
+      onChange,
+    );
   }
 
   close(): Promise<void> {
@@ -461,52 +291,7 @@ export class HttpLeaseStore implements LeaseStore {
         typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
       return { status: res.status, body: obj };
     }
-    throw this.unreachable(lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
-  }
-
-  /** The error of a call that could not be sent or was not answered. */
-  private unreachable(cause: unknown): LeaseholdError {
-    return new LeaseholdError(
-      'ERR_UNAVAILABLE',
-      `cannot reach leasehold server ${this.url}: ${describe(cause)}`,
-      { cause },
-    );
-  }
-
-  private code(a: Answer): string | undefined {
-    const e = a.body['error'] as { code?: unknown } | undefined;
-    return typeof e?.code === 'string' ? e.code : undefined;
-  }
-
-  private unexpected(a: Answer, op: string): LeaseholdError {
-    const e = a.body['error'] as { code?: unknown; message?: unknown } | undefined;
-    const code = typeof e?.code === 'string' ? e.code : `http_${a.status}`;
-    const message = typeof e?.message === 'string' ? e.message : `HTTP ${a.status}`;
-    const cause = new HttpApiError(a.status, code, message);
-    if (a.status >= 500 || a.status === 408 || a.status === 429) {
-      return new LeaseholdError('ERR_UNAVAILABLE', `leasehold server: ${op}: ${code}: ${message}`, {
-        cause,
-      });
-    }
-    if (a.status === 401 || a.status === 403) {
-      return new LeaseholdError(
-        'ERR_INVALID_ARGUMENT',
-        `apiToken was refused by the server (${code}): ${message}`,
-        {
-          cause,
-        },
-      );
-    }
-    if (a.status === 400 || a.status === 413) {
-      return new LeaseholdError('ERR_INVALID_ARGUMENT', message, { cause });
-    }
-    return new LeaseholdError(
-      'ERR_PROTOCOL',
-      `leasehold server: ${op}: unexpected ${a.status} ${code}: ${message}`,
-      {
-        cause,
-      },
-    );
+    throw unreachable(this.url, lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
   }
 
   private token(value: unknown): bigint {
@@ -545,59 +330,5 @@ export class HttpLeaseStore implements LeaseStore {
           ? undefined
           : this.holder(raw['holder']),
     };
-  }
-}
-
-/**
- * The batch limits to use with a server whose `/v1/info` said `limits`: the asked limits
- * narrowed to the server's; no batching when the server does not offer it.
- */
-function batchLimits(
-  asked: boolean | BatchLimits | undefined,
-  limits: unknown,
-): false | BatchLimits {
-  if (asked === false) return false;
-  const l = (typeof limits === 'object' && limits !== null ? limits : {}) as Record<
-    string,
-    unknown
-  >;
-  const ops = l['batchMaxOps'];
-  const bytes = l['batchBodyLimitBytes'];
-  if (typeof ops !== 'number' || typeof bytes !== 'number' || ops < 1 || bytes < 1024) return false;
-  const want = asked === undefined || asked === true ? DEFAULT_BATCH_LIMITS : asked;
-  return {
-    maxOps: Math.min(want.maxOps, Math.floor(ops)),
-    maxBytes: Math.min(want.maxBytes, Math.floor(bytes)),
-  };
-}
-
-function describe(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as { cause?: unknown }).cause;
-    return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
-  }
-  return String(err);
-}
-
-function parseObject(text: string): Record<string, unknown> {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
-}
-
-/** What one event on a key's stream says about the key, if anything. */
-function changeOf(f: SseFrame): 'freed' | 'granted' | undefined {
-  if (FREEING_EVENTS.has(f.event)) return 'freed';
-  if (f.event === 'acquired') return 'granted';
-  if (f.event !== 'changed') return undefined;
-  // `changed` carries the holder's token when the server saw the key granted, none when free.
-  try {
-    const data = JSON.parse(f.data) as { token?: unknown };
-    return typeof data.token === 'string' ? 'granted' : 'freed';
-  } catch {
-    return 'freed';
   }
 }
