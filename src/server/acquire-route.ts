@@ -1,7 +1,7 @@
 import { invalidArgument, isLeaseholdError } from '../core/errors.js';
 import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
 import { linkSignals } from '../core/runtime/signals.js';
-import type { StoreAcquireRequest } from '../core/store.js';
+import type { StoreAcquireRequest, StoreAcquireResult } from '../core/store.js';
 import {
   LIMITS,
   validateOwnerId,
@@ -46,7 +46,9 @@ export async function acquireRoute(
     tokenBlock > 1
       ? { key, leaseId, ownerId, ttlMs, value, tokenBlock }
       : { key, leaseId, ownerId, ttlMs, value };
-  let answer;
+  let answer: StoreAcquireResult;
+  /** When the store request that granted a waiting acquire was sent. */
+  let grantSentAt: number | undefined;
   try {
     if (waitMs === 0) {
       // One attempt, bounded by the store request timeout: no wait to cancel.
@@ -60,13 +62,16 @@ export async function acquireRoute(
     } else {
       const link = linkSignals([client.signal(), ctx.shutdown]);
       try {
-        answer = await acquireWaiting(ctx.store, ctx.waiting, request, {
+        const waited = await acquireWaiting(ctx.store, ctx.waiting, request, {
           waitMs,
           requestTimeoutMs: ctx.requestTimeoutMs,
           pollMs: ctx.pollMs,
           signal: link.signal,
           time: (op, fn) => metrics.timeStore(op, fn),
+          parked: () => client.parked(),
         });
+        answer = waited;
+        if (waited.status === 'acquired') grantSentAt = waited.sentAt;
       } finally {
         link.dispose();
       }
@@ -126,6 +131,10 @@ export async function acquireRoute(
   };
   if (answer.expiresAtWallMs !== undefined)
     acquired.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
+  if (grantSentAt !== undefined) {
+    // Rounded down: a client measures the lease's validity from its own send time plus this.
+    acquired.grantSentAfterMs = Math.max(0, Math.floor(grantSentAt - started));
+  }
   return acquired;
 }
 
@@ -167,6 +176,11 @@ export interface AcquiredJson {
   ttlMs: number;
   waitedMs: number;
   expiresAtWallMs?: number;
+  /**
+   * After a wait: how long after receiving the request the server sent the store request
+   * that granted the lease. The lease is valid at the store from no earlier than that.
+   */
+  grantSentAfterMs?: number;
 }
 
 async function releaseGhost(

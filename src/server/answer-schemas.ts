@@ -115,6 +115,11 @@ export const ACQUIRED = {
       type: 'integer',
       description: 'Store expiry as wall-clock ms, display only.',
     },
+    grantSentAfterMs: {
+      type: 'integer',
+      description:
+        'After a wait: ms from receiving the request to sending the store request that granted the lease (rounded down). The lease is valid at the store from no earlier than that, so a client may measure its validity from its own send time plus this.',
+    },
   },
 } as const;
 

@@ -7,6 +7,7 @@ import { acquireRoute } from './acquire-route.js';
 import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
 import { clientWatch } from './client-watch.js';
 import type { ServerContext } from './context.js';
+import { releaseThroughServer } from './hand-off.js';
 import { ApiError } from './http-errors.js';
 import { stateJson, wholeMs } from './json.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
@@ -167,22 +168,20 @@ export async function releaseRoute(
   rawToken: unknown,
   tokenField: string,
 ): Promise<{ status: 'released' }> {
-  const { store, metrics, hub, tracker, logger } = ctx;
+  const { metrics, hub, tracker, logger } = ctx;
   authorizeKey(principal, 'release', key);
   const token = parseToken(rawToken, tokenField);
   const leaseId = rawLeaseId.toLowerCase();
   let answer;
-  const started = performance.now();
   try {
-    answer = await store.release({ key, leaseId, token }, ctx.storeOptions);
+    answer = await releaseThroughServer(ctx, { key, leaseId, token });
   } catch (err) {
-    metrics.storeRequestDone('release', false, started);
     metrics.releases.inc({ result: 'unavailable' });
     throw err;
   }
-  metrics.storeRequestDone('release', true, started);
   metrics.releases.inc({ result: answer.status });
   if (answer.status === 'not_owner') {
+    answer.wake?.();
     throw new ApiError(
       'not_owner',
       `no live lease on ${key} with this lease id and token ${token}`,
@@ -193,6 +192,8 @@ export async function releaseRoute(
   if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
   const tokenText = token.toString();
   hub.publish({ type: 'released', key, token: tokenText, leaseIdPrefix: prefix });
+  // After the release is published: the waiter's grant is published when it answers.
+  answer.wake?.();
   if (logger.isLevelEnabled('debug')) {
     logger.debug({ key, lease: prefix, token: tokenText }, 'lease released');
   }

@@ -5,7 +5,16 @@ import type { FastifyReply } from 'fastify';
 export interface ClientWatch {
   readonly left: boolean;
   signal(): AbortSignal;
+  /**
+   * Tells the client that its acquire is parked in the key's queue, when the request asked
+   * for it with `Prefer: leasehold-parked`: an interim `102 Processing` answer before the
+   * final one (HTTP/1.1 only; clients must accept 1xx answers, RFC 9110 §15.2). Else nothing.
+   */
+  parked(): void;
 }
+
+/** The preference that asks for a `102 Processing` once a waiting acquire is parked. */
+export const PARKED_PREFERENCE = 'leasehold-parked';
 
 /**
  * Watches for the HTTP client going away before its answer is sent: `left` turns true, and
@@ -16,13 +25,27 @@ export interface ClientWatch {
  * request is measurable).
  */
 export function clientWatch(reply: FastifyReply): ClientWatch {
-  return new ResponseWatch(reply.raw);
+  const prefer = reply.request.headers.prefer;
+  const wantsParked =
+    typeof prefer === 'string' &&
+    prefer.includes(PARKED_PREFERENCE) &&
+    reply.request.raw.httpVersion === '1.1';
+  return new ResponseWatch(reply.raw, wantsParked);
 }
 
 class ResponseWatch implements ClientWatch {
   private ac: AbortController | undefined;
 
-  constructor(private readonly res: ServerResponse) {}
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly wantsParked: boolean,
+  ) {}
+
+  parked(): void {
+    if (this.wantsParked && !this.res.headersSent && !this.res.destroyed) {
+      this.res.writeProcessing();
+    }
+  }
 
   get left(): boolean {
     return this.res.destroyed && !this.res.writableFinished;

@@ -19,6 +19,7 @@ import { registerFenceRoutes } from './fence-decisions.js';
 import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
 import { WaitQueues } from '../core/key-waiters.js';
+import type { ServerAsk, ServerGrant } from './acquire-wait.js';
 import { EventHub } from './event-hub.js';
 import { ExpiryTracker } from './expiry-tracker.js';
 import {
@@ -198,7 +199,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     shutdown: shutdown.signal,
     streams,
     storeOptions: Object.freeze({ timeoutMs: requestTimeoutMs, signal: shutdown.signal }),
-    waiting: new WaitQueues(),
+    waiting: new WaitQueues<ServerGrant, ServerAsk>(),
   };
 
   const app = fastify({

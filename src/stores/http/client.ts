@@ -19,8 +19,17 @@ export interface RequestTransport {
     headers: Readonly<Record<string, string>>,
     body: string | undefined,
     timeoutMs: number,
+    hooks?: RequestHooks,
   ): Promise<TransportAnswer>;
   close(): void;
+}
+
+/** Extras of one request: cancellation, and the interim answers before the final one. */
+export interface RequestHooks {
+  /** Aborting closes the connection (the server sees the client leave) and rejects. */
+  readonly signal?: AbortSignal;
+  /** Called with the status of each interim (1xx) answer, e.g. `102` when a wait is parked. */
+  readonly onInterim?: (status: number) => void;
 }
 
 /** The event streams the store opens (what {@link NodeHttpTransport} does). */

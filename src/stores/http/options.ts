@@ -1,5 +1,5 @@
 import { invalidArgument } from '../../core/errors.js';
-import { integerOption } from '../../core/runtime/options.js';
+import { booleanOption, integerOption } from '../../core/runtime/options.js';
 import type { StoreCapabilities } from '../../core/types.js';
 import { DEFAULT_BATCH_LIMITS, type BatchLimits } from './batch.js';
 import { parseServerUrl } from './server-url.js';
@@ -28,11 +28,22 @@ export interface HttpLeaseStoreOptions {
    * the server's limits, and a server without the route turns it off by itself.
    */
   readonly batch?: boolean | BatchLimits;
+  /**
+   * Where an acquire with `wait` waits. `true`: in the server's queue for the key, as one long
+   * poll — the server grants its waiters in arrival order and a release wakes only the first
+   * (see {@link HttpLeaseStore.acquireQueued}). `false`: in the client, woken by the server's
+   * event stream; a client with `localSuccessors` needs this to pass a key it holds to its
+   * own waiters without asking the server. Defaults to true.
+   */
+  readonly waitInServerQueue?: boolean;
 }
 
 /** The defaults of {@link HttpLeaseStoreOptions}. */
 export const DEFAULTS = Object.freeze({
   attempts: 3,
+  waitInServerQueue: true,
+  /** A server's longest `wait` when `/v1/info` was not asked (the server's own default). */
+  serverMaxWaitMs: 300_000,
   batch: DEFAULT_BATCH_LIMITS,
   capabilities: Object.freeze({
     timeAuthority: 'store',
@@ -56,6 +67,7 @@ export interface ResolvedHttpStoreOptions {
   readonly attempts: number;
   /** Undefined when batching is off. */
   readonly batch: BatchLimits | undefined;
+  readonly waitInServerQueue: boolean;
   readonly capabilities: StoreCapabilities;
 }
 
@@ -90,6 +102,11 @@ export function resolveHttpStoreOptions(options: HttpLeaseStoreOptions): Resolve
     tls: options.ca === undefined ? {} : { ca: options.ca },
     attempts,
     batch: limits,
+    waitInServerQueue: booleanOption(
+      'waitInServerQueue',
+      options.waitInServerQueue,
+      DEFAULTS.waitInServerQueue,
+    ),
     capabilities: Object.freeze({
       ...DEFAULTS.capabilities,
       ...options.capabilities,

@@ -1,8 +1,11 @@
 import { LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
+  QueueingLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreQueuedOptions,
+  StoreQueuedResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -10,10 +13,15 @@ import type {
   Unwatch,
   WatchChange,
 } from '../../core/store.js';
-import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
-import { parseToken } from '../../core/validate.js';
+import type { LeaseState, StoreCapabilities } from '../../core/types.js';
 import { RequestBatcher, type BatchOpName, type Retry } from './batch.js';
-import { NodeHttpTransport, type RequestTransport, type StreamTransport } from './client.js';
+import { acquireBody, acquireResult, stateOf } from './answers.js';
+import {
+  NodeHttpTransport,
+  type RequestHooks,
+  type RequestTransport,
+  type StreamTransport,
+} from './client.js';
 import {
   answerCode,
   connectionBroken,
@@ -24,10 +32,24 @@ import {
   type Answer,
 } from './errors.js';
 import { watchKey } from './notify.js';
-import { optionsFromInfo, resolveHttpStoreOptions, type HttpLeaseStoreOptions } from './options.js';
+import {
+  DEFAULTS,
+  optionsFromInfo,
+  resolveHttpStoreOptions,
+  type HttpLeaseStoreOptions,
+} from './options.js';
 import { PooledHttpTransport } from './pooled-transport.js';
 
 export type { HttpLeaseStoreOptions } from './options.js';
+
+/** Asks the server for a `102 Processing` once a waiting acquire is parked. */
+const PARKED = 'leasehold-parked';
+
+/** What one call may add to a request: its headers, hooks, and a note of each resend. */
+interface RequestExtras extends RequestHooks {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly resent?: () => void;
+}
 
 const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
   acquire: '/v1/acquire',
@@ -51,7 +73,7 @@ const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
  * const store = await HttpLeaseStore.connect({ url: 'http://127.0.0.1:7400', apiToken });
  * const client = new LeaseClient({ store });
  */
-export class HttpLeaseStore implements LeaseStore {
+export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
   readonly kind = 'http';
   readonly capabilities: StoreCapabilities;
   readonly url: string;
@@ -65,6 +87,8 @@ export class HttpLeaseStore implements LeaseStore {
   private readonly closing = new AbortController();
   /** Batches lease operations; undefined when batching is off. */
   private readonly batcher: RequestBatcher | undefined;
+  /** The longest `wait` the server accepts (`connect` reads it from `/v1/info`). */
+  private maxWaitMs: number = DEFAULTS.serverMaxWaitMs;
 
   constructor(options: HttpLeaseStoreOptions) {
     const o = resolveHttpStoreOptions(options);
@@ -89,6 +113,10 @@ export class HttpLeaseStore implements LeaseStore {
       );
     }
     this.capabilities = o.capabilities;
+    if (!o.waitInServerQueue) {
+      // Not a queueing store then: the client waits with its own loop.
+      Object.defineProperty(this, 'acquireQueued', { value: undefined });
+    }
   }
 
   /**
@@ -104,45 +132,63 @@ export class HttpLeaseStore implements LeaseStore {
       await probe.close();
     }
     if (info.status !== 200) throw unexpectedAnswer(info, 'info');
-    return new HttpLeaseStore(optionsFromInfo(options, info.body));
+    const store = new HttpLeaseStore(optionsFromInfo(options, info.body));
+    const limits = info.body['limits'] as { maxWaitMs?: unknown } | undefined;
+    if (typeof limits?.maxWaitMs === 'number' && limits.maxWaitMs >= 1) {
+      store.maxWaitMs = Math.floor(limits.maxWaitMs);
+    }
+    return store;
   }
 
   async tryAcquire(
     request: StoreAcquireRequest,
     options: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    const a = await this.call(
-      'acquire',
-      {
-        key: request.key,
-        ttl: request.ttlMs,
-        ownerId: request.ownerId,
-        leaseId: request.leaseId,
-        ...(request.value === undefined ? {} : { value: request.value }),
-        ...(request.tokenBlock === undefined || request.tokenBlock <= 1
-          ? {}
-          : { tokenBlock: request.tokenBlock }),
-      },
-      'idempotent',
-      options,
-    );
-    if (a.status === 200) {
-      const expires = a.body['expiresAtWallMs'];
-      return {
-        status: 'acquired',
-        token: this.token(a.body['token']),
-        ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
-      };
+    return acquireResult(await this.call('acquire', acquireBody(request), 'idempotent', options));
+  }
+
+  /**
+   * Waits in the server's queue for the key: `POST /v1/acquire` with `wait`. The server parks
+   * the request with the others waiting for the key through it, grants them in arrival order
+   * and wakes only the head on a release (one re-check per release however many wait). A wait
+   * longer than the server's `maxWaitMs` is asked as several. Aborting closes the request's
+   * connection, which ends the wait at the server (and releases a grant made just then).
+   *
+   * `validFrom` is the reading of `options.now()` before sending, plus the server's
+   * `grantSentAfterMs` less 1% (the server's clock may run fast by up to that) — from the
+   * first request only: a resent request may return a grant the first one made earlier.
+   */
+  async acquireQueued(
+    request: StoreAcquireRequest,
+    options: StoreQueuedOptions,
+  ): Promise<StoreQueuedResult> {
+    this.assertOpen();
+    const until = options.now() + options.timeoutMs;
+    const onInterim = (status: number): void => {
+      if (status === 102) options.onParked?.();
+    };
+    const headers =
+      options.onParked === undefined ? this.jsonHeaders : { ...this.jsonHeaders, prefer: PARKED };
+    for (;;) {
+      const waitMs = Math.max(0, Math.min(this.maxWaitMs, Math.floor(until - options.now())));
+      let resent = false;
+      const sentAt = options.now();
+      const a = await this.request(
+        'POST',
+        '/v1/acquire',
+        { ...acquireBody(request), wait: waitMs },
+        'idempotent',
+        { timeoutMs: waitMs + options.requestTimeoutMs },
+        { signal: options.signal, onInterim, headers, resent: () => (resent = true) },
+      );
+      const result = acquireResult(a);
+      if (result.status === 'acquired') {
+        const after = a.body['grantSentAfterMs'];
+        const offset = !resent && typeof after === 'number' && after > 0 ? after * 0.99 : 0;
+        return { ...result, validFrom: Math.min(sentAt + offset, options.now()) };
+      }
+      if (options.now() >= until || waitMs === 0) return result;
     }
-    if (a.status === 409 && answerCode(a) === 'busy') {
-      const retry = a.body['retryAfterMs'];
-      return {
-        status: 'busy',
-        holder: this.holder(a.body['holder']),
-        retryAfterMs: typeof retry === 'number' && retry >= 0 ? retry : 0,
-      };
-    }
-    throw unexpectedAnswer(a, 'acquire');
   }
 
   async renew(
@@ -189,7 +235,7 @@ export class HttpLeaseStore implements LeaseStore {
       options,
     );
     if (a.status !== 200) throw unexpectedAnswer(a, 'inspect');
-    return this.state(a.body);
+    return stateOf(a.body);
   }
 
   async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
@@ -202,7 +248,7 @@ export class HttpLeaseStore implements LeaseStore {
       options,
     );
     if (a.status !== 200 || !Array.isArray(a.body['leases'])) throw unexpectedAnswer(a, 'list');
-    return (a.body['leases'] as unknown[]).map((s) => this.state(s as Record<string, unknown>));
+    return (a.body['leases'] as unknown[]).map((s) => stateOf(s as Record<string, unknown>));
   }
 
   /**
@@ -257,21 +303,26 @@ export class HttpLeaseStore implements LeaseStore {
     body: Record<string, unknown> | undefined,
     retry: Retry,
     options: Pick<StoreRequestOptions, 'timeoutMs'>,
+    extra?: RequestExtras,
   ): Promise<Answer> {
     this.assertOpen();
     const deadline = performance.now() + options.timeoutMs;
-    const headers = body === undefined ? this.headers : this.jsonHeaders;
+    const headers = extra?.headers ?? (body === undefined ? this.headers : this.jsonHeaders);
     const text = body === undefined ? undefined : JSON.stringify(body);
     let lastError: unknown;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
       const left = Math.ceil(deadline - performance.now());
       if (left <= 0) break;
       let res: { status: number; text: string };
+      if (attempt > 1) extra?.resent?.();
       try {
-        res = await this.calls.request(method, path, headers, text, left);
+        res = await this.calls.request(method, path, headers, text, left, extra);
       } catch (err) {
         lastError = err;
         if (this.closing.signal.aborted) throw storeClosedError();
+        if (extra?.signal?.aborted === true) {
+          throw new LeaseholdError('ERR_ABORTED', 'the wait was aborted', { cause: err });
+        }
         const safe = retry === 'idempotent' ? connectionBroken(err) : neverSent(err);
         if (safe && attempt < this.attempts) continue;
         break;
@@ -292,43 +343,5 @@ export class HttpLeaseStore implements LeaseStore {
       return { status: res.status, body: obj };
     }
     throw unreachable(this.url, lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
-  }
-
-  private token(value: unknown): bigint {
-    try {
-      return parseToken(value, 'token');
-    } catch (err) {
-      throw new LeaseholdError(
-        'ERR_PROTOCOL',
-        `leasehold server sent an invalid token: ${String(err)}`,
-        { cause: err },
-      );
-    }
-  }
-
-  private holder(raw: unknown): HolderInfo {
-    const h = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
-    return {
-      ownerId: typeof h['ownerId'] === 'string' ? h['ownerId'] : '',
-      token: this.token(h['token']),
-      remainingMs: typeof h['remainingMs'] === 'number' ? h['remainingMs'] : 0,
-      leaseIdPrefix: typeof h['leaseIdPrefix'] === 'string' ? h['leaseIdPrefix'] : '',
-      value: typeof h['value'] === 'string' ? h['value'] : undefined,
-    };
-  }
-
-  private state(raw: Record<string, unknown>): LeaseState {
-    const key = raw['key'];
-    if (typeof key !== 'string')
-      throw new LeaseholdError('ERR_PROTOCOL', 'leasehold server sent a state without key');
-    const last = raw['lastToken'];
-    return {
-      key,
-      lastToken: last === '0' ? 0n : this.token(last),
-      holder:
-        raw['holder'] === null || raw['holder'] === undefined
-          ? undefined
-          : this.holder(raw['holder']),
-    };
   }
 }
