@@ -187,6 +187,13 @@ export class KeyWaiters<G extends Releasable = Lease, A extends AcquireAsk = Acq
 export class WaitQueues<G extends Releasable = Lease, A extends AcquireAsk = AcquireAsk> {
   private readonly byKey = new Map<string, KeyWaiters<G, A>>();
 
+  /** How many wait, for any key. */
+  get size(): number {
+    let n = 0;
+    for (const q of this.byKey.values()) n += q.size;
+    return n;
+  }
+
   /** The queue of `key`, if anyone waits for it. */
   get(key: string): KeyWaiters<G, A> | undefined {
     return this.byKey.get(key);

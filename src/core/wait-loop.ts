@@ -54,8 +54,9 @@ export interface KeyWait<R, G extends Releasable = Lease, A extends AcquireAsk =
  * notifications (one subscription per key, shared by its queue), and sleeps until a
  * notification, the holder's expiry or a jittered backstop poll. A notification wakes only
  * the head of the queue, so a release costs one re-check at the store however many wait
- * (no thundering herd). Only the head tries at the store: the others sleep until they are
- * head (their backstop poll finds out) or their wait ends, so waiters are served in arrival
+ * (no thundering herd). Only the head tries at the store, and an acquisition that finds
+ * others already waiting joins them without trying: the others sleep until they are head
+ * (their backstop poll finds out) or their wait ends, so waiters are served in arrival
  * order. Bounded by `until`; cancelled by `signal`. The one wait loop of the package: the
  * client and the server both wait through it.
  */
@@ -69,64 +70,77 @@ export async function waitForKey<
   let queue: KeyWaiters<G, A> | undefined;
   let acquired = false;
   let parkedTold = false;
+  const park = async (): Promise<{ waiter: Waiter<G, A>; queue: KeyWaiters<G, A> }> => {
+    const w = new Waiter<G, A>(new Wakeup(wait.clock), wait.ask, wait.startedAt);
+    const q = wait.queues.join(wait.ask.key, w);
+    waiter = w;
+    queue = q;
+    const sub = await q.subscribe(() => wait.watch(q.notifyHead));
+    if (!sub.ok && !sub.aborted) wait.watchFailed(sub.error);
+    return { waiter: w, queue: q };
+  };
   try {
+    // Others already wait for the key here: trying first could take it from the head.
+    if ((wait.queues.get(wait.ask.key)?.size ?? 0) > 0) await park();
+    let busy: BusyAnswer | undefined;
+    let pending = false;
     for (;;) {
       if (signal.aborted) throw wait.aborted();
-      // A turn decided without the store (a local holder, a hand-off) is not awaited: a
-      // waiter must park in the same step as its caller, so that a release right after the
-      // call already finds it in the queue.
-      const next = wait.turn(waiter);
-      const turn = next instanceof Promise ? await next : next;
-      if (turn.kind === 'done') {
-        acquired = turn.acquired;
-        return turn.result;
+      // Behind the head, a wake-up only looks whether we moved up; at the end of the wait
+      // we try once more, for an up-to-date busy answer.
+      if (
+        waiter === undefined ||
+        queue === undefined ||
+        queue.isHead(waiter) ||
+        wait.now() >= wait.until
+      ) {
+        // A turn decided without the store (a local holder, a hand-off) is not awaited: a
+        // waiter must park in the same step as its caller, so that a release right after
+        // the call already finds it in the queue.
+        const next = wait.turn(waiter);
+        const turn = next instanceof Promise ? await next : next;
+        if (turn.kind === 'done') {
+          acquired = turn.acquired;
+          return turn.result;
+        }
+        pending = turn.kind === 'pending';
+        if (turn.kind === 'busy') busy = turn.busy;
+        const now = wait.now();
+        if (busy !== undefined && !pending && wait.until - now <= 0) return wait.gaveUp(busy, now);
+        if (waiter === undefined) {
+          const parked = await park();
+          // The head re-checks once the subscription is live, so a release in between is
+          // not missed; the others wait their turn (re-checking too would let them overtake).
+          if (parked.queue.isHead(parked.waiter)) continue;
+        }
       }
-      const busy = turn.kind === 'busy' ? turn.busy : undefined;
-      const now = wait.now();
-      const left = wait.until - now;
-      if (busy !== undefined && left <= 0) return wait.gaveUp(busy, now);
-      if (queue === undefined || waiter === undefined) {
-        waiter = new Waiter<G, A>(new Wakeup(wait.clock), wait.ask, wait.startedAt);
-        const q = wait.queues.join(wait.ask.key, waiter);
-        queue = q;
-        const w = await q.subscribe(() => wait.watch(q.notifyHead));
-        if (!w.ok && !w.aborted) wait.watchFailed(w.error);
-        // The head re-checks once the subscription is live, so a release in between is not
-        // missed; the others wait their turn (re-checking too would let them overtake it).
-        if (q.isHead(waiter)) continue;
-      }
-      if (!parkedTold && busy !== undefined) {
+      if (waiter === undefined || queue === undefined) continue;
+      const head = queue.isHead(waiter);
+      if (!parkedTold && (!head || (busy !== undefined && !pending))) {
         parkedTold = true;
         wait.parked?.();
       }
+      const left = wait.until - wait.now();
       let sleep: number;
-      if (busy === undefined) {
+      if (head && pending) {
         sleep = wait.pendingMs;
       } else {
         const poll = Math.floor(wait.pollIntervalMs * (0.8 + 0.4 * wait.random()));
         sleep = Math.min(left, poll);
-        if (queue.isHead(waiter)) {
+        if (head && busy !== undefined) {
           const jitter = Math.floor(wait.random() * Math.min(5, busy.retryAfterMs * 0.05 + 1));
           sleep = Math.min(sleep, busy.retryAfterMs + 1 + jitter);
         }
       }
-      let why = await waiter.wakeup.wait(Math.max(1, sleep), signal);
-      // Behind the head, a backstop poll only looks whether we moved up: trying at the
-      // store now could take the key from the head (FIFO), or from a hand-off to it. At the
-      // end of the wait we try once more, for an up-to-date busy answer.
-      while (why === 'timer' && !queue.isHead(waiter)) {
-        const left = wait.until - wait.now();
-        if (left <= 0) break;
-        const poll = Math.floor(wait.pollIntervalMs * (0.8 + 0.4 * wait.random()));
-        why = await waiter.wakeup.wait(Math.max(1, Math.min(left, poll)), signal);
-      }
+      const why = await waiter.wakeup.wait(Math.max(1, sleep), signal);
       if (why === 'aborted') throw wait.aborted();
     }
   } finally {
-    if (waiter !== undefined) {
+    const w = waiter;
+    if (w !== undefined) {
       // A hand-off still in flight, or delivered just as we gave up, is released.
-      waiter.abandon();
-      queue?.leave(waiter, acquired);
+      w.abandon();
+      queue?.leave(w, acquired);
     }
   }
 }

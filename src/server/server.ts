@@ -163,6 +163,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     storeKind: store.kind,
     defaultMetrics: options.processMetrics,
     liveLeases: () => tracker.size,
+    waiting: () => ctx.waiting.size,
   });
   const hub = new EventHub((type) => metrics.eventsPublished.inc({ type }));
   const shutdown = new AbortController();
