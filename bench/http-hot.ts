@@ -1,6 +1,7 @@
 // The hot-key row of the HTTP suite: many clients on one key, over a server and in-process.
-//   node build/bench/http-hot.js [--seconds 10] [--clients 100] [--prof DIR]
-//     --prof DIR   run the server under `node --cpu-prof` and write its profile into DIR
+//   node build/bench/http-hot.js [--seconds 10] [--clients 100] [--rounds 1]
+// (for a CPU profile of the server, start `node --cpu-prof build/src/cli/main.js serve …` and
+// drive it with hotKeyWindow; NODE_OPTIONS does not accept --cpu-prof)
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LeaseClient } from '../src/core/client.js';
@@ -125,7 +126,6 @@ export async function hotKeyBenchmarks(opts: {
   readonly durationMs: number;
   readonly clients: number;
   readonly rounds: number;
-  readonly profDir?: string;
 }): Promise<BenchResult[]> {
   const tmp = tempDir('bench-http-hot');
   const opened: LeaseStore[] = [];
@@ -133,22 +133,15 @@ export async function hotKeyBenchmarks(opts: {
   try {
     const direct = new SqliteLeaseStore({ path: join(tmp.dir, 'direct.db'), groupCommit: true });
     opened.push(direct);
-    const env =
-      opts.profDir === undefined
-        ? {}
-        : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${opts.profDir}` };
-    proc = spawnCli(
-      [
-        'serve',
-        '--port',
-        '0',
-        '--log-level',
-        'warn',
-        '--store',
-        `sqlite:${join(tmp.dir, 'served.db')}`,
-      ],
-      { env },
-    );
+    proc = spawnCli([
+      'serve',
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+      '--store',
+      `sqlite:${join(tmp.dir, 'served.db')}`,
+    ]);
     const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
     const stores = await Promise.all(
       Array.from({ length: opts.clients }, () => HttpLeaseStore.connect({ url })),
@@ -204,7 +197,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     durationMs: Number(opt('--seconds') ?? 10) * 1000,
     clients: Number(opt('--clients') ?? 100),
     rounds: Number(opt('--rounds') ?? 1),
-    profDir: opt('--prof'),
   });
   for (const r of results)
     console.log(`${r.subject}: ${r.cyclesPerSec?.toFixed(0)} cycles/s; ${r.notes}`);
