@@ -87,6 +87,8 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
   private readonly closing = new AbortController();
   /** Batches lease operations; undefined when batching is off. */
   private readonly batcher: RequestBatcher | undefined;
+  /** Per key, the last queued wait sent: resolves once the server has parked or answered it. */
+  private readonly arrivals = new Map<string, Promise<void>>();
   /** The longest `wait` the server accepts (`connect` reads it from `/v1/info`). */
   private maxWaitMs: number = DEFAULTS.serverMaxWaitMs;
 
@@ -164,11 +166,35 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
   ): Promise<StoreQueuedResult> {
     this.assertOpen();
     const until = options.now() + options.timeoutMs;
+    // The waits of this store for one key reach the server in call order: each is sent once
+    // the one before is parked there (its 102) or answered. The requests go over different
+    // connections, which the server would otherwise read in any order.
+    const previous = this.arrivals.get(request.key);
+    let arrived!: () => void;
+    const mine = new Promise<void>((resolve) => (arrived = resolve));
+    this.arrivals.set(request.key, mine);
     const onInterim = (status: number): void => {
-      if (status === 102) options.onParked?.();
+      if (status !== 102) return;
+      arrived();
+      options.onParked?.();
     };
-    const headers =
-      options.onParked === undefined ? this.jsonHeaders : { ...this.jsonHeaders, prefer: PARKED };
+    const headers = { ...this.jsonHeaders, prefer: PARKED };
+    try {
+      if (previous !== undefined) await inTurn(previous, options.signal);
+      return await this.queued(request, options, until, headers, onInterim);
+    } finally {
+      arrived();
+      if (this.arrivals.get(request.key) === mine) this.arrivals.delete(request.key);
+    }
+  }
+
+  private async queued(
+    request: StoreAcquireRequest,
+    options: StoreQueuedOptions,
+    until: number,
+    headers: Readonly<Record<string, string>>,
+    onInterim: (status: number) => void,
+  ): Promise<StoreQueuedResult> {
     for (;;) {
       const waitMs = Math.max(0, Math.min(this.maxWaitMs, Math.floor(until - options.now())));
       let resent = false;
@@ -344,4 +370,25 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
     }
     throw unreachable(this.url, lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
   }
+}
+
+/**
+ * A server that sends no `102 Processing` (an older version, or a proxy that drops interim
+ * answers) would hold each wait back until the one before is answered: after this long, the
+ * next is sent anyway, and the order between them is the server's.
+ */
+const ARRIVAL_WAIT_MS = 250;
+
+/** Resolves when `previous` does, after `ARRIVAL_WAIT_MS`, or when `signal` aborts. */
+function inTurn(previous: Promise<void>, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ARRIVAL_WAIT_MS);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+    void previous.then(done);
+  });
 }
