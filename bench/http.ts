@@ -7,6 +7,7 @@ import { SqliteLeaseStore } from '../src/stores/sqlite/store.js';
 import { spawnCli, killQuietly, type CliProcess } from '../test/support/cli.js';
 import { runHttpLoad } from '../test/support/http-load.js';
 import { tempDir } from '../test/support/tmp.js';
+import { hotKeyBenchmarks } from './http-hot.js';
 import type { BenchOptions, BenchResult } from './lib.js';
 
 function percentile(sorted: number[], p: number): number {
@@ -317,6 +318,14 @@ export async function httpBenchmarks(opts: BenchOptions): Promise<BenchResult[]>
     if (load.violations.length > 0 || load.http5xx > 0 || load.grantsMissingFromEvents > 0) {
       throw new Error(`HTTP load run failed its checks: ${results.at(-1)?.notes}`);
     }
+    // One hot key, 100 HTTP clients against the same clients in-process (bench/http-hot.ts).
+    results.push(
+      ...(await hotKeyBenchmarks({
+        durationMs: opts.quick ? Math.min(2000, opts.durationMs) : 30_000,
+        clients: opts.quick ? 50 : 100,
+        rounds: 1,
+      })),
+    );
   } finally {
     await Promise.all(opened.map((s) => s.close()));
     for (const p of procs) {

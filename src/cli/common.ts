@@ -3,7 +3,7 @@ import { isLeaseholdError } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
 import type { HolderInfo } from '../core/types.js';
 import { formatDuration } from '../core/duration.js';
-import { HttpApiError } from '../stores/http/client.js';
+import { HttpApiError } from '../stores/http/errors.js';
 import { openStore, storeSchemes } from '../stores/open-store.js';
 import { EXIT } from './exit-codes.js';
 

@@ -4,16 +4,22 @@ import type { Settled } from './runtime/request.js';
 import type { Unwatch, WatchChange } from './store.js';
 import type { Wakeup } from './runtime/wakeup.js';
 
+/** What a hand-off delivers to a waiter: a grant it can end if the waiter is gone. */
+export interface Releasable {
+  release(): Promise<unknown>;
+}
+
 /**
  * One parked acquisition. Besides its wake-up it carries the state of a hand-off to it,
- * which only this class changes: claimed by a releasing lease of the same client, then a
- * lease delivered (or nothing, when the hand-off failed), taken by the waiting acquisition
- * or, if it gave up meanwhile, released.
+ * which only this class changes: claimed by a releasing lease of the same client (or, in the
+ * server, a release of the key), then a grant delivered (or nothing, when the hand-off
+ * failed), taken by the waiting acquisition or, if it gave up meanwhile, released. `G` is
+ * what is delivered (a `Lease` in the client), `A` what the acquisition asks for.
  */
-export class Waiter {
+export class Waiter<G extends Releasable = Lease, A extends AcquireAsk = AcquireAsk> {
   private claimedBy = false;
   private left = false;
-  private delivered: Lease | undefined;
+  private delivered: G | undefined;
   private taken = false;
 
   /**
@@ -22,7 +28,7 @@ export class Waiter {
    */
   constructor(
     readonly wakeup: Wakeup,
-    readonly request: AcquireAsk,
+    readonly request: A,
     readonly startedAt: number,
   ) {}
 
@@ -54,7 +60,7 @@ export class Waiter {
    * Ends a hand-off to this waiter: `lease` if it got one (released at once if the waiter
    * is gone), and wakes it either way.
    */
-  deliver(lease: Lease | undefined): void {
+  deliver(lease: G | undefined): void {
     this.claimedBy = false;
     if (lease !== undefined) {
       if (this.left) void lease.release();
@@ -64,7 +70,7 @@ export class Waiter {
   }
 
   /** The lease a hand-off delivered, now the waiting acquisition's to return. */
-  take(): Lease | undefined {
+  take(): G | undefined {
     if (this.delivered === undefined || this.taken) return undefined;
     this.taken = true;
     return this.delivered;
@@ -88,8 +94,8 @@ export class Waiter {
  * the head directly ({@link claimHead}); at most `maxRun` times in a row, then one ordinary
  * release lets waiters in other processes compete.
  */
-export class KeyWaiters {
-  private readonly parked: Waiter[] = [];
+export class KeyWaiters<G extends Releasable = Lease, A extends AcquireAsk = AcquireAsk> {
+  private readonly parked: Array<Waiter<G, A>> = [];
   private subscription: Promise<Settled<Unwatch>> | undefined;
   private unwatch: Unwatch | undefined;
   private handOffRun = 0;
@@ -105,11 +111,16 @@ export class KeyWaiters {
     this.parked[0]?.wakeup.notify();
   };
 
-  join(waiter: Waiter): void {
+  /** How many are parked (the first of them is the head). */
+  get size(): number {
+    return this.parked.length;
+  }
+
+  join(waiter: Waiter<G, A>): void {
     this.parked.push(waiter);
   }
 
-  isHead(waiter: Waiter): boolean {
+  isHead(waiter: Waiter<G, A>): boolean {
     return this.parked[0] === waiter;
   }
 
@@ -118,7 +129,7 @@ export class KeyWaiters {
    * already being served, or `maxRun` hand-offs happened in a row (the count restarts, and
    * this release goes to everyone).
    */
-  claimHead(maxRun: number): Waiter | undefined {
+  claimHead(maxRun: number): Waiter<G, A> | undefined {
     const head = this.parked[0];
     if (head === undefined || head.claimed || head.gone) return undefined;
     if (this.handOffRun >= maxRun) {
@@ -131,7 +142,7 @@ export class KeyWaiters {
   }
 
   /** Gives back a claim {@link claimHead} made when no hand-off could be done after all. */
-  unclaim(waiter: Waiter): void {
+  unclaim(waiter: Waiter<G, A>): void {
     if (waiter.unclaim() && this.handOffRun > 0) this.handOffRun--;
   }
 
@@ -156,7 +167,7 @@ export class KeyWaiters {
   }
 
   /** Leaves the queue; `acquired` says the key is now ours, so nobody else needs a re-check. */
-  leave(waiter: Waiter, acquired = false): void {
+  leave(waiter: Waiter<G, A>, acquired = false): void {
     const at = this.parked.indexOf(waiter);
     if (at < 0) return;
     this.parked.splice(at, 1);
@@ -173,19 +184,26 @@ export class KeyWaiters {
 }
 
 /** The queues of parked acquisitions of one client (or one server), by key. */
-export class WaitQueues {
-  private readonly byKey = new Map<string, KeyWaiters>();
+export class WaitQueues<G extends Releasable = Lease, A extends AcquireAsk = AcquireAsk> {
+  private readonly byKey = new Map<string, KeyWaiters<G, A>>();
+
+  /** How many wait, for any key. */
+  get size(): number {
+    let n = 0;
+    for (const q of this.byKey.values()) n += q.size;
+    return n;
+  }
 
   /** The queue of `key`, if anyone waits for it. */
-  get(key: string): KeyWaiters | undefined {
+  get(key: string): KeyWaiters<G, A> | undefined {
     return this.byKey.get(key);
   }
 
   /** Parks `waiter` at the end of the queue of `key` (made on first use, dropped when empty). */
-  join(key: string, waiter: Waiter): KeyWaiters {
+  join(key: string, waiter: Waiter<G, A>): KeyWaiters<G, A> {
     let queue = this.byKey.get(key);
     if (queue === undefined) {
-      const created = new KeyWaiters(() => {
+      const created = new KeyWaiters<G, A>(() => {
         if (this.byKey.get(key) === created) this.byKey.delete(key);
       });
       this.byKey.set(key, created);

@@ -1,26 +1,15 @@
-import type { ServerResponse } from 'node:http';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { invalidArgument, isLeaseholdError } from '../core/errors.js';
-import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
-import type { StoreAcquireRequest } from '../core/store.js';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { invalidArgument } from '../core/errors.js';
+import { leaseIdPrefix } from '../core/ids.js';
 import type { LeaseState } from '../core/types.js';
-import {
-  LIMITS,
-  parseToken,
-  validateKey,
-  validateOwnerId,
-  validatePrefix,
-  validateTtl,
-  validateValue,
-  validateWait,
-} from '../core/validate.js';
-import { acquireWaiting } from './acquire-wait.js';
+import { parseToken, validateKey, validatePrefix, validateTtl } from '../core/validate.js';
+import { acquireRoute } from './acquire-route.js';
 import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
+import { clientWatch } from './client-watch.js';
 import type { ServerContext } from './context.js';
+import { releaseThroughServer } from './hand-off.js';
 import { ApiError } from './http-errors.js';
-import type { ServerMetrics } from './metrics.js';
-import { holderJson, stateJson, wholeMs } from './json.js';
-import { linkSignals } from '../core/runtime/signals.js';
+import { stateJson, wholeMs } from './json.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
 export interface AcquireBody {
@@ -46,48 +35,6 @@ export interface ReleaseBody {
 
 export function principalOf(req: FastifyRequest): Principal {
   return req.principal ?? ANONYMOUS;
-}
-
-/** Whether the HTTP client of a request went away before its answer was sent. */
-export interface ClientWatch {
-  readonly left: boolean;
-  signal(): AbortSignal;
-}
-
-/**
- * Watches for the HTTP client going away before its answer is sent: `left` turns true, and
- * `signal()` fires. Nothing is registered per request: `left` reads the response's state
- * (Node marks a response destroyed when it emits `close`, and only a response whose client
- * left is destroyed before it finished), and the `close` listener and AbortController are made
- * on the first `signal()` (most acquisitions never wait; a listener or an AbortController per
- * request is measurable).
- */
-export function clientWatch(reply: FastifyReply): ClientWatch {
-  return new ResponseWatch(reply.raw);
-}
-
-class ResponseWatch implements ClientWatch {
-  private ac: AbortController | undefined;
-
-  constructor(private readonly res: ServerResponse) {}
-
-  get left(): boolean {
-    return this.res.destroyed && !this.res.writableFinished;
-  }
-
-  signal(): AbortSignal {
-    if (this.ac === undefined) {
-      const ac = new AbortController();
-      this.ac = ac;
-      if (this.left) ac.abort(new Error('client went away'));
-      else {
-        this.res.once('close', () => {
-          if (!this.res.writableFinished) ac.abort(new Error('client went away'));
-        });
-      }
-    }
-    return this.ac.signal;
-  }
 }
 
 /** Registers the lease routes of `/v1`: acquire, renew, release, get, list. */
@@ -221,22 +168,20 @@ export async function releaseRoute(
   rawToken: unknown,
   tokenField: string,
 ): Promise<{ status: 'released' }> {
-  const { store, metrics, hub, tracker, logger } = ctx;
+  const { metrics, hub, tracker, logger } = ctx;
   authorizeKey(principal, 'release', key);
   const token = parseToken(rawToken, tokenField);
   const leaseId = rawLeaseId.toLowerCase();
   let answer;
-  const started = performance.now();
   try {
-    answer = await store.release({ key, leaseId, token }, ctx.storeOptions);
+    answer = await releaseThroughServer(ctx, { key, leaseId, token });
   } catch (err) {
-    metrics.storeRequestDone('release', false, started);
     metrics.releases.inc({ result: 'unavailable' });
     throw err;
   }
-  metrics.storeRequestDone('release', true, started);
   metrics.releases.inc({ result: answer.status });
   if (answer.status === 'not_owner') {
+    answer.wake?.();
     throw new ApiError(
       'not_owner',
       `no live lease on ${key} with this lease id and token ${token}`,
@@ -247,187 +192,10 @@ export async function releaseRoute(
   if (heldMs !== undefined) metrics.timeHeld.observe({ end: 'released' }, heldMs / 1000);
   const tokenText = token.toString();
   hub.publish({ type: 'released', key, token: tokenText, leaseIdPrefix: prefix });
+  // After the release is published: the waiter's grant is published when it answers.
+  answer.wake?.();
   if (logger.isLevelEnabled('debug')) {
     logger.debug({ key, lease: prefix, token: tokenText }, 'lease released');
   }
   return { status: 'released' };
-}
-
-/**
- * The acquire operation shared by `POST /v1/acquire` and `POST /v1/elections/{name}/campaign`:
- * authorise `acquire` on `key`, grant (waiting up to `wait`), publish the grant on the event
- * stream. Answers the JSON of an `acquired` result, or throws an ApiError (busy, unavailable).
- */
-export async function acquireRoute(
-  ctx: ServerContext,
-  principal: Principal,
-  client: ClientWatch,
-  key: string,
-  b: Omit<AcquireBody, 'key'>,
-): Promise<AcquiredJson> {
-  const { metrics, hub, tracker, logger } = ctx;
-  authorizeKey(principal, 'acquire', key);
-  const ttlMs = validateTtl(b.ttl, ctx.store.capabilities.minTtlMs, 'ttl');
-  const waitMs = validateWait(b.wait, 'wait');
-  if (waitMs > ctx.maxWaitMs) {
-    throw invalidArgument('wait', `must be at most ${ctx.maxWaitMs}ms on this server`, b.wait);
-  }
-  const value = validateValue(b.value, 'value');
-  const ownerId = validateOwnerId(b.ownerId ?? principal.name, 'ownerId');
-  const tokenBlock = validateTokenBlock(ctx, b.tokenBlock);
-  const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
-  const started = performance.now();
-  const request: StoreAcquireRequest =
-    tokenBlock > 1
-      ? { key, leaseId, ownerId, ttlMs, value, tokenBlock }
-      : { key, leaseId, ownerId, ttlMs, value };
-  let answer;
-  try {
-    if (waitMs === 0) {
-      // One attempt, bounded by the store request timeout: no wait to cancel.
-      try {
-        answer = await ctx.store.tryAcquire(request, ctx.storeOptions);
-      } catch (err) {
-        metrics.storeRequestDone('acquire', false, started);
-        throw err;
-      }
-      metrics.storeRequestDone('acquire', true, started);
-    } else {
-      const link = linkSignals([client.signal(), ctx.shutdown]);
-      try {
-        answer = await acquireWaiting(ctx.store, ctx.waiting, request, {
-          waitMs,
-          requestTimeoutMs: ctx.requestTimeoutMs,
-          pollMs: ctx.pollMs,
-          signal: link.signal,
-          time: (op, fn) => metrics.timeStore(op, fn),
-        });
-      } finally {
-        link.dispose();
-      }
-    }
-  } catch (err) {
-    if (isLeaseholdError(err, 'ERR_ABORTED') && client.left) {
-      acquireAnswered(metrics, 'cancelled', performance.now() - started);
-      // Nobody is listening any more; the answer goes nowhere but completes the request.
-      throw new ApiError('unavailable', 'the client went away while waiting');
-    }
-    acquireAnswered(metrics, 'unavailable', performance.now() - started);
-    throw err;
-  }
-  const elapsedMs = performance.now() - started;
-  const waitedMs = Math.round(elapsedMs);
-  if (answer.status === 'busy') {
-    acquireAnswered(metrics, 'busy', elapsedMs);
-    throw new ApiError(
-      'busy',
-      `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${wholeMs(answer.holder.remainingMs)}ms more`,
-      { holder: holderJson(answer.holder), retryAfterMs: wholeMs(answer.retryAfterMs, 'up') },
-    );
-  }
-  acquireAnswered(metrics, 'acquired', elapsedMs);
-  const prefix = leaseIdPrefix(leaseId);
-  const token = answer.token.toString();
-  // A retried acquire with the lease id of a grant this server already made gets that grant
-  // back from the store: the same lease, not a new grant, so no second event.
-  if (!tracker.knows(key, answer.token, leaseId)) {
-    tracker.granted(key, answer.token, ownerId, leaseId, prefix, ttlMs);
-    hub.publish({
-      type: 'acquired',
-      key,
-      token,
-      ownerId,
-      leaseIdPrefix: prefix,
-      ttlMs,
-      ...(tokenBlock > 1 ? { tokenBlock } : {}),
-    });
-  }
-  if (logger.isLevelEnabled('debug')) {
-    logger.debug({ key, ownerId, lease: prefix, token }, 'lease acquired');
-  }
-  if (client.left) {
-    // The client left while we waited: nobody will renew or release this grant, so end it now.
-    await releaseGhost(ctx, key, leaseId, answer.token, ownerId, prefix);
-    throw new ApiError('unavailable', 'the client went away; its grant was released');
-  }
-  const acquired: AcquiredJson = {
-    status: 'acquired',
-    key,
-    leaseId,
-    token,
-    ownerId,
-    ttlMs,
-    waitedMs,
-  };
-  if (answer.expiresAtWallMs !== undefined)
-    acquired.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
-  return acquired;
-}
-
-/**
- * The `tokenBlock` of an acquire (1 when absent). Above 1 only over a store that reserves
- * blocks (`capabilities.tokenBlocks`): another store would grant a single token, and the
- * client's local successors would then reuse tokens that later grants also receive. Refused
- * before anything reaches the store.
- */
-function validateTokenBlock(ctx: ServerContext, raw: unknown): number {
-  if (raw === undefined) return 1;
-  const max = LIMITS.maxTokenBlock;
-  if (typeof raw !== 'number' || !Number.isInteger(raw) || raw < 1 || raw > max) {
-    throw invalidArgument('tokenBlock', `must be an integer from 1 to ${max}`, raw);
-  }
-  if (raw > 1 && ctx.store.capabilities.tokenBlocks !== true) {
-    throw invalidArgument(
-      'tokenBlock',
-      `must be 1 on this server: its ${ctx.store.kind} store cannot reserve token blocks (capabilities.tokenBlocks is false)`,
-      raw,
-    );
-  }
-  return raw;
-}
-
-/** Counts an acquire's answer and the time it took, by result. */
-function acquireAnswered(metrics: ServerMetrics, result: string, elapsedMs: number): void {
-  metrics.acquisitions.inc({ result });
-  metrics.acquireWait.observe({ result }, elapsedMs / 1000);
-}
-
-/** The answer of a grant: what `/v1/acquire` returns. */
-export interface AcquiredJson {
-  status: 'acquired';
-  key: string;
-  leaseId: string;
-  token: string;
-  ownerId: string;
-  ttlMs: number;
-  waitedMs: number;
-  expiresAtWallMs?: number;
-}
-
-async function releaseGhost(
-  ctx: ServerContext,
-  key: string,
-  leaseId: string,
-  token: bigint,
-  ownerId: string,
-  prefix: string,
-): Promise<void> {
-  try {
-    const r = await ctx.store.release({ key, leaseId, token }, ctx.storeOptions);
-    ctx.tracker.ended(key, token);
-    if (r.status === 'released') {
-      ctx.hub.publish({
-        type: 'released',
-        key,
-        token: token.toString(),
-        ownerId,
-        leaseIdPrefix: prefix,
-      });
-    }
-  } catch (err) {
-    ctx.logger.warn(
-      { key, lease: prefix, err: String(err) },
-      'could not release an abandoned grant; it will expire',
-    );
-  }
 }

@@ -1,16 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import { validateKey } from '../core/validate.js';
+import { acquireRoute } from './acquire-route.js';
 import {
-  acquireRoute,
-  clientWatch,
   principalOf,
   releaseRoute,
   renewRoute,
   type AcquireBody,
-  type ClientWatch,
   type ReleaseBody,
   type RenewBody,
 } from './api.js';
+import { clientWatch, type ClientWatch } from './client-watch.js';
 import type { Principal } from './auth.js';
 import type { ServerContext } from './context.js';
 import { reportApiError, toApiError } from './http-errors.js';

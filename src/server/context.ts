@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger as PinoLogger } from 'pino';
 import type { LeaseStore, StoreRequestOptions } from '../core/store.js';
-import type { WaitQueues } from '../core/key-waiters.js';
+import type { ServerWaitQueues } from './acquire-wait.js';
 import type { Authenticator, Principal } from './auth.js';
 import type { EventHub } from './event-hub.js';
 import type { ExpiryTracker } from './expiry-tracker.js';
@@ -32,7 +32,7 @@ export interface ServerContext {
    * Requests waiting for a key, queued per key: one store subscription per key, and a
    * notification wakes only the first of them (as in the client).
    */
-  readonly waiting: WaitQueues;
+  readonly waiting: ServerWaitQueues;
 }
 
 declare module 'fastify' {

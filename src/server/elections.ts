@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { validateKey } from '../core/validate.js';
-import { acquireRoute, clientWatch, principalOf, releaseRoute } from './api.js';
+import { acquireRoute } from './acquire-route.js';
+import { principalOf, releaseRoute } from './api.js';
+import { clientWatch } from './client-watch.js';
 import { mayRead, ANONYMOUS } from './auth.js';
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';

@@ -31,8 +31,11 @@ export class ServerMetrics {
     defaultMetrics?: boolean;
     /** How many leases the server tracks as live, read at each scrape. */
     liveLeases: () => number;
+    /** How many acquire requests wait in the server's queues, read at each scrape. */
+    waiting?: () => number;
   }) {
     const { liveLeases } = options;
+    const waiting = options.waiting ?? (() => 0);
     const registry = new Registry();
     registry.setDefaultLabels({ store: options.storeKind });
     this.registry = registry;
@@ -82,6 +85,14 @@ export class ServerMetrics {
       // Read when scraped rather than set on every grant and end.
       collect() {
         this.set(liveLeases());
+      },
+    });
+    new Gauge({
+      name: 'leasehold_acquire_waiting',
+      help: 'Acquire requests waiting in the queues of this server (for any key).',
+      registers: r,
+      collect() {
+        this.set(waiting());
       },
     });
     this.storeRequests = new Histogram({

@@ -7,7 +7,6 @@ import {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
-  type FastifySchemaValidationError,
 } from 'fastify';
 import { pino, type Logger as PinoLogger } from 'pino';
 import { invalidArgument } from '../core/errors.js';
@@ -20,6 +19,7 @@ import { registerFenceRoutes } from './fence-decisions.js';
 import { Authenticator, type AuthConfig } from './auth.js';
 import type { ServerContext } from './context.js';
 import { WaitQueues } from '../core/key-waiters.js';
+import type { ServerAsk, ServerGrant } from './acquire-wait.js';
 import { EventHub } from './event-hub.js';
 import { ExpiryTracker } from './expiry-tracker.js';
 import {
@@ -33,6 +33,7 @@ import { MAX_BATCH_OPS } from './schemas.js';
 import { openApiDocument } from './openapi.js';
 import { registerEventRoutes } from './sse.js';
 import { registerLessonRoutes } from './lesson-page.js';
+import { schemaError } from './schema-errors.js';
 import { registerRecentEventRoutes } from './recent-events.js';
 import { VERSION } from './version.js';
 
@@ -110,38 +111,6 @@ function hookList<T>(hooks: T | T[] | undefined): T[] {
   return hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
 }
 
-/** Readable rules for the schema patterns, by field. */
-const PATTERN_RULES: Record<string, string> = {
-  leaseId: 'must be a UUID (the leaseId returned by acquire)',
-  limit: 'must be an integer from 1 to 10000',
-  resource: 'must be 1 to 128 printable ASCII characters without spaces',
-  highWaterMark: 'must be a canonical decimal string from 0 to 9223372036854775807',
-};
-
-function schemaError(errors: FastifySchemaValidationError[], dataVar: string): Error {
-  const e = errors[0];
-  if (e === undefined) return new Error(`${dataVar} is invalid`);
-  let field = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
-  let message = e.message ?? 'is invalid';
-  const params: Record<string, unknown> = e.params;
-  const join = (name: unknown): string =>
-    field === '' ? String(name) : `${field}.${String(name)}`;
-  if (e.keyword === 'required') {
-    field = join(params['missingProperty']);
-    message = 'is required';
-  } else if (e.keyword === 'additionalProperties') {
-    field = join(params['additionalProperty']);
-    message = 'is not an accepted field';
-  } else if (e.keyword === 'pattern') {
-    message = PATTERN_RULES[field] ?? 'has the wrong format';
-  } else if (e.keyword === 'enum' && Array.isArray(params['allowedValues'])) {
-    message = `must be one of ${(params['allowedValues'] as unknown[]).map(String).join(', ')}`;
-  } else if (e.keyword === 'type') {
-    message = `must be ${String(params['type']).replace(',', ' or ')}`;
-  }
-  return new Error(`${field === '' ? dataVar : field} ${message}`);
-}
-
 /**
  * Creates a leasehold HTTP server over `store`: the `/v1` API (acquire with bounded long-poll
  * wait, renew, release, get, list, events), `/metrics`, `/healthz`, `/readyz`,
@@ -194,6 +163,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     storeKind: store.kind,
     defaultMetrics: options.processMetrics,
     liveLeases: () => tracker.size,
+    waiting: () => ctx.waiting.size,
   });
   const hub = new EventHub((type) => metrics.eventsPublished.inc({ type }));
   const shutdown = new AbortController();
@@ -230,7 +200,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     shutdown: shutdown.signal,
     streams,
     storeOptions: Object.freeze({ timeoutMs: requestTimeoutMs, signal: shutdown.signal }),
-    waiting: new WaitQueues(),
+    waiting: new WaitQueues<ServerGrant, ServerAsk>(),
   };
 
   const app = fastify({

@@ -58,6 +58,13 @@ async function post(url: string, path: string, body: unknown): Promise<Record<st
   return json;
 }
 
+/** The server's `leasehold_acquire_waiting` gauge. */
+async function waitingNow(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = /^leasehold_acquire_waiting(?:\{[^}]*\})? (\d+)/m.exec(text);
+  return m === null ? Number.NaN : Number(m[1]);
+}
+
 describe('server: requests waiting for one key', () => {
   let server: TestServer | undefined;
   after(async () => {
@@ -77,17 +84,12 @@ describe('server: requests waiting for one key', () => {
     const order: string[] = [];
     const waiters = ['w1', 'w2', 'w3', 'w4'].map(async (ownerId, i) => {
       // Arrive one after another, so that the order of the queue is known: a waiter starts
-      // once the one before it has reached the store (the first one twice: it re-checks once
-      // its subscription is live).
-      if (i > 0) {
-        const prev = `w${i}`;
-        const needed = i === 1 ? 2 : 1;
-        await eventually(
-          `${prev} reached the store`,
-          () => ((store.attempts.get(prev) ?? 0) >= needed ? true : undefined),
-          { timeoutMs: 30_000 },
-        );
-      }
+      // once the ones before it are parked in the server's queue.
+      await eventually(
+        `${i} waiting`,
+        async () => ((await waitingNow(url)) >= i ? true : undefined),
+        { timeoutMs: 30_000 },
+      );
       const granted = (await post(url, '/v1/acquire', {
         key,
         ttl: '30s',
@@ -99,11 +101,12 @@ describe('server: requests waiting for one key', () => {
     });
     await eventually(
       'all four waiting',
-      () => ((store.attempts.get('w4') ?? 0) >= 1 ? true : undefined),
-      {
-        timeoutMs: 30_000,
-      },
+      async () => ((await waitingNow(url)) >= 4 ? true : undefined),
+      { timeoutMs: 30_000 },
     );
+    // Only the first in line tried at the store (and re-checked once subscribed).
+    assert.ok((store.attempts.get('w1') ?? 0) >= 2);
+    for (const w of ['w2', 'w3', 'w4']) assert.equal(store.attempts.get(w) ?? 0, 0, w);
     assert.equal(store.watches, 1, 'one subscription for the key, not one per request');
     let previous: Granted = first;
     const tokens: bigint[] = [BigInt(first.token)];
@@ -121,9 +124,8 @@ describe('server: requests waiting for one key', () => {
       tokens.push(BigInt(granted.token));
       previous = granted;
     }
-    // A notification wakes the first in line; a backstop poll may still let a later one win a
-    // race, so the order is not asserted, only that each got in once.
-    assert.deepEqual([...order].sort(), ['w1', 'w2', 'w3', 'w4']);
+    // Only the first in line tries at the store: they get in in the order they arrived.
+    assert.deepEqual(order, ['w1', 'w2', 'w3', 'w4']);
     await Promise.all(waiters);
     for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i]! > tokens[i - 1]!);
     assert.equal(store.watches, 1);

@@ -4,7 +4,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import { newLeaseId } from '../../src/core/ids.js';
 import { createLeaseServer } from '../../src/server/server.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
-import type { BatchLimits } from '../../src/stores/http/batcher.js';
+import type { BatchLimits } from '../../src/stores/http/batch.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
 import { openEvents } from '../support/event-stream.js';
 import { uniqueKey } from '../support/keys.js';

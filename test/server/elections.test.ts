@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
+import { readSse, type SseFrame } from '../../src/stores/http/notify.js';
 import { startTestServer, type TestServer } from '../support/lease-server.js';
 import { uniqueKey } from '../support/keys.js';
 import { eventually } from '../support/time.js';

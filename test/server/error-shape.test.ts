@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Ajv } from 'ajv';
-import { ERROR_BODY } from '../../src/server/schemas.js';
+import { ERROR_BODY } from '../../src/server/answer-schemas.js';
 import { startTestServer, type TestServer } from '../support/lease-server.js';
 import { rawRequest, type RawAnswer } from '../support/raw-http.js';
 

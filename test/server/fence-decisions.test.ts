@@ -6,9 +6,9 @@ import { isLeaseholdError, type LeaseholdError } from '../../src/core/errors.js'
 import { ForwardingLeaseStore } from '../../src/testing/forwarding-store.js';
 import type { LeaseStore, StoreRequestOptions } from '../../src/core/store.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
-import { HttpApiError } from '../../src/stores/http/client.js';
+import { HttpApiError } from '../../src/stores/http/errors.js';
 import { createFenceReporter } from '../../src/stores/http/fence-reporter.js';
-import type { SseFrame } from '../../src/stores/http/sse-reader.js';
+import type { SseFrame } from '../../src/stores/http/notify.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
 import { openEvents } from '../support/event-stream.js';

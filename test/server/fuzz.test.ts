@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Ajv } from 'ajv';
 import fc from 'fast-check';
 import { Pool, errors as undiciErrors } from 'undici';
-import { ERROR_BODY } from '../../src/server/schemas.js';
+import { ERROR_BODY } from '../../src/server/answer-schemas.js';
 import { fuzzRequests, type FuzzRequest } from '../support/http-fuzz.js';
 import { uniqueKey } from '../support/keys.js';
 import {

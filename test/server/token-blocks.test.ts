@@ -292,7 +292,8 @@ describe('token blocks over HTTP: a server over a store that reserves them', () 
   });
 
   it('LeaseClient({ localSuccessors: 3 }) over HttpLeaseStore: increasing tokens, fewer store grants than holders', async () => {
-    const http = await HttpLeaseStore.connect({ url: t.url });
+    // Waiting in the client: local successors serve the client's own waiters.
+    const http = await HttpLeaseStore.connect({ url: t.url, waitInServerQueue: false });
     const client = new LeaseClient({ store: http, ownerId: 'relay', localSuccessors: 3 });
     try {
       const key = uniqueKey('relay');

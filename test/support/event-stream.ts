@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
+import { readSse, type SseFrame } from '../../src/stores/http/notify.js';
 
 /** An open `/v1/events` stream: the frames received so far, and how to close it. */
 export interface OpenEventStream {

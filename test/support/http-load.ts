@@ -1,6 +1,6 @@
 import { LeaseClient } from '../../src/core/client.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
-import { readSse } from '../../src/stores/http/sse-reader.js';
+import { readSse } from '../../src/stores/http/notify.js';
 
 /** A bounded load run against a live leasehold server. */
 export interface HttpLoadOptions {

@@ -1,7 +1,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 import { openApiDocument } from '../../src/server/openapi.js';
-import { ERROR_BODY } from '../../src/server/schemas.js';
+import { ERROR_BODY } from '../../src/server/answer-schemas.js';
 import { VERSION } from '../../src/server/version.js';
 
 /** One answer of the server as a client sees it. */

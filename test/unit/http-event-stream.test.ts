@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { WatchChange } from '../../src/core/store.js';
-import { readSse, type SseFrame } from '../../src/stores/http/sse-reader.js';
+import { readSse, type SseFrame } from '../../src/stores/http/notify.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { startTestServer } from '../support/lease-server.js';
 import { uniqueKey } from '../support/keys.js';

@@ -4,7 +4,7 @@ import { createServer as createNetServer, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { createLeaseServer } from '../../src/server/server.js';
-import { connectionBroken, neverSent } from '../../src/stores/http/client.js';
+import { connectionBroken, neverSent } from '../../src/stores/http/errors.js';
 import { PooledHttpTransport } from '../../src/stores/http/pooled-transport.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';

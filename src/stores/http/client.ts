@@ -1,48 +1,104 @@
-import { LeaseholdError } from '../../core/errors.js';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 
-/** The error of any call on an HTTP lease store after `close()`. */
-export function storeClosedError(): LeaseholdError {
-  return new LeaseholdError('ERR_CLOSED', 'the HTTP lease store was closed');
-}
-
-/** What a leasehold server answered with an error body. Carried as the `cause` of a LeaseholdError. */
-export class HttpApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'HttpApiError';
-  }
-}
-
-/** True when `err` shows the request never reached the server (so any request may be retried). */
-export function neverSent(err: unknown): boolean {
-  const code = errorCode(err);
-  return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
+/** One answer of the server: status and body text. */
+export interface TransportAnswer {
+  readonly status: number;
+  readonly text: string;
 }
 
 /**
- * True when `err` is a broken connection: the request may or may not have been processed, so
- * only idempotent requests may be retried.
+ * The request/answer calls the store makes (what {@link PooledHttpTransport} does): one
+ * request, its whole answer within `timeoutMs`. Errors carry Node's codes (`ECONNREFUSED`,
+ * `ECONNRESET`, …) so that the retry rules in `errors.ts` can tell what happened.
  */
-export function connectionBroken(err: unknown): boolean {
-  const code = errorCode(err);
-  return (
-    neverSent(err) ||
-    code === 'ECONNRESET' ||
-    code === 'EPIPE' ||
-    code === 'UND_ERR_SOCKET' ||
-    code === 'UND_ERR_CLOSED'
-  );
+export interface RequestTransport {
+  request(
+    method: string,
+    path: string,
+    headers: Readonly<Record<string, string>>,
+    body: string | undefined,
+    timeoutMs: number,
+    hooks?: RequestHooks,
+  ): Promise<TransportAnswer>;
+  close(): void;
 }
 
-function errorCode(err: unknown): string | undefined {
-  for (let e: unknown = err, i = 0; e !== undefined && e !== null && i < 5; i++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    e = (e as { cause?: unknown }).cause;
+/** Extras of one request: cancellation, and the interim answers before the final one. */
+export interface RequestHooks {
+  /** Aborting closes the connection (the server sees the client leave) and rejects. */
+  readonly signal?: AbortSignal;
+  /** Called with the status of each interim (1xx) answer, e.g. `102` when a wait is parked. */
+  readonly onInterim?: (status: number) => void;
+}
+
+/** The event streams the store opens (what {@link NodeHttpTransport} does). */
+export interface StreamTransport {
+  /** Opens a streaming GET; the caller reads or destroys the response. */
+  stream(
+    path: string,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+  ): Promise<IncomingMessage>;
+  close(): void;
+}
+
+/** Options for {@link NodeHttpTransport}. */
+export interface TransportOptions {
+  /** Extra CA certificates (PEM) to trust for `https:` servers. Defaults to the system's. */
+  readonly ca?: string | Buffer;
+}
+
+/**
+ * Server-sent event streams over Node's `http`/`https` modules with a keep-alive agent (a
+ * stream is read as it arrives, which Node's `IncomingMessage` does well). Request/answer
+ * calls go through the cheaper `PooledHttpTransport` instead. Idle sockets are closed
+ * after 30 s, before the server's keep-alive timeout (72 s).
+ */
+export class NodeHttpTransport implements StreamTransport {
+  private readonly agent: HttpAgent;
+  private readonly doRequest: typeof httpRequest;
+  private readonly basePath: string;
+
+  constructor(
+    private readonly base: URL,
+    options: TransportOptions = {},
+  ) {
+    const https = base.protocol === 'https:';
+    this.agent = https
+      ? new HttpsAgent({ keepAlive: true, timeout: 30_000, scheduling: 'lifo', ca: options.ca })
+      : new HttpAgent({ keepAlive: true, timeout: 30_000, scheduling: 'lifo' });
+    this.doRequest = https ? httpsRequest : httpRequest;
+    this.basePath = base.pathname.replace(/\/+$/, '');
   }
-  return undefined;
+
+  /** Opens a streaming GET (server-sent events); the caller reads or destroys the response. */
+  stream(
+    path: string,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+  ): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      const req = this.doRequest(
+        {
+          protocol: this.base.protocol,
+          hostname: this.base.hostname.replace(/^\[|\]$/g, ''),
+          port: this.base.port,
+          path: `${this.basePath}${path}`,
+          method: 'GET',
+          agent: this.agent,
+          signal,
+          headers,
+        },
+        resolve,
+      );
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  /** Closes the sockets, ending open streams. */
+  close(): void {
+    this.agent.destroy();
+  }
 }

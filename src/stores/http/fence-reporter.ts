@@ -1,6 +1,6 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import type { FenceDecision, FenceDecisionHook } from '../../fencing/decision.js';
-import { HttpApiError } from './client.js';
+import { HttpApiError } from './errors.js';
 import { PooledHttpTransport } from './pooled-transport.js';
 import { parseServerUrl } from './server-url.js';
 

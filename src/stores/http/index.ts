@@ -1,5 +1,5 @@
 export { HttpLeaseStore, type HttpLeaseStoreOptions } from './store.js';
-export { HttpApiError } from './client.js';
+export { HttpApiError } from './errors.js';
 export {
   createFenceReporter,
   type FenceReporter,

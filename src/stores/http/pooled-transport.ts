@@ -1,6 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import type { TransportAnswer } from './transport.js';
+import type { RequestHooks, RequestTransport, TransportAnswer } from './client.js';
 
 /** Options for {@link PooledHttpTransport}. */
 export interface PooledTransportOptions {
@@ -30,7 +30,7 @@ function codedError(code: string, message: string): Error {
  * connection broke; the request may have been processed), a `TimeoutError` after `timeoutMs`,
  * `ERR_TRANSPORT_CLOSED` after {@link close}.
  */
-export class PooledHttpTransport {
+export class PooledHttpTransport implements RequestTransport {
   private readonly idle: Connection[] = [];
   private readonly open = new Set<Connection>();
   private readonly hostHeader: string;
@@ -58,17 +58,19 @@ export class PooledHttpTransport {
   request(
     method: string,
     path: string,
-    headers: Record<string, string>,
+    headers: Readonly<Record<string, string>>,
     body: string | undefined,
     timeoutMs: number,
+    hooks?: RequestHooks,
   ): Promise<TransportAnswer> {
     if (this.closed) return Promise.reject(closedError());
+    if (hooks?.signal?.aborted === true) return Promise.reject(abortedError());
     let head = `${method} ${this.basePath}${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
     for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
     if (body !== undefined) head += `content-length: ${Buffer.byteLength(body)}\r\n`;
     const text = body === undefined ? `${head}\r\n` : `${head}\r\n${body}`;
     const conn = this.idle.pop() ?? this.connect();
-    return conn.exchange(text, timeoutMs);
+    return conn.exchange(text, timeoutMs, hooks);
   }
 
   /** Ends requests in flight (they reject) and closes every socket. */
@@ -114,6 +116,10 @@ interface Pending {
   readonly resolve: (a: TransportAnswer) => void;
   readonly reject: (err: Error) => void;
   readonly timer: ReturnType<typeof setTimeout>;
+  readonly hooks: RequestHooks | undefined;
+  readonly onAbort: (() => void) | undefined;
+  /** Interim (1xx) answers reported to `hooks.onInterim` so far. */
+  interimSeen: number;
 }
 
 /** One socket: at most one request in flight; back to the pool after a complete answer. */
@@ -136,7 +142,7 @@ class Connection {
     socket.on('timeout', () => this.destroy(codedError('ETIMEDOUT', 'idle connection closed')));
   }
 
-  exchange(text: string, timeoutMs: number): Promise<TransportAnswer> {
+  exchange(text: string, timeoutMs: number, hooks?: RequestHooks): Promise<TransportAnswer> {
     return new Promise<TransportAnswer>((resolve, reject) => {
       if (this.dead) return reject(codedError('ECONNRESET', 'connection already closed'));
       const timer = setTimeout(
@@ -147,7 +153,11 @@ class Connection {
         timeoutMs,
       );
       timer.unref();
-      this.pending = { resolve, reject, timer };
+      // An abort ends the exchange by closing the socket: the server sees its client leave.
+      const signal = hooks?.signal;
+      const onAbort = signal === undefined ? undefined : () => this.destroy(abortedError());
+      if (onAbort !== undefined) signal?.addEventListener('abort', onAbort, { once: true });
+      this.pending = { resolve, reject, timer, hooks, onAbort, interimSeen: 0 };
       this.socket.setTimeout(0);
       this.socket.ref();
       this.socket.write(text);
@@ -168,7 +178,7 @@ class Connection {
     const p = this.pending;
     this.pending = undefined;
     if (p !== undefined) {
-      clearTimeout(p.timer);
+      settle(p);
       p.reject(err);
     }
   }
@@ -184,17 +194,21 @@ class Connection {
       return this.destroy(codedError('ERR_ANSWER_TOO_LARGE', 'the answer is too large'));
     }
     let answer: ParsedAnswer | undefined;
+    const interim: number[] = [];
+    const p = this.pending;
     try {
-      answer = parseAnswer(this.chunks.length === 1 ? chunk : Buffer.concat(this.chunks));
+      answer = parseAnswer(this.chunks.length === 1 ? chunk : Buffer.concat(this.chunks), interim);
     } catch (err) {
       return this.destroy(err as Error);
     }
-    if (answer === undefined) return; // incomplete: wait for more
-    const p = this.pending;
+    // The buffer is parsed from its start each time: report only the interim answers not
+    // reported yet.
+    while (p.interimSeen < interim.length) p.hooks?.onInterim?.(interim[p.interimSeen++]!);
+    if (answer === undefined || this.pending !== p) return; // incomplete: wait for more
     this.pending = undefined;
     this.chunks = [];
     this.received = 0;
-    clearTimeout(p.timer);
+    settle(p);
     if (answer.keepAlive && answer.rest === 0) this.pool.reusable(this);
     else this.destroy(codedError('ECONNRESET', 'connection not reusable'));
     p.resolve({ status: answer.status, text: answer.text });
@@ -209,11 +223,17 @@ interface ParsedAnswer {
   readonly rest: number;
 }
 
+function settle(p: Pending): void {
+  clearTimeout(p.timer);
+  if (p.onAbort !== undefined) p.hooks?.signal?.removeEventListener('abort', p.onAbort);
+}
+
 /**
  * Parses one complete HTTP/1.1 answer from `buf`, or returns undefined while it is
- * incomplete. Skips interim 1xx answers. Throws on a malformed or unframed answer.
+ * incomplete. Skips interim 1xx answers, pushing their statuses onto `interim`. Throws on a
+ * malformed or unframed answer.
  */
-function parseAnswer(buf: Buffer): ParsedAnswer | undefined {
+function parseAnswer(buf: Buffer, interim: number[]): ParsedAnswer | undefined {
   let start = 0;
   for (;;) {
     const end = buf.indexOf(CRLF2, start);
@@ -242,6 +262,7 @@ function parseAnswer(buf: Buffer): ParsedAnswer | undefined {
     }
     const bodyAt = end + 4;
     if (status >= 100 && status < 200 && status !== 101) {
+      interim.push(status);
       start = bodyAt; // interim answer: the real one follows
       continue;
     }
@@ -286,6 +307,12 @@ function dechunk(buf: Buffer, at: number): { text: string; end: number } | undef
     parts.push(buf.subarray(eol + 2, eol + 2 + size));
     i = eol + 2 + size + 2;
   }
+}
+
+function abortedError(): Error {
+  const err = codedError('ABORT_ERR', 'the request was aborted');
+  err.name = 'AbortError';
+  return err;
 }
 
 function closedError(): Error {

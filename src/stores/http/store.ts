@@ -1,9 +1,11 @@
-import type { IncomingMessage } from 'node:http';
-import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { LeaseholdError } from '../../core/errors.js';
 import type {
   LeaseStore,
+  QueueingLeaseStore,
   StoreAcquireRequest,
   StoreAcquireResult,
+  StoreQueuedOptions,
+  StoreQueuedResult,
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewResult,
@@ -11,71 +13,43 @@ import type {
   Unwatch,
   WatchChange,
 } from '../../core/store.js';
-import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
-import { parseToken } from '../../core/validate.js';
+import type { LeaseState, StoreCapabilities } from '../../core/types.js';
+import { RequestBatcher, type BatchOpName, type Retry } from './batch.js';
+import { acquireBody, acquireResult, stateOf } from './answers.js';
 import {
-  DEFAULT_BATCH_LIMITS,
-  RequestBatcher,
+  NodeHttpTransport,
+  type RequestHooks,
+  type RequestTransport,
+  type StreamTransport,
+} from './client.js';
+import {
+  answerCode,
+  connectionBroken,
+  neverSent,
+  storeClosedError,
+  unexpectedAnswer,
+  unreachable,
   type Answer,
-  type BatchLimits,
-  type BatchOpName,
-  type Retry,
-} from './batcher.js';
-import { connectionBroken, HttpApiError, neverSent, storeClosedError } from './client.js';
-import { linkSignals } from '../../core/runtime/signals.js';
-import { readSse, type SseFrame } from './sse-reader.js';
+} from './errors.js';
+import { watchKey } from './notify.js';
+import {
+  DEFAULTS,
+  optionsFromInfo,
+  resolveHttpStoreOptions,
+  type HttpLeaseStoreOptions,
+} from './options.js';
 import { PooledHttpTransport } from './pooled-transport.js';
-import { parseServerUrl } from './server-url.js';
-import { NodeHttpTransport } from './transport.js';
 
-/** Options for {@link HttpLeaseStore}. */
-export interface HttpLeaseStoreOptions {
-  /** The server's base URL, e.g. `http://127.0.0.1:7400`. */
-  readonly url: string;
-  /** Bearer token, when the server requires one. Defaults to none. */
-  readonly apiToken?: string;
-  /**
-   * What the store behind the server can do. {@link HttpLeaseStore.connect} asks the server;
-   * the constructor defaults to conservative values (`timeAuthority: 'store'`,
-   * `tokenDurability: 'best_effort'`, 100 ms minimum TTL, no `tokenBlocks`). Claim
-   * `tokenBlocks` only for a server whose `/v1/info` says so: another server refuses an acquire
-   * with a block (400, `ERR_INVALID_ARGUMENT`).
-   */
-  readonly capabilities?: Partial<StoreCapabilities>;
-  /** Extra CA certificates (PEM) to trust for an `https:` server. Defaults to the system's. */
-  readonly ca?: string | Buffer;
-  /** Attempts per request when the connection fails in a way that is safe to retry. Defaults to 3. */
-  readonly attempts?: number;
-  /**
-   * Send the acquire, renew and release requests of one event-loop turn as one
-   * `POST /v1/batch` (see {@link RequestBatcher}). Defaults to true; `connect` sizes batches by
-   * the server's limits, and a server without the route turns it off by itself.
-   */
-  readonly batch?: boolean | BatchLimits;
+export type { HttpLeaseStoreOptions } from './options.js';
+
+/** Asks the server for a `102 Processing` once a waiting acquire is parked. */
+const PARKED = 'leasehold-parked';
+
+/** What one call may add to a request: its headers, hooks, and a note of each resend. */
+interface RequestExtras extends RequestHooks {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly resent?: () => void;
 }
-
-/**
- * Events after which the key may be free. `renewed` never frees it; `changed` without a token
- * (the store's own notification, relayed when the key is free) may mean anything, so it wakes
- * too. `acquired`, and `changed` with a token (a grant the server learnt of from its store),
- * tell of a grant: the watch reports them as `'granted'`.
- */
-const FREEING_EVENTS: ReadonlySet<string> = new Set(['released', 'expired', 'lost']);
-
-/** First reconnect delay of a dropped event stream until the server sends `retry:`. */
-const DEFAULT_RETRY_MS = 100;
-/** Repeated reconnect failures back off up to this (or the server's `retry:`, if longer). */
-const MAX_RETRY_MS = 2000;
-
-const DEFAULT_CAPABILITIES: StoreCapabilities = Object.freeze({
-  timeAuthority: 'store',
-  tokenDurability: 'best_effort',
-  watch: 'push',
-  sharedAcrossProcesses: true,
-  minTtlMs: 100,
-  ttlGranularityMs: 1,
-  tokenBlocks: false,
-});
 
 const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
   acquire: '/v1/acquire',
@@ -99,69 +73,52 @@ const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
  * const store = await HttpLeaseStore.connect({ url: 'http://127.0.0.1:7400', apiToken });
  * const client = new LeaseClient({ store });
  */
-export class HttpLeaseStore implements LeaseStore {
+export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
   readonly kind = 'http';
   readonly capabilities: StoreCapabilities;
   readonly url: string;
-  private readonly headers: Record<string, string>;
-  private readonly jsonHeaders: Record<string, string>;
+  private readonly headers: Readonly<Record<string, string>>;
+  private readonly jsonHeaders: Readonly<Record<string, string>>;
   /** Request/answer calls. */
-  private readonly calls: PooledHttpTransport;
+  private readonly calls: RequestTransport;
   /** Event streams (watch). */
-  private readonly streams: NodeHttpTransport;
+  private readonly streams: StreamTransport;
   private readonly attempts: number;
   private readonly closing = new AbortController();
   /** Batches lease operations; undefined when batching is off. */
   private readonly batcher: RequestBatcher | undefined;
+  /** Per key, the last queued wait sent: resolves once the server has parked or answered it. */
+  private readonly arrivals = new Map<string, Promise<void>>();
+  /** The longest `wait` the server accepts (`connect` reads it from `/v1/info`). */
+  private maxWaitMs: number = DEFAULTS.serverMaxWaitMs;
 
   constructor(options: HttpLeaseStoreOptions) {
-    const base = parseServerUrl(options);
-    this.url = base.href.replace(/\/+$/, '');
-    this.headers = { accept: 'application/json' };
-    if (options.apiToken !== undefined) {
-      if (typeof options.apiToken !== 'string' || !/^[\x21-\x7e]{1,512}$/.test(options.apiToken)) {
-        throw invalidArgument('apiToken', 'must be printable ASCII without spaces', '(hidden)');
-      }
-      this.headers['authorization'] = `Bearer ${options.apiToken}`;
-    }
-    this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
-    const tls = options.ca === undefined ? {} : { ca: options.ca };
-    this.calls = new PooledHttpTransport(base, tls);
-    this.streams = new NodeHttpTransport(base, tls);
-    const attempts = options.attempts ?? 3;
-    if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
-      throw invalidArgument('attempts', 'must be an integer from 1 to 10', attempts);
-    }
-    this.attempts = attempts;
-    const batch = options.batch ?? true;
-    if (batch !== false) {
-      const limits = batch === true ? DEFAULT_BATCH_LIMITS : batch;
-      if (
-        !Number.isInteger(limits.maxOps) ||
-        limits.maxOps < 1 ||
-        !Number.isInteger(limits.maxBytes) ||
-        limits.maxBytes < 1024
-      ) {
-        throw invalidArgument('batch', 'maxOps must be ≥ 1 and maxBytes ≥ 1024', batch);
-      }
+    const o = resolveHttpStoreOptions(options);
+    this.url = o.url;
+    this.headers = o.headers;
+    this.jsonHeaders = { ...o.headers, 'content-type': 'application/json' };
+    this.calls = new PooledHttpTransport(o.base, o.tls);
+    this.streams = new NodeHttpTransport(o.base, o.tls);
+    this.attempts = o.attempts;
+    if (o.batch !== undefined) {
       this.batcher = new RequestBatcher(
         {
-          attempts,
+          attempts: o.attempts,
           sendBatch: (text, timeoutMs) =>
             this.calls.request('POST', '/v1/batch', this.jsonHeaders, text, timeoutMs),
           sendOne: (op, body, retry, timeoutMs) =>
             this.request('POST', OP_PATHS[op], body, retry, { timeoutMs }),
           closed: () => this.closing.signal.aborted,
-          unreachable: (cause) => this.unreachable(cause),
+          unreachable: (cause) => unreachable(this.url, cause),
         },
-        limits,
+        o.batch,
       );
     }
-    this.capabilities = Object.freeze({
-      ...DEFAULT_CAPABILITIES,
-      ...options.capabilities,
-      watch: 'push',
-    });
+    this.capabilities = o.capabilities;
+    if (!o.waitInServerQueue) {
+      // Not a queueing store then: the client waits with its own loop.
+      Object.defineProperty(this, 'acquireQueued', { value: undefined });
+    }
   }
 
   /**
@@ -176,60 +133,88 @@ export class HttpLeaseStore implements LeaseStore {
     } finally {
       await probe.close();
     }
-    if (info.status !== 200) throw probe.unexpected(info, 'info');
-    const store = info.body['store'] as { capabilities?: Partial<StoreCapabilities> } | undefined;
-    const caps = store?.capabilities ?? {};
-    return new HttpLeaseStore({
-      ...options,
-      batch: batchLimits(options.batch, info.body['limits']),
-      capabilities: {
-        timeAuthority: caps.timeAuthority ?? DEFAULT_CAPABILITIES.timeAuthority,
-        tokenDurability: caps.tokenDurability ?? DEFAULT_CAPABILITIES.tokenDurability,
-        minTtlMs: Math.max(DEFAULT_CAPABILITIES.minTtlMs, caps.minTtlMs ?? 0),
-        ttlGranularityMs: caps.ttlGranularityMs ?? 1,
-        // Only an explicit true: a client that sent blocks to a server whose store grants
-        // single tokens would hand out tokens that later grants receive again.
-        tokenBlocks: caps.tokenBlocks === true,
-      },
-    });
+    if (info.status !== 200) throw unexpectedAnswer(info, 'info');
+    const store = new HttpLeaseStore(optionsFromInfo(options, info.body));
+    const limits = info.body['limits'] as { maxWaitMs?: unknown } | undefined;
+    if (typeof limits?.maxWaitMs === 'number' && limits.maxWaitMs >= 1) {
+      store.maxWaitMs = Math.floor(limits.maxWaitMs);
+    }
+    return store;
   }
 
   async tryAcquire(
     request: StoreAcquireRequest,
     options: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    const a = await this.call(
-      'acquire',
-      {
-        key: request.key,
-        ttl: request.ttlMs,
-        ownerId: request.ownerId,
-        leaseId: request.leaseId,
-        ...(request.value === undefined ? {} : { value: request.value }),
-        ...(request.tokenBlock === undefined || request.tokenBlock <= 1
-          ? {}
-          : { tokenBlock: request.tokenBlock }),
-      },
-      'idempotent',
-      options,
-    );
-    if (a.status === 200) {
-      const expires = a.body['expiresAtWallMs'];
-      return {
-        status: 'acquired',
-        token: this.token(a.body['token']),
-        ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
-      };
+    return acquireResult(await this.call('acquire', acquireBody(request), 'idempotent', options));
+  }
+
+  /**
+   * Waits in the server's queue for the key: `POST /v1/acquire` with `wait`. The server parks
+   * the request with the others waiting for the key through it, grants them in arrival order
+   * and wakes only the head on a release (one re-check per release however many wait). A wait
+   * longer than the server's `maxWaitMs` is asked as several. Aborting closes the request's
+   * connection, which ends the wait at the server (and releases a grant made just then).
+   *
+   * `validFrom` is the reading of `options.now()` before sending, plus the server's
+   * `grantSentAfterMs` less 1% (the server's clock may run fast by up to that) — from the
+   * first request only: a resent request may return a grant the first one made earlier.
+   */
+  async acquireQueued(
+    request: StoreAcquireRequest,
+    options: StoreQueuedOptions,
+  ): Promise<StoreQueuedResult> {
+    this.assertOpen();
+    const until = options.now() + options.timeoutMs;
+    // The waits of this store for one key reach the server in call order: each is sent once
+    // the one before is parked there (its 102) or answered. The requests go over different
+    // connections, which the server would otherwise read in any order.
+    const previous = this.arrivals.get(request.key);
+    let arrived!: () => void;
+    const mine = new Promise<void>((resolve) => (arrived = resolve));
+    this.arrivals.set(request.key, mine);
+    const onInterim = (status: number): void => {
+      if (status !== 102) return;
+      arrived();
+      options.onParked?.();
+    };
+    const headers = { ...this.jsonHeaders, prefer: PARKED };
+    try {
+      if (previous !== undefined) await inTurn(previous, options.signal);
+      return await this.queued(request, options, until, headers, onInterim);
+    } finally {
+      arrived();
+      if (this.arrivals.get(request.key) === mine) this.arrivals.delete(request.key);
     }
-    if (a.status === 409 && this.code(a) === 'busy') {
-      const retry = a.body['retryAfterMs'];
-      return {
-        status: 'busy',
-        holder: this.holder(a.body['holder']),
-        retryAfterMs: typeof retry === 'number' && retry >= 0 ? retry : 0,
-      };
+  }
+
+  private async queued(
+    request: StoreAcquireRequest,
+    options: StoreQueuedOptions,
+    until: number,
+    headers: Readonly<Record<string, string>>,
+    onInterim: (status: number) => void,
+  ): Promise<StoreQueuedResult> {
+    for (;;) {
+      const waitMs = Math.max(0, Math.min(this.maxWaitMs, Math.floor(until - options.now())));
+      let resent = false;
+      const sentAt = options.now();
+      const a = await this.request(
+        'POST',
+        '/v1/acquire',
+        { ...acquireBody(request), wait: waitMs },
+        'idempotent',
+        { timeoutMs: waitMs + options.requestTimeoutMs },
+        { signal: options.signal, onInterim, headers, resent: () => (resent = true) },
+      );
+      const result = acquireResult(a);
+      if (result.status === 'acquired') {
+        const after = a.body['grantSentAfterMs'];
+        const offset = !resent && typeof after === 'number' && after > 0 ? after * 0.99 : 0;
+        return { ...result, validFrom: Math.min(sentAt + offset, options.now()) };
+      }
+      if (options.now() >= until || waitMs === 0) return result;
     }
-    throw this.unexpected(a, 'acquire');
   }
 
   async renew(
@@ -250,9 +235,9 @@ export class HttpLeaseStore implements LeaseStore {
       };
     }
     // Both mean: this lease is not live at the store, and never will be again.
-    if (a.status === 410 || (a.status === 409 && this.code(a) === 'not_owner'))
+    if (a.status === 410 || (a.status === 409 && answerCode(a) === 'not_owner'))
       return { status: 'lost' };
-    throw this.unexpected(a, 'renew');
+    throw unexpectedAnswer(a, 'renew');
   }
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
@@ -263,8 +248,8 @@ export class HttpLeaseStore implements LeaseStore {
       options,
     );
     if (a.status === 200) return { status: 'released' };
-    if (a.status === 409 && this.code(a) === 'not_owner') return { status: 'not_owner' };
-    throw this.unexpected(a, 'release');
+    if (a.status === 409 && answerCode(a) === 'not_owner') return { status: 'not_owner' };
+    throw unexpectedAnswer(a, 'release');
   }
 
   async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
@@ -275,8 +260,8 @@ export class HttpLeaseStore implements LeaseStore {
       'idempotent',
       options,
     );
-    if (a.status !== 200) throw this.unexpected(a, 'inspect');
-    return this.state(a.body);
+    if (a.status !== 200) throw unexpectedAnswer(a, 'inspect');
+    return stateOf(a.body);
   }
 
   async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
@@ -288,105 +273,22 @@ export class HttpLeaseStore implements LeaseStore {
       'idempotent',
       options,
     );
-    if (a.status !== 200 || !Array.isArray(a.body['leases'])) throw this.unexpected(a, 'list');
-    return (a.body['leases'] as unknown[]).map((s) => this.state(s as Record<string, unknown>));
+    if (a.status !== 200 || !Array.isArray(a.body['leases'])) throw unexpectedAnswer(a, 'list');
+    return (a.body['leases'] as unknown[]).map((s) => stateOf(s as Record<string, unknown>));
   }
 
   /**
-   * Subscribes to the server's event stream for `key`; resolves once the server says the
-   * subscription is live. Releases, expiries and the store's own notifications call
-   * `onChange()`, grants `onChange('granted')`. If the stream drops, `onChange` is called (a
-   * spurious wake-up is allowed) and the stream is re-opened until unwatched, after the
-   * server's `retry:` time (doubling on repeated failures), with `Last-Event-ID` set to the
-   * last event id seen.
+   * Subscribes to the server's event stream for `key` (see {@link watchKey}): releases,
+   * expiries and the store's own notifications call `onChange()`, grants
+   * `onChange('granted')`; a dropped stream wakes the waiter and is re-opened.
    */
-  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     this.assertOpen();
-    const stop = new AbortController();
-    // Lives as long as the watch; detached when it stops.
-    const { signal, dispose } = linkSignals([stop.signal, this.closing.signal]);
-    const path = `/v1/events?${new URLSearchParams({ key }).toString()}`;
-    let lastEventId: string | undefined;
-    let retryMs = DEFAULT_RETRY_MS;
-    const open = async (): Promise<AsyncGenerator<SseFrame>> => {
-      let res: IncomingMessage;
-      const headers: Record<string, string> = { ...this.headers, accept: 'text/event-stream' };
-      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-      try {
-        res = await this.streams.stream(path, headers, signal);
-      } catch (err) {
-        throw new LeaseholdError('ERR_UNAVAILABLE', `cannot reach ${this.url}: ${describe(err)}`, {
-          cause: err,
-        });
-      }
-      if (res.statusCode !== 200) {
-        let text = '';
-        for await (const c of res) text += String(c);
-        throw this.unexpected({ status: res.statusCode ?? 0, body: parseObject(text) }, 'watch');
-      }
-      const frames = readSse(res, { onRetry: (ms) => (retryMs = ms) });
-      for (;;) {
-        const first = await frames.next();
-        if (first.done === true)
-          throw new LeaseholdError('ERR_UNAVAILABLE', 'event stream ended before it was ready');
-        if (first.value.id !== undefined) lastEventId = first.value.id;
-        if (first.value.event === 'ready') return frames;
-      }
-    };
-    // A release usually arrives as `released` plus the store's own `changed` in one chunk:
-    // wake the waiter once for both, or every waiter on a hot key re-checks twice. A grant in
-    // the same turn as a release is reported as the release (the key may be free again).
-    let pending: 'freed' | 'granted' | undefined;
-    const wake = (kind: 'freed' | 'granted'): void => {
-      const first = pending === undefined;
-      if (kind === 'freed' || first) pending = kind;
-      if (!first) return;
-      setImmediate(() => {
-        const k = pending;
-        pending = undefined;
-        if (signal.aborted) return;
-        if (k === 'granted') onChange('granted');
-        else onChange();
-      });
-    };
-    const pump = async (frames: AsyncGenerator<SseFrame>): Promise<void> => {
-      for (let attempt = 0; !signal.aborted; attempt++) {
-        try {
-          for await (const f of frames) {
-            attempt = 0;
-            if (f.id !== undefined) lastEventId = f.id;
-            const kind = changeOf(f);
-            if (kind !== undefined) wake(kind);
-          }
-        } catch {
-          // dropped: fall through to reconnect
-        }
-        if (signal.aborted) return;
-        // Events sent while the stream was down are not replayed: wake the waiter to re-check.
-        onChange();
-        const delay = Math.min(Math.max(MAX_RETRY_MS, retryMs), retryMs * 2 ** attempt);
-        await new Promise((r) => setTimeout(r, delay).unref());
-        if (signal.aborted) return;
-        try {
-          frames = await open();
-        } catch {
-          frames = (async function* () {})();
-        }
-      }
-    };
-    let frames: AsyncGenerator<SseFrame>;
-    try {
-      frames = await open();
-    } catch (err) {
-      stop.abort();
-      dispose();
-      throw err;
-    }
-    void pump(frames);
-    return () => {
-      stop.abort();
-      dispose();
-    };
+    return watchKey(
+      { url: this.url, streams: this.streams, headers: this.headers, closing: this.closing.signal },
+      key,
+      onChange,
+    );
   }
 
   close(): Promise<void> {
@@ -427,21 +329,26 @@ export class HttpLeaseStore implements LeaseStore {
     body: Record<string, unknown> | undefined,
     retry: Retry,
     options: Pick<StoreRequestOptions, 'timeoutMs'>,
+    extra?: RequestExtras,
   ): Promise<Answer> {
     this.assertOpen();
     const deadline = performance.now() + options.timeoutMs;
-    const headers = body === undefined ? this.headers : this.jsonHeaders;
+    const headers = extra?.headers ?? (body === undefined ? this.headers : this.jsonHeaders);
     const text = body === undefined ? undefined : JSON.stringify(body);
     let lastError: unknown;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
       const left = Math.ceil(deadline - performance.now());
       if (left <= 0) break;
       let res: { status: number; text: string };
+      if (attempt > 1) extra?.resent?.();
       try {
-        res = await this.calls.request(method, path, headers, text, left);
+        res = await this.calls.request(method, path, headers, text, left, extra);
       } catch (err) {
         lastError = err;
         if (this.closing.signal.aborted) throw storeClosedError();
+        if (extra?.signal?.aborted === true) {
+          throw new LeaseholdError('ERR_ABORTED', 'the wait was aborted', { cause: err });
+        }
         const safe = retry === 'idempotent' ? connectionBroken(err) : neverSent(err);
         if (safe && attempt < this.attempts) continue;
         break;
@@ -461,143 +368,27 @@ export class HttpLeaseStore implements LeaseStore {
         typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
       return { status: res.status, body: obj };
     }
-    throw this.unreachable(lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
-  }
-
-  /** The error of a call that could not be sent or was not answered. */
-  private unreachable(cause: unknown): LeaseholdError {
-    return new LeaseholdError(
-      'ERR_UNAVAILABLE',
-      `cannot reach leasehold server ${this.url}: ${describe(cause)}`,
-      { cause },
-    );
-  }
-
-  private code(a: Answer): string | undefined {
-    const e = a.body['error'] as { code?: unknown } | undefined;
-    return typeof e?.code === 'string' ? e.code : undefined;
-  }
-
-  private unexpected(a: Answer, op: string): LeaseholdError {
-    const e = a.body['error'] as { code?: unknown; message?: unknown } | undefined;
-    const code = typeof e?.code === 'string' ? e.code : `http_${a.status}`;
-    const message = typeof e?.message === 'string' ? e.message : `HTTP ${a.status}`;
-    const cause = new HttpApiError(a.status, code, message);
-    if (a.status >= 500 || a.status === 408 || a.status === 429) {
-      return new LeaseholdError('ERR_UNAVAILABLE', `leasehold server: ${op}: ${code}: ${message}`, {
-        cause,
-      });
-    }
-    if (a.status === 401 || a.status === 403) {
-      return new LeaseholdError(
-        'ERR_INVALID_ARGUMENT',
-        `apiToken was refused by the server (${code}): ${message}`,
-        {
-          cause,
-        },
-      );
-    }
-    if (a.status === 400 || a.status === 413) {
-      return new LeaseholdError('ERR_INVALID_ARGUMENT', message, { cause });
-    }
-    return new LeaseholdError(
-      'ERR_PROTOCOL',
-      `leasehold server: ${op}: unexpected ${a.status} ${code}: ${message}`,
-      {
-        cause,
-      },
-    );
-  }
-
-  private token(value: unknown): bigint {
-    try {
-      return parseToken(value, 'token');
-    } catch (err) {
-      throw new LeaseholdError(
-        'ERR_PROTOCOL',
-        `leasehold server sent an invalid token: ${String(err)}`,
-        { cause: err },
-      );
-    }
-  }
-
-  private holder(raw: unknown): HolderInfo {
-    const h = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
-    return {
-      ownerId: typeof h['ownerId'] === 'string' ? h['ownerId'] : '',
-      token: this.token(h['token']),
-      remainingMs: typeof h['remainingMs'] === 'number' ? h['remainingMs'] : 0,
-      leaseIdPrefix: typeof h['leaseIdPrefix'] === 'string' ? h['leaseIdPrefix'] : '',
-      value: typeof h['value'] === 'string' ? h['value'] : undefined,
-    };
-  }
-
-  private state(raw: Record<string, unknown>): LeaseState {
-    const key = raw['key'];
-    if (typeof key !== 'string')
-      throw new LeaseholdError('ERR_PROTOCOL', 'leasehold server sent a state without key');
-    const last = raw['lastToken'];
-    return {
-      key,
-      lastToken: last === '0' ? 0n : this.token(last),
-      holder:
-        raw['holder'] === null || raw['holder'] === undefined
-          ? undefined
-          : this.holder(raw['holder']),
-    };
+    throw unreachable(this.url, lastError ?? new Error(`no answer within ${options.timeoutMs}ms`));
   }
 }
 
 /**
- * The batch limits to use with a server whose `/v1/info` said `limits`: the asked limits
- * narrowed to the server's; no batching when the server does not offer it.
+ * A server that sends no `102 Processing` (an older version, or a proxy that drops interim
+ * answers) would hold each wait back until the one before is answered: after this long, the
+ * next is sent anyway, and the order between them is the server's.
  */
-function batchLimits(
-  asked: boolean | BatchLimits | undefined,
-  limits: unknown,
-): false | BatchLimits {
-  if (asked === false) return false;
-  const l = (typeof limits === 'object' && limits !== null ? limits : {}) as Record<
-    string,
-    unknown
-  >;
-  const ops = l['batchMaxOps'];
-  const bytes = l['batchBodyLimitBytes'];
-  if (typeof ops !== 'number' || typeof bytes !== 'number' || ops < 1 || bytes < 1024) return false;
-  const want = asked === undefined || asked === true ? DEFAULT_BATCH_LIMITS : asked;
-  return {
-    maxOps: Math.min(want.maxOps, Math.floor(ops)),
-    maxBytes: Math.min(want.maxBytes, Math.floor(bytes)),
-  };
-}
+const ARRIVAL_WAIT_MS = 250;
 
-function describe(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as { cause?: unknown }).cause;
-    return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
-  }
-  return String(err);
-}
-
-function parseObject(text: string): Record<string, unknown> {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
-}
-
-/** What one event on a key's stream says about the key, if anything. */
-function changeOf(f: SseFrame): 'freed' | 'granted' | undefined {
-  if (FREEING_EVENTS.has(f.event)) return 'freed';
-  if (f.event === 'acquired') return 'granted';
-  if (f.event !== 'changed') return undefined;
-  // `changed` carries the holder's token when the server saw the key granted, none when free.
-  try {
-    const data = JSON.parse(f.data) as { token?: unknown };
-    return typeof data.token === 'string' ? 'granted' : 'freed';
-  } catch {
-    return 'freed';
-  }
+/** Resolves when `previous` does, after `ARRIVAL_WAIT_MS`, or when `signal` aborts. */
+function inTurn(previous: Promise<void>, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ARRIVAL_WAIT_MS);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+    void previous.then(done);
+  });
 }

@@ -1,15 +1,9 @@
 import { LeaseholdError } from '../../core/errors.js';
-import { connectionBroken, neverSent, storeClosedError } from './client.js';
-import type { TransportAnswer } from './transport.js';
+import type { TransportAnswer } from './client.js';
+import { connectionBroken, neverSent, storeClosedError, type Answer } from './errors.js';
 
 /** Which failed sends may be sent again: any broken connection, or only one never sent. */
 export type Retry = 'idempotent' | 'not_sent_only';
-
-/** One answer of the API: the HTTP status and the parsed JSON body. */
-export interface Answer {
-  readonly status: number;
-  readonly body: Record<string, unknown>;
-}
 
 /** The operations `POST /v1/batch` carries, each also an endpoint of its own. */
 export type BatchOpName = 'acquire' | 'renew' | 'release';
