@@ -43,7 +43,10 @@ type Request = WorkerRequest extends infer R
 /** One worker child process, driven over IPC. */
 export class RealWorker {
   private nextId = 1;
-  private readonly pending = new Map<number, (reply: Record<string, unknown>) => void>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (reply: Record<string, unknown>) => void; reject: (err: Error) => void }
+  >();
   private readonly waiters: {
     event: WorkerNotice['event'];
     resolve: (n: WorkerNotice) => void;
@@ -59,7 +62,7 @@ export class RealWorker {
   ) {
     child.on('message', (msg: WorkerReply | WorkerNotice) => {
       if ('id' in msg) {
-        this.pending.get(msg.id)?.(msg.reply);
+        this.pending.get(msg.id)?.resolve(msg.reply);
         this.pending.delete(msg.id);
         return;
       }
@@ -72,6 +75,11 @@ export class RealWorker {
         // A dead worker sends no more notices: fail its waiters now, not at their timeout.
         for (const w of this.waiters.splice(0))
           w.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before ${w.event}`));
+        // Nor answers: a request in flight when the worker was killed fails now (its outcome
+        // is unknown, `:info` in the history).
+        for (const p of this.pending.values())
+          p.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before answering`));
+        this.pending.clear();
         resolve(code);
       }),
     );
@@ -93,9 +101,15 @@ export class RealWorker {
           ),
         );
       }, this.replyTimeoutMs);
-      this.pending.set(id, (reply) => {
-        clearTimeout(timer);
-        resolve(reply);
+      this.pending.set(id, {
+        resolve: (reply) => {
+          clearTimeout(timer);
+          resolve(reply);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
       });
       this.child.send({ ...req, id });
     });
