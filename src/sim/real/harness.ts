@@ -194,13 +194,17 @@ export class RealHarness {
     db.close();
   }
 
-  /** Starts a worker process and waits until it is ready. */
-  async spawn(name: string): Promise<RealWorker> {
+  /**
+   * Starts a worker process and waits until it is ready. Its client's owner id is `name`
+   * unless `opts.ownerId` gives another (a restarted owner: a new process, the same id).
+   */
+  async spawn(name: string, opts: { ownerId?: string } = {}): Promise<RealWorker> {
     const url = this.options.storeUrl;
     const config: WorkerConfig = {
       name,
       storeUrl: typeof url === 'string' ? url : await url(name),
       resourcePath: this.options.resourcePath,
+      ...(opts.ownerId === undefined ? {} : { ownerId: opts.ownerId }),
     };
     this.storeUrls.set(name, config.storeUrl);
     const child = fork(fileURLToPath(new URL('./worker.js', import.meta.url)), [], {
@@ -258,6 +262,8 @@ export class RealHarness {
     deadline?: number;
     /** The store's expiry as it reported it (harness scale), when it does. */
     storeExpiresAt?: number;
+    /** On `busy`: the holder's owner id as the store reported it. */
+    holderOwnerId?: string;
   }> {
     const op = this.history.newOp(`${worker.name}-a`);
     this.history.record({
@@ -305,7 +311,9 @@ export class RealHarness {
         key,
       });
     else throw new Error(`worker ${worker.name} acquire failed: ${JSON.stringify(r)}`);
-    return { status };
+    return typeof r.holderOwnerId === 'string'
+      ? { status, holderOwnerId: r.holderOwnerId }
+      : { status };
   }
 
   /**
