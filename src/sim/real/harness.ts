@@ -24,6 +24,11 @@ export interface RealHarnessOptions {
   readonly storeUrl: string | ((worker: string) => string | Promise<string>);
   /** SQLite file of the protected resource. */
   readonly resourcePath: string;
+  /**
+   * For workers on `http://` (a leasehold server): the URL of the store behind the server,
+   * whose expiry lag (etcd's, store-time.ts) the history then allows for. Defaults to none.
+   */
+  readonly storeBehindServer?: string;
   /** Longest wait for any one worker reply; a worker that does not answer fails the run. */
   readonly replyTimeoutMs?: number;
   /**
@@ -533,7 +538,12 @@ export class RealHarness {
     }
     if (!this.history.events.some((e) => e.type === 'meta')) this.meta({ scenario: 'real' });
     const events = this.history.events;
-    events.splice(0, events.length, ...allowExpiryLag(events, (w) => this.storeUrls.get(w)));
+    const behind = this.options.storeBehindServer;
+    const urlOf = (w: string): string | undefined => {
+      const url = this.storeUrls.get(w);
+      return behind !== undefined && url?.startsWith('http') === true ? behind : url;
+    };
+    events.splice(0, events.length, ...allowExpiryLag(events, urlOf));
     const history = this.history.events;
     return { history, report: checkHistory(history), text: this.history.lines() };
   }
