@@ -10,7 +10,7 @@ import type { StoreLink } from '../../src/sim/real/network-stories.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { startRedis, type RedisProcess } from './redis-server.js';
-import { httpStore } from './http-fault-store.js';
+import { httpPostgresStore, httpStore } from './http-fault-store.js';
 import { proxiedRun } from './proxied-run.js';
 import type { TcpProxy } from './tcp-proxy.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js';
@@ -24,7 +24,7 @@ export function runsPerArm(ci: number, chaos: number): number {
 }
 
 /** The stores the real-process fault suite knows how to run on. */
-export type FaultStoreName = 'sqlite' | 'postgres' | 'redis' | 'etcd' | 'http';
+export type FaultStoreName = 'sqlite' | 'postgres' | 'redis' | 'etcd' | 'http' | 'http-postgres';
 
 /**
  * Every store: the default of the lease faults (F1, F4, F5, F22), in `npm test` too. `http` is
@@ -242,6 +242,8 @@ export function faultStores(defaults: readonly FaultStoreName[] = ALL_FAULT_STOR
         return etcdStore();
       case 'http':
         return httpStore();
+      case 'http-postgres':
+        return httpPostgresStore();
       default:
         throw new Error(
           `LEASEHOLD_FAULT_STORES: no fault harness for store "${name}" (${ALL_FAULT_STORES.join(', ')})`,

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import type { FaultStore } from './fault-env.js';
 import { proxiedRun } from './proxied-run.js';
-import { startServeProcess } from './serve-process.js';
+import { startServeProcess, type ServeProcess } from './serve-process.js';
+import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js';
 
 /**
  * The HTTP store in the fault suite: client (a worker's `HttpLeaseStore`) → TCP proxy →
@@ -27,6 +28,54 @@ export function httpStore(): FaultStore {
         (p) => `http://127.0.0.1:${p}`,
         () => server.stop(),
       );
+    },
+  };
+}
+
+/**
+ * The HTTP store with a networked store behind the server: each worker talks directly to a
+ * `leasehold serve` process of its own, and each server reaches one throwaway PostgreSQL
+ * through its own TCP proxy. `proxy(worker)` is that server's proxy, so F4's partition and
+ * F5's lost answer are between the server and the store: the client sees a server that
+ * answers slowly or not at all, never a broken connection.
+ */
+export function httpPostgresStore(): FaultStore {
+  let server: ThrowawayPostgres | undefined;
+  let runs = 0;
+  return {
+    name: 'http-postgres',
+    networked: true,
+    minTtlMs: 1000,
+    expiryLagMs: 0,
+    expiryObservedByClient: false,
+    async start() {
+      server ??= await startThrowawayPostgres();
+    },
+    stop() {
+      server?.destroy();
+      server = undefined;
+      return Promise.resolve();
+    },
+    run(dir) {
+      if (server === undefined) throw new Error('http-postgres fault store not started');
+      const schema = `lh_fault_http_${process.pid}_${++runs}`;
+      const serves: ServeProcess[] = [];
+      const toStore = proxiedRun(
+        server.port,
+        (p) => `postgres://postgres@127.0.0.1:${p}/postgres?schema=${schema}`,
+        async () => {
+          await Promise.all(serves.map((s) => s.stop()));
+        },
+      );
+      return Promise.resolve({
+        workerUrl: async (worker) => {
+          const serve = await startServeProcess(await toStore.workerUrl(worker), dir);
+          serves.push(serve);
+          return serve.url;
+        },
+        proxy: (worker) => toStore.proxy(worker),
+        close: () => toStore.close(),
+      });
     },
   };
 }
