@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
 import { runRealPartitionStory } from '../../src/sim/real/network-stories.js';
 import {
+  ALL_FAULT_STORES,
   ArmTally,
   faultStores,
   runsPerArm,
@@ -30,7 +31,8 @@ const TOLERANCE_MS = 50;
  */
 const SCHEDULING_SLACK_MS = 50;
 
-for (const store of faultStores()) {
+// Also through a server whose link to its store is the one cut (http-postgres).
+for (const store of faultStores([...ALL_FAULT_STORES, 'http-postgres'])) {
   const TTL = Math.max(1000, store.minTtlMs);
   describe(`F4 holder partitioned from the store, real processes (${store.name})`, () => {
     if (!store.networked) {

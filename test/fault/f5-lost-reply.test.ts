@@ -4,6 +4,7 @@ import { formatReport } from '../../src/check/checker.js';
 import type { HistoryEvent } from '../../src/sim/history.js';
 import { runRealLostReplyStory } from '../../src/sim/real/network-stories.js';
 import {
+  ALL_FAULT_STORES,
   ArmTally,
   faultStores,
   runsPerArm,
@@ -28,7 +29,8 @@ function outcomes(history: readonly HistoryEvent[], op: string): string[] {
     .map((e) => (e.type === 'renew' ? e.phase : ''));
 }
 
-for (const store of faultStores()) {
+// Also through a server whose link to its store is the one cut (http-postgres).
+for (const store of faultStores([...ALL_FAULT_STORES, 'http-postgres'])) {
   // 2 s everywhere: the retry after a lost answer must fit in the validity left.
   const TTL = Math.max(2000, store.minTtlMs);
   describe(`F5 renewal applied, answer lost, real processes (${store.name})`, () => {

@@ -10,7 +10,9 @@ import type { StoreLink } from '../../src/sim/real/network-stories.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { startRedis, type RedisProcess } from './redis-server.js';
-import { TcpProxy } from './tcp-proxy.js';
+import { httpPostgresStore, httpStore } from './http-fault-store.js';
+import { proxiedRun } from './proxied-run.js';
+import type { TcpProxy } from './tcp-proxy.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js';
 
 /** True under `npm run chaos`: longer, more runs. */
@@ -22,10 +24,19 @@ export function runsPerArm(ci: number, chaos: number): number {
 }
 
 /** The stores the real-process fault suite knows how to run on. */
-export type FaultStoreName = 'sqlite' | 'postgres' | 'redis' | 'etcd';
+export type FaultStoreName = 'sqlite' | 'postgres' | 'redis' | 'etcd' | 'http' | 'http-postgres';
 
-/** Every store: the default of the lease faults (F1, F4, F5, F22), in `npm test` too. */
-export const ALL_FAULT_STORES: readonly FaultStoreName[] = ['sqlite', 'postgres', 'redis', 'etcd'];
+/**
+ * Every store: the default of the lease faults (F1, F4, F5, F22), in `npm test` too. `http` is
+ * the HTTP store: the worker's client talks to a `leasehold serve` process over SQLite.
+ */
+export const ALL_FAULT_STORES: readonly FaultStoreName[] = [
+  'sqlite',
+  'postgres',
+  'redis',
+  'etcd',
+  'http',
+];
 
 /**
  * One store of the fault suite: its throwaway server (started in a `before` hook, stopped in
@@ -91,28 +102,6 @@ export function storeLink(run: FaultRun): StoreLink {
 }
 
 let runCounter = 0;
-
-/** Per-worker proxies in front of one server port, for one run. */
-function proxiedRun(port: number, urlFor: (proxyPort: number) => string): FaultRun {
-  const proxies = new Map<string, TcpProxy>();
-  return {
-    workerUrl: async (worker) => {
-      if (proxies.has(worker)) throw new Error(`worker ${worker} already has a proxy in this run`);
-      const proxy = await TcpProxy.start({ host: '127.0.0.1', port });
-      proxies.set(worker, proxy);
-      return urlFor(proxy.port);
-    },
-    proxy: (worker) => {
-      const p = proxies.get(worker);
-      if (p === undefined) throw new Error(`worker ${worker} has no proxy in this run`);
-      return p;
-    },
-    close: async () => {
-      await Promise.all([...proxies.values()].map((p) => p.close()));
-      proxies.clear();
-    },
-  };
-}
 
 function sqliteStore(): FaultStore {
   return {
@@ -251,6 +240,10 @@ export function faultStores(defaults: readonly FaultStoreName[] = ALL_FAULT_STOR
         return redisStore();
       case 'etcd':
         return etcdStore();
+      case 'http':
+        return httpStore();
+      case 'http-postgres':
+        return httpPostgresStore();
       default:
         throw new Error(
           `LEASEHOLD_FAULT_STORES: no fault harness for store "${name}" (${ALL_FAULT_STORES.join(', ')})`,

@@ -12,6 +12,8 @@ interface Pipe {
   readonly held: Record<ProxyDirection, Buffer[]>;
   /** Time the last delayed chunk per direction goes out, so delays keep byte order. */
   readonly lastDue: Record<ProxyDirection, number>;
+  /** The client closed while its requests were held and {@link TcpProxy.keepHeldRequests} is on. */
+  clientGone: boolean;
 }
 
 /**
@@ -35,6 +37,8 @@ export class TcpProxy {
   readonly forwarded: Record<ProxyDirection, number> = { up: 0, down: 0 };
   /** Bytes discarded per direction in drop mode. */
   readonly dropped: Record<ProxyDirection, number> = { up: 0, down: 0 };
+  /** See {@link keepHeldRequests}. */
+  private keepHeldUp = false;
 
   private constructor(
     private readonly server: Server,
@@ -77,6 +81,16 @@ export class TcpProxy {
   }
 
   /**
+   * Lets held client→server bytes outlive their sender: when a client closes (or is killed)
+   * while its requests are held, the server side stays open, and {@link release} delivers the
+   * requests and then ends it. A write already in the network when its sender died (F22's
+   * control arm) arrives like this.
+   */
+  keepHeldRequests(): void {
+    this.keepHeldUp = true;
+  }
+
+  /**
    * After the next chunk of `trigger` is forwarded (over any connection), switches `target`
    * to `mode`. `armAfterNext('up', 'down', 'hold')` lets the next request reach the server
    * and holds everything the server sends from then on — its answer included: a request
@@ -99,6 +113,8 @@ export class TcpProxy {
       const to = dir === 'up' ? pipe.server : pipe.client;
       for (const c of chunks) this.write(to, dir, c);
       if (options.duplicate === true) for (const c of chunks) this.write(to, dir, c);
+      // The sender is gone: nothing more will come, so end the server side once delivered.
+      if (dir === 'up' && pipe.clientGone) pipe.server.end();
     }
   }
 
@@ -133,19 +149,32 @@ export class TcpProxy {
 
   private accept(client: Socket): void {
     const server = connect(this.target.port, this.target.host);
-    const pipe: Pipe = { client, server, held: { up: [], down: [] }, lastDue: { up: 0, down: 0 } };
+    const pipe: Pipe = {
+      client,
+      server,
+      held: { up: [], down: [] },
+      lastDue: { up: 0, down: 0 },
+      clientGone: false,
+    };
     this.pipes.add(pipe);
     const end = (): void => {
       if (!this.pipes.delete(pipe)) return;
       client.destroy();
       server.destroy();
     };
+    const clientEnd = (): void => {
+      if (this.keepHeldUp && pipe.held.up.length > 0) {
+        pipe.clientGone = true;
+        return;
+      }
+      end();
+    };
     client.on('data', (c: Buffer) => this.route(pipe, 'up', c));
     server.on('data', (c: Buffer) => this.route(pipe, 'down', c));
-    for (const s of [client, server]) {
-      s.on('error', end);
-      s.on('close', end);
-    }
+    client.on('error', clientEnd);
+    client.on('close', clientEnd);
+    server.on('error', end);
+    server.on('close', end);
   }
 
   private route(pipe: Pipe, dir: ProxyDirection, chunk: Buffer): void {

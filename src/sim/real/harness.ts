@@ -24,6 +24,11 @@ export interface RealHarnessOptions {
   readonly storeUrl: string | ((worker: string) => string | Promise<string>);
   /** SQLite file of the protected resource. */
   readonly resourcePath: string;
+  /**
+   * For workers on `http://` (a leasehold server): the URL of the store behind the server,
+   * whose expiry lag (etcd's, store-time.ts) the history then allows for. Defaults to none.
+   */
+  readonly storeBehindServer?: string;
   /** Longest wait for any one worker reply; a worker that does not answer fails the run. */
   readonly replyTimeoutMs?: number;
   /**
@@ -43,7 +48,10 @@ type Request = WorkerRequest extends infer R
 /** One worker child process, driven over IPC. */
 export class RealWorker {
   private nextId = 1;
-  private readonly pending = new Map<number, (reply: Record<string, unknown>) => void>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (reply: Record<string, unknown>) => void; reject: (err: Error) => void }
+  >();
   private readonly waiters: {
     event: WorkerNotice['event'];
     resolve: (n: WorkerNotice) => void;
@@ -59,7 +67,7 @@ export class RealWorker {
   ) {
     child.on('message', (msg: WorkerReply | WorkerNotice) => {
       if ('id' in msg) {
-        this.pending.get(msg.id)?.(msg.reply);
+        this.pending.get(msg.id)?.resolve(msg.reply);
         this.pending.delete(msg.id);
         return;
       }
@@ -72,6 +80,11 @@ export class RealWorker {
         // A dead worker sends no more notices: fail its waiters now, not at their timeout.
         for (const w of this.waiters.splice(0))
           w.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before ${w.event}`));
+        // Nor answers: a request in flight when the worker was killed fails now (its outcome
+        // is unknown, `:info` in the history).
+        for (const p of this.pending.values())
+          p.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before answering`));
+        this.pending.clear();
         resolve(code);
       }),
     );
@@ -93,9 +106,15 @@ export class RealWorker {
           ),
         );
       }, this.replyTimeoutMs);
-      this.pending.set(id, (reply) => {
-        clearTimeout(timer);
-        resolve(reply);
+      this.pending.set(id, {
+        resolve: (reply) => {
+          clearTimeout(timer);
+          resolve(reply);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
       });
       this.child.send({ ...req, id });
     });
@@ -180,13 +199,17 @@ export class RealHarness {
     db.close();
   }
 
-  /** Starts a worker process and waits until it is ready. */
-  async spawn(name: string): Promise<RealWorker> {
+  /**
+   * Starts a worker process and waits until it is ready. Its client's owner id is `name`
+   * unless `opts.ownerId` gives another (a restarted owner: a new process, the same id).
+   */
+  async spawn(name: string, opts: { ownerId?: string } = {}): Promise<RealWorker> {
     const url = this.options.storeUrl;
     const config: WorkerConfig = {
       name,
       storeUrl: typeof url === 'string' ? url : await url(name),
       resourcePath: this.options.resourcePath,
+      ...(opts.ownerId === undefined ? {} : { ownerId: opts.ownerId }),
     };
     this.storeUrls.set(name, config.storeUrl);
     const child = fork(fileURLToPath(new URL('./worker.js', import.meta.url)), [], {
@@ -244,6 +267,8 @@ export class RealHarness {
     deadline?: number;
     /** The store's expiry as it reported it (harness scale), when it does. */
     storeExpiresAt?: number;
+    /** On `busy`: the holder's owner id as the store reported it. */
+    holderOwnerId?: string;
   }> {
     const op = this.history.newOp(`${worker.name}-a`);
     this.history.record({
@@ -291,7 +316,9 @@ export class RealHarness {
         key,
       });
     else throw new Error(`worker ${worker.name} acquire failed: ${JSON.stringify(r)}`);
-    return { status };
+    return typeof r.holderOwnerId === 'string'
+      ? { status, holderOwnerId: r.holderOwnerId }
+      : { status };
   }
 
   /**
@@ -511,7 +538,12 @@ export class RealHarness {
     }
     if (!this.history.events.some((e) => e.type === 'meta')) this.meta({ scenario: 'real' });
     const events = this.history.events;
-    events.splice(0, events.length, ...allowExpiryLag(events, (w) => this.storeUrls.get(w)));
+    const behind = this.options.storeBehindServer;
+    const urlOf = (w: string): string | undefined => {
+      const url = this.storeUrls.get(w);
+      return behind !== undefined && url?.startsWith('http') === true ? behind : url;
+    };
+    events.splice(0, events.length, ...allowExpiryLag(events, urlOf));
     const history = this.history.events;
     return { history, report: checkHistory(history), text: this.history.lines() };
   }

@@ -11,6 +11,8 @@ export interface WorkerConfig {
   readonly storeUrl: string;
   /** SQLite file holding the protected resource (the job table, its fence and log). */
   readonly resourcePath: string;
+  /** The client's owner id; defaults to `name` (two processes may share one: an owner restart). */
+  readonly ownerId?: string;
 }
 
 /** A request from the harness; `id` pairs it with its reply. */

@@ -202,7 +202,7 @@ async function main(): Promise<void> {
       ? { storeExpiresAt: at, storeExpiryObservedBy: 'client' }
       : { storeExpiresAt: at };
   };
-  const client = new LeaseClient({ store, ownerId: config.name });
+  const client = new LeaseClient({ store, ownerId: config.ownerId ?? config.name });
   const db = new Database(config.resourcePath, { timeout: 5000 });
   // Several workers open the resource file at once.
   retryWhileBusy(5000, () => {
@@ -265,6 +265,8 @@ async function main(): Promise<void> {
             ? {}
             : { renewEvery: req.renewEveryMs }),
         });
+        if (r.status === 'busy')
+          return { status: r.status, t: sharedNow(), holderOwnerId: r.holder.ownerId };
         if (r.status !== 'acquired') return { status: r.status, t: sharedNow() };
         lease = r.lease;
         signalAt = undefined;

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { formatReport } from '../../src/check/checker.js';
+import { runOwnerRestartStory } from '../../src/sim/real/owner-restart-story.js';
+import {
+  ArmTally,
+  faultStores,
+  runsPerArm,
+  FAULT_TIMEOUT_MS,
+  STORE_START_TIMEOUT_MS,
+} from '../support/fault-env.js';
+import { tempDir } from '../support/tmp.js';
+
+// Owner restart: the same owner id in a new process while the old process hangs (SIGSTOP)
+// with its lease still live. The store contract identifies a lease by its lease id, chosen
+// per acquisition; the owner id only names the holder. So the new process neither inherits
+// the live lease (its first try is busy, held by its own owner id) nor breaks exclusion (it
+// is granted after the old lease's store expiry, with a higher token); the old process's
+// late write is rejected by the fence and lands without it.
+
+/** Clock tolerance between the store's reported times and the harness's (same machine). */
+const TOLERANCE_MS = 50;
+
+for (const store of faultStores()) {
+  const TTL = Math.max(1000, store.minTtlMs);
+  describe(`owner restarted while its old lease is live, real processes (${store.name})`, () => {
+    before(() => store.start(), { timeout: STORE_START_TIMEOUT_MS });
+    after(() => store.stop());
+
+    it(
+      'the new process with the same owner id is refused until the old lease expires, then gets a higher token; fenced: the old process late write is rejected; unfenced: it lands',
+      { timeout: FAULT_TIMEOUT_MS },
+      async () => {
+        const runs = runsPerArm(1, 10);
+        const arms = new ArmTally(runs);
+        for (let i = 0; i < runs; i++) {
+          for (const fencing of [true, false]) {
+            const tmp = tempDir('owner');
+            const run = await store.run(tmp.dir);
+            try {
+              const r = await runOwnerRestartStory({
+                storeUrl: run.workerUrl,
+                resourcePath: `${tmp.dir}/resource.db`,
+                ttlMs: TTL,
+                fencing,
+                key: `job-${i}`,
+                ownerId: 'billing-worker-1',
+              });
+              const where = `run ${i} ${fencing ? 'fenced' : 'unfenced'}\n${formatReport(r.report)}`;
+              assert.equal(r.firstTry, 'busy', where);
+              assert.equal(r.firstTryHolder, 'billing-worker-1', where);
+              assert.ok(BigInt(r.newToken) > BigInt(r.oldToken), where);
+              // Where the store reports its own clock, the grant follows the old expiry.
+              if (!store.expiryObservedByClient) {
+                assert.ok(r.grantAfterOldExpiryMs !== undefined, where);
+                assert.ok(r.grantAfterOldExpiryMs >= -TOLERANCE_MS, where);
+              }
+              assert.equal(r.newWrite, 'applied', where);
+              assert.equal(r.oldWrite, fencing ? 'stale_fence' : 'applied', where);
+              assert.equal(r.oldRelease, 'not_owner', where);
+              assert.equal(r.newRenew, 'renewed', where);
+              for (const inv of ['I2', 'I3', 'I5', 'I7'] as const)
+                assert.equal(r.report.invariants[inv].status, 'ok', `${inv}\n${where}`);
+              arms.add(fencing, r.report, where);
+            } finally {
+              await run.close();
+              tmp.remove();
+            }
+          }
+        }
+        arms.conclude(`real owner-restart ${store.name}`, { minAnomalyShare: 1 });
+      },
+    );
+  });
+}
