@@ -270,16 +270,19 @@ export const contractCases: ContractCase[] = [
         const a = client(s1!, 'owner-a');
         const b = client(s2!, 'owner-b');
         const key = uniqueKey('renew');
-        const lease = leaseOf(await a.acquire(key, { ttl: 3000, autoRenew: false }));
         // Remaining time is reported at the store's TTL granularity: wait long enough to see
-        // the difference a renewal makes.
-        await elapse(Math.max(500, 2 * s1!.capabilities.ttlGranularityMs));
-        const before = busyOf(await b.acquire(key, { ttl: 3000 })).holder.remainingMs;
+        // the difference a renewal makes, with a TTL that leaves the renewal time to arrive
+        // on a loaded machine (a 3 s TTL after a 2 s wait was lost before it got there).
+        const waitMs = Math.max(500, 2 * s1!.capabilities.ttlGranularityMs);
+        const ttl = Math.max(3000, 3 * waitMs);
+        const lease = leaseOf(await a.acquire(key, { ttl, autoRenew: false }));
+        await elapse(waitMs);
+        const before = busyOf(await b.acquire(key, { ttl })).holder.remainingMs;
         const deadlineBefore = lease.deadline;
         const renewed = await lease.renew();
         assert.equal(renewed.status, 'renewed');
         assert.ok(lease.deadline > deadlineBefore, 'the local deadline moves forward');
-        const after = busyOf(await b.acquire(key, { ttl: 3000 })).holder.remainingMs;
+        const after = busyOf(await b.acquire(key, { ttl })).holder.remainingMs;
         assert.ok(
           after > before,
           `remaining time after renew (${after}ms) must exceed before (${before}ms)`,
