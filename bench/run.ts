@@ -9,6 +9,7 @@ import { etcdBenchmarks } from './etcd.js';
 import { gatewayBenchmarks } from './gateway.js';
 import { httpBenchmarks } from './http.js';
 import { redisBenchmarks } from './redis.js';
+import { renewalBenchmarks } from './renewals.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
@@ -19,6 +20,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   http: httpBenchmarks,
   catalog: catalogBenchmarks,
   gateway: gatewayBenchmarks,
+  renewals: renewalBenchmarks,
 };
 
 const args = process.argv.slice(2);
@@ -106,7 +108,9 @@ if (all.some((r) => r.ratioToRaw !== undefined)) {
   );
 }
 const noted = all.filter(
-  (r) => r.notes !== undefined && (r.suite === 'http' || r.suite === 'catalog'),
+  (r) =>
+    r.notes !== undefined &&
+    (r.suite === 'http' || r.suite === 'catalog' || r.suite === 'renewals'),
 );
 if (noted.length > 0) console.log('\nnotes:');
 for (const r of noted)

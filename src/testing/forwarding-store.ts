@@ -27,6 +27,8 @@ import type { LeaseState, StoreCapabilities } from '../core/types.js';
  *
  * {@link QueueingLeaseStore.acquireQueued} is not forwarded: wrapping a queueing store (etcd)
  * in a plain forwarder is how a benchmark or test runs the client's own waiting loop on it.
+ * Nor is `BatchRenewingLeaseStore.renewMany`: through a forwarder every renewal is its own
+ * `renew` call, which recording and fault-injecting wrappers observe one by one.
  */
 export class ForwardingLeaseStore implements LeaseStore {
   /** Present only when the inner store can hand off (see the class comment). */
