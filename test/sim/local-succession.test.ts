@@ -58,17 +58,25 @@ describe('local succession under a store clock jump (decision 007, "Clock faults
   // previously issued", the article). The promise now: such a waiter gets a store grant of
   // its own, so I2 holds; the overlap the jump causes is I3's, expected, and the fence (I1)
   // keeps the resource right.
+  // A change of schedule (waiters served in arrival order since) can move a seed's jump away
+  // from the overlap: each seed must keep I3 to `ok` or `expected`, and the overlap must still
+  // happen on at least one of them, so the case keeps testing what it was written for.
+  const overlapped: number[] = [];
   for (const seed of [37250, 43822, 60181, 67388]) {
-    it(`seed ${seed}: token order holds, the overlap is the expected I3 one, the fence holds`, async () => {
+    it(`seed ${seed}: token order holds, any overlap is the expected I3 one, the fence holds`, async () => {
       const run = await runRandomSeed({ seed, fencing: true });
       const text = `seed ${seed}\n${formatReport(run.report)}`;
       assert.ok(run.faults.includes('store_clock_jump'), text);
       assert.ok(run.report.figures.localSuccessions > 0, `seed ${seed} passes no key locally`);
       assert.equal(run.report.invariants.I2.status, 'ok', text);
       assert.equal(run.report.invariants.I1.status, 'ok', text);
-      assert.equal(run.report.invariants.I3.status, 'expected', text);
+      assert.ok(['ok', 'expected'].includes(run.report.invariants.I3.status), text);
+      if (run.report.invariants.I3.status === 'expected') overlapped.push(seed);
       assert.equal(run.report.figures.staleWritesAccepted, 0, text);
       assert.equal(run.report.valid, true, text);
     });
   }
+  it('the store clock jump still makes an overlap on at least one of these seeds', () => {
+    assert.ok(overlapped.length >= 1, `overlaps on ${overlapped.join(', ') || 'none'}`);
+  });
 });
