@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
+import { integerOption } from '../../core/runtime/options.js';
 import type { AuthConfig } from '../../server/auth.js';
 import {
   headerName,
@@ -73,20 +74,6 @@ export const GATEWAY_DEFAULTS = Object.freeze({
   upstreamConnections: 128,
 });
 
-/** Checks an integer option against its range, or gives its default. */
-export function int(
-  field: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
-    throw invalidArgument(field, `must be an integer from ${min} to ${max}`, value);
-  return value;
-}
-
 /** {@link GatewayOptions} checked, with every default filled in. */
 export interface ResolvedGatewayOptions {
   readonly upstream: URL;
@@ -133,24 +120,24 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     routes,
     unmatched,
     replicas,
-    port: int('port', options.port, d.port, 0, 65535),
-    upstreamTimeoutMs: int(
+    port: integerOption('port', options.port, d.port, 0, 65535),
+    upstreamTimeoutMs: integerOption(
       'upstreamTimeoutMs',
       options.upstreamTimeoutMs,
       d.upstreamTimeoutMs,
       1,
       600_000,
     ),
-    maxQueuePerScope: int(
+    maxQueuePerScope: integerOption(
       'maxQueuePerScope',
       options.maxQueuePerScope,
       d.maxQueuePerScope,
       0,
       100_000,
     ),
-    maxBodyBytes: int('maxBodyBytes', options.maxBodyBytes, d.maxBodyBytes, 0, 2 ** 40),
-    maxUrlLength: int('maxUrlLength', options.maxUrlLength, d.maxUrlLength, 16, 65_536),
-    upstreamConnections: int(
+    maxBodyBytes: integerOption('maxBodyBytes', options.maxBodyBytes, d.maxBodyBytes, 0, 2 ** 40),
+    maxUrlLength: integerOption('maxUrlLength', options.maxUrlLength, d.maxUrlLength, 16, 65_536),
+    upstreamConnections: integerOption(
       'upstreamConnections',
       options.upstreamConnections,
       d.upstreamConnections,
