@@ -34,7 +34,7 @@ export class RenewalSchedule extends Timed {
 
   /**
    * When the renewal after one sent at `sentAt` was (or is) due: a cadence after it, or the
-   * grid line at or before that (never later, and always after `sentAt`: a line is a tenth
+   * grid line at or before that (never later, and always after `sentAt`: a line is an eighth
    * of the cadence).
    */
   dueAfter(sentAt: number): number {

@@ -79,7 +79,7 @@ async function acquireSpread(client: LeaseClient, clock: ManualClock, n: number)
 }
 
 describe('renewals in batches (a store with renewMany)', () => {
-  it('renews 10,000 leases with at most about ten store calls per renewal interval, and keeps every one', async () => {
+  it('renews 10,000 leases with about eight store calls per renewal interval, and keeps every one', async () => {
     const { clock, store, client } = setup();
     const leases = await acquireSpread(client, clock, 10_000);
     const from = clock.now();
@@ -91,15 +91,15 @@ describe('renewals in batches (a store with renewMany)', () => {
       const calls = store.renewManyCalls.filter(
         (c) => c.at >= from + k * EVERY && c.at < from + (k + 1) * EVERY,
       );
-      // Ten grid lines per interval, plus one for a line the interval's edge cuts in two.
-      assert.ok(calls.length <= 11, `interval ${k}: ${calls.length} calls`);
+      // Eight grid lines per interval, plus one for a line the interval's edge cuts in two.
+      assert.ok(calls.length <= 9, `interval ${k}: ${calls.length} calls`);
       assert.ok(calls.length >= 1, `interval ${k}: renewals went out`);
       for (const c of calls) assert.ok(c.size <= MAX_RENEWALS_PER_CALL);
       const renewed = calls.reduce((n, c) => n + c.size, 0);
-      // Each lease renews about once per interval: a renewal is up to a grid line (a tenth
+      // Each lease renews about once per interval: a renewal is up to a grid line (an eighth
       // of the interval) early, never late.
       assert.ok(
-        renewed >= leases.length && renewed <= leases.length * 1.1,
+        renewed >= leases.length && renewed <= leases.length * 1.15,
         `interval ${k}: ${renewed} renewals of ${leases.length} leases`,
       );
     }
@@ -185,7 +185,7 @@ describe('renewals in batches (a store with renewMany)', () => {
       calls.length = 0;
       await clock.advance(2 * EVERY);
       assert.equal(single, 0, 'no renewal went out on its own');
-      assert.ok(calls.length <= 22, `${calls.length} calls in two intervals`);
+      assert.ok(calls.length <= 18, `${calls.length} calls in two intervals`);
       const renewed = calls.reduce((n, c) => n + c, 0);
       assert.ok(renewed >= 2 * leases.length, `${renewed} renewals`);
       for (const l of leases) assert.equal(l.status, 'held', `${l.key} still held`);
