@@ -202,6 +202,17 @@ export const INFO = {
               description:
                 'Whether acquire accepts a tokenBlock above 1 (the store reserves the block; decision 007).',
             },
+            expiryLagMs: {
+              type: 'integer',
+              description:
+                'How much longer than its TTL a dead holder’s key may stay taken at the store, by its design (etcd: session headroom and expiry check). Absent means 0.',
+            },
+            expiryObservedBy: {
+              type: 'string',
+              enum: ['store', 'client'],
+              description:
+                'Whose clock expiresAtWallMs is on: the store’s own, or (etcd, which answers a TTL) the server’s clock when the answer arrived plus the TTL. Absent means store.',
+            },
           },
         },
       },

@@ -9,7 +9,7 @@ import {
   FAULT_TIMEOUT_MS,
   STORE_START_TIMEOUT_MS,
 } from '../support/fault-env.js';
-import { tempDir } from '../support/tmp.js';
+import { assertStoryInvariants, eachStoreArmRun } from '../support/arm-runs.js';
 
 // F1 (holder SIGSTOPped past its TTL, then SIGCONT), with F23 (release after expiry) and F24
 // (renew after expiry) from the resumed holder.
@@ -29,49 +29,30 @@ for (const store of faultStores()) {
       async () => {
         const runs = runsPerArm(store.networked ? 2 : 3, 10);
         const arms = new ArmTally(runs);
-        for (let i = 0; i < runs; i++) {
-          for (const fencing of [true, false]) {
-            const tmp = tempDir('f1');
-            const run = await store.run(tmp.dir);
-            try {
-              const pauseMs = Math.round(TTL * (1.1 + Math.random() * 1.9));
-              const r = await runRealPauseStory({
-                storeUrl: run.workerUrl,
-                resourcePath: `${tmp.dir}/resource.db`,
-                ttlMs: TTL,
-                renewEveryMs: TTL / 4,
-                pauseMs,
-                freezeAtMs: 100,
-                fencing,
-                key: `job-${i}`,
-              });
-              const where = `run ${i} ${fencing ? 'fenced' : 'unfenced'} pause ${pauseMs}ms\n${formatReport(r.report)}`;
-              // The resumed holder's library already knows: its first call reports the lease gone.
-              assert.equal(r.aValidAfterResume, false, where);
-              assert.equal(r.aRelease, 'not_owner', where);
-              assert.equal(r.aRenew, 'lost', where);
-              assert.equal(r.bValidAfterA, true, where);
-              assert.ok(BigInt(r.bToken!) > BigInt(r.aToken), where);
-              assert.equal(r.report.invariants.I2.status, 'ok', where);
-              assert.equal(r.report.invariants.I3.status, 'ok', where);
-              assert.equal(r.report.invariants.I7.status, 'ok', where);
-              // Where the store's expiry is only the client's observation (etcd), the history
-              // says so and the client-deadline check has nothing to compare with.
-              assert.equal(
-                r.report.invariants.I4.status,
-                store.expiryObservedByClient ? 'not_checked' : 'ok',
-                where,
-              );
-              // The store's answers, as the workers read them, are linearizable.
-              assert.equal(r.report.invariants.I5.status, 'ok', where);
-              arms.add(fencing, r.report, where);
-              if (fencing) assert.equal(r.aWrite, 'stale_fence', where);
-            } finally {
-              await run.close();
-              tmp.remove();
-            }
-          }
-        }
+        await eachStoreArmRun(store, runs, 'f1', async ({ i, fencing, dir, label }, run) => {
+          const pauseMs = Math.round(TTL * (1.1 + Math.random() * 1.9));
+          const r = await runRealPauseStory({
+            storeUrl: run.workerUrl,
+            resourcePath: `${dir}/resource.db`,
+            ttlMs: TTL,
+            renewEveryMs: TTL / 4,
+            pauseMs,
+            freezeAtMs: 100,
+            fencing,
+            key: `job-${i}`,
+          });
+          const where = `${label} pause ${pauseMs}ms\n${formatReport(r.report)}`;
+          // The resumed holder's library already knows: its first call reports the lease gone.
+          assert.equal(r.aValidAfterResume, false, where);
+          assert.equal(r.aRelease, 'not_owner', where);
+          assert.equal(r.aRenew, 'lost', where);
+          assert.equal(r.bValidAfterA, true, where);
+          assert.ok(BigInt(r.bToken!) > BigInt(r.aToken), where);
+          // I5: the store's answers, as the workers read them, are linearizable.
+          assertStoryInvariants(r.report, store, where);
+          arms.add(fencing, r.report, where);
+          if (fencing) assert.equal(r.aWrite, 'stale_fence', where);
+        });
         arms.conclude(`real F1 ${store.name}`);
         const TAKEOVER_BOUND_MS = TTL + store.expiryLagMs + 1000;
         const p99 = arms.fenced.p99();

@@ -11,7 +11,7 @@ import {
   FAULT_TIMEOUT_MS,
   STORE_START_TIMEOUT_MS,
 } from '../support/fault-env.js';
-import { tempDir } from '../support/tmp.js';
+import { assertStoryInvariants, eachStoreArmRun } from '../support/arm-runs.js';
 
 // F4: the holder is partitioned from the store (a TCP proxy holds its bytes both ways, the
 // connections stay open) while it keeps working. Its renewals hang; its lease must end at its
@@ -54,78 +54,56 @@ for (const store of faultStores([...ALL_FAULT_STORES, 'http-postgres'])) {
         let callsAfterCut = 0;
         let unansweredAtLoss = 0;
         let maxTimeoutExcessMs = Number.NEGATIVE_INFINITY;
-        for (let i = 0; i < runs; i++) {
-          for (const fencing of [true, false]) {
-            const tmp = tempDir('f4');
-            const run = await store.run(tmp.dir);
-            try {
-              const r = await runRealPartitionStory({
-                storeUrl: run.workerUrl,
-                resourcePath: `${tmp.dir}/resource.db`,
-                ttlMs: TTL,
-                renewEveryMs: TTL / 4,
-                fencing,
-                key: `job-${i}`,
-                link: storeLink(run),
-              });
-              const where = `run ${i} ${fencing ? 'fenced' : 'unfenced'}\n${formatReport(r.report)}\n${JSON.stringify(r.renewCallsAfterCut)}`;
-              // The lease ended by its own deadline, not by an answer from the store.
-              assert.equal(r.aLost.reason, 'expired', where);
-              assert.ok(r.aLost.deadline !== undefined && r.aLost.signalAt !== undefined, where);
-              const lateness = r.aLost.signalAt - r.aLost.deadline;
-              assert.ok(
-                lateness >= -1,
-                `signal fired ${-lateness}ms before the deadline\n${where}`,
-              );
-              assert.ok(
-                lateness <= SIGNAL_LATENESS_BOUND_MS,
-                `signal ${lateness}ms late\n${where}`,
-              );
-              maxLatenessMs = Math.max(maxLatenessMs, lateness);
-              // Renewals kept trying through the cut; each was bounded by the validity left,
-              // and none came back with an answer before the lease ended.
-              assert.ok(r.renewCallsAfterCut.length >= 1, where);
-              for (const c of r.renewCallsAfterCut) {
-                assert.ok(
-                  c.timeoutMs <= c.remainingMs + SCHEDULING_SLACK_MS,
-                  `renew timeout > validity\n${where}`,
-                );
-                maxTimeoutExcessMs = Math.max(maxTimeoutExcessMs, c.timeoutMs - c.remainingMs);
-                const answeredBeforeLoss =
-                  c.endT !== undefined &&
-                  c.endT < r.aLost.t &&
-                  (c.outcome === 'renewed' || c.outcome === 'lost');
-                assert.ok(!answeredBeforeLoss, `a renewal got through the cut\n${where}`);
-                if (c.endT === undefined || c.endT >= r.aLost.t) unansweredAtLoss++;
-              }
-              callsAfterCut += r.renewCallsAfterCut.length;
-              // B got the key only after A's own deadline (and, by I3, after the store expiry).
-              // On etcd (store.expiryObservedByClient) bGrantAt is B's own clock when the grant's
-              // answer arrived (its reported expiry minus the TTL): a later bound of the grant,
-              // so the check is weaker there than on a store that reports its own clock.
-              if (r.bGrantAt !== undefined)
-                assert.ok(r.bGrantAt >= r.aLost.deadline - TOLERANCE_MS, where);
-              assert.ok(BigInt(r.bToken) > BigInt(r.aToken), where);
-              assert.equal(r.bWrite, 'applied', where);
-              // After the heal A's held renewals reach the store late: they change nothing.
-              assert.equal(r.aRelease, 'not_owner', where);
-              assert.equal(r.bRenew, 'renewed', where);
-              for (const inv of ['I2', 'I3', 'I5', 'I7'] as const)
-                assert.equal(r.report.invariants[inv].status, 'ok', `${inv}\n${where}`);
-              // etcd's expiry is the client's observation: nothing for I4 to compare with.
-              assert.equal(
-                r.report.invariants.I4.status,
-                store.expiryObservedByClient ? 'not_checked' : 'ok',
-                `I4\n${where}`,
-              );
-              assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
-              arms.add(fencing, r.report, where);
-            } finally {
-              await run.close();
-              tmp.remove();
-            }
+        await eachStoreArmRun(store, runs, 'f4', async ({ i, fencing, dir, label }, run) => {
+          const r = await runRealPartitionStory({
+            storeUrl: run.workerUrl,
+            resourcePath: `${dir}/resource.db`,
+            ttlMs: TTL,
+            renewEveryMs: TTL / 4,
+            fencing,
+            key: `job-${i}`,
+            link: storeLink(run),
+          });
+          const where = `${label}\n${formatReport(r.report)}\n${JSON.stringify(r.renewCallsAfterCut)}`;
+          // The lease ended by its own deadline, not by an answer from the store.
+          assert.equal(r.aLost.reason, 'expired', where);
+          assert.ok(r.aLost.deadline !== undefined && r.aLost.signalAt !== undefined, where);
+          const lateness = r.aLost.signalAt - r.aLost.deadline;
+          assert.ok(lateness >= -1, `signal fired ${-lateness}ms before the deadline\n${where}`);
+          assert.ok(lateness <= SIGNAL_LATENESS_BOUND_MS, `signal ${lateness}ms late\n${where}`);
+          maxLatenessMs = Math.max(maxLatenessMs, lateness);
+          // Renewals kept trying through the cut; each was bounded by the validity left,
+          // and none came back with an answer before the lease ended.
+          assert.ok(r.renewCallsAfterCut.length >= 1, where);
+          for (const c of r.renewCallsAfterCut) {
+            assert.ok(
+              c.timeoutMs <= c.remainingMs + SCHEDULING_SLACK_MS,
+              `renew timeout > validity\n${where}`,
+            );
+            maxTimeoutExcessMs = Math.max(maxTimeoutExcessMs, c.timeoutMs - c.remainingMs);
+            const answeredBeforeLoss =
+              c.endT !== undefined &&
+              c.endT < r.aLost.t &&
+              (c.outcome === 'renewed' || c.outcome === 'lost');
+            assert.ok(!answeredBeforeLoss, `a renewal got through the cut\n${where}`);
+            if (c.endT === undefined || c.endT >= r.aLost.t) unansweredAtLoss++;
           }
-        }
+          callsAfterCut += r.renewCallsAfterCut.length;
+          // B got the key only after A's own deadline (and, by I3, after the store expiry).
+          // On etcd (store.expiryObservedByClient) bGrantAt is B's own clock when the grant's
+          // answer arrived (its reported expiry minus the TTL): a later bound of the grant,
+          // so the check is weaker there than on a store that reports its own clock.
+          if (r.bGrantAt !== undefined)
+            assert.ok(r.bGrantAt >= r.aLost.deadline - TOLERANCE_MS, where);
+          assert.ok(BigInt(r.bToken) > BigInt(r.aToken), where);
+          assert.equal(r.bWrite, 'applied', where);
+          // After the heal A's held renewals reach the store late: they change nothing.
+          assert.equal(r.aRelease, 'not_owner', where);
+          assert.equal(r.bRenew, 'renewed', where);
+          assertStoryInvariants(r.report, store, where);
+          assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
+          arms.add(fencing, r.report, where);
+        });
         arms.conclude(`real F4 ${store.name}`, {
           fencedSuffix: ` renew_calls_after_cut=${callsAfterCut} unanswered_at_loss=${unansweredAtLoss} max_renew_timeout_minus_validity=${maxTimeoutExcessMs.toFixed(1)}ms max_signal_lateness=${Math.round(maxLatenessMs)}ms`,
         });

@@ -12,7 +12,7 @@ import {
   FAULT_TIMEOUT_MS,
   STORE_START_TIMEOUT_MS,
 } from '../support/fault-env.js';
-import { tempDir } from '../support/tmp.js';
+import { assertStoryInvariants, eachStoreArmRun } from '../support/arm-runs.js';
 
 // F5: a renewal reaches the store and is applied, but its answer is held back by the proxy
 // (the connection stays open). The client must treat it as unknown, keep its old deadline,
@@ -49,65 +49,49 @@ for (const store of faultStores([...ALL_FAULT_STORES, 'http-postgres'])) {
       async () => {
         const runs = runsPerArm(1, 10);
         const arms = new ArmTally(runs);
-        for (let i = 0; i < runs; i++) {
-          for (const fencing of [true, false]) {
-            const tmp = tempDir('f5');
-            const run = await store.run(tmp.dir);
-            try {
-              const r = await runRealLostReplyStory({
-                storeUrl: run.workerUrl,
-                resourcePath: `${tmp.dir}/resource.db`,
-                ttlMs: TTL,
-                fencing,
-                key: `job-${i}`,
-                link: storeLink(run),
-              });
-              const where = `run ${i} ${fencing ? 'fenced' : 'unfenced'}\n${formatReport(r.report)}\n${JSON.stringify({ first: r.first, afterFirst: r.afterFirst, retry: r.retry, second: r.second, acquireDeadline: r.acquireDeadline, aLost: r.aLost, bGrantAt: r.bGrantAt })}`;
-              for (const u of [r.first, r.second]) {
-                // The store answered (its answer is held in the proxy), and A was told "unknown".
-                assert.ok(u.heldReplyBytes > 0, `no answer was held\n${where}`);
-                assert.equal(u.status, 'unavailable', where);
-                // The history holds no outcome (:info), or `unavailable` if the store call failed.
-                const o = outcomes(r.history, u.op);
-                assert.ok(o.length === 0 || (o.length === 1 && o[0] === 'unavailable'), where);
-              }
-              // Unknown is not success: A's deadline stayed where its acquire put it.
-              assert.equal(r.afterFirst.valid, true, where);
-              assert.ok(Math.abs(r.afterFirst.deadline - r.acquireDeadline) < 0.001, where);
-              // The retry of the same lease after the heal is accepted and moves the deadline.
-              assert.equal(r.retry.status, 'renewed', where);
-              assert.ok(r.retry.deadline > r.acquireDeadline, where);
-              // The lease ended at the deadline of its last confirmed renewal...
-              assert.equal(r.aLost.reason, 'expired', where);
-              assert.ok(r.aLost.deadline !== undefined && r.aLost.signalAt !== undefined, where);
-              assert.ok(Math.abs(r.aLost.deadline - r.retry.deadline) < 0.001, where);
-              // ...before the store's expiry of the renewal it could not confirm,
-              assert.ok(r.aLost.signalAt < r.second.invokedAt + TTL, where);
-              // which the store did apply: B got the key only after that later expiry.
-              assert.ok(r.bGrantAt !== undefined, where);
-              // On etcd (store.expiryObservedByClient) bGrantAt comes from B's clock when the
-              // answer arrived (a later bound of the grant): there the check below is weaker.
-              assert.ok(r.bGrantAt >= r.second.invokedAt + TTL - TOLERANCE_MS, where);
-              assert.ok(BigInt(r.bToken) > BigInt(r.aToken), where);
-              assert.equal(r.bWrite, 'applied', where);
-              assert.equal(r.aRelease, 'not_owner', where);
-              assert.equal(r.bRenew, 'renewed', where);
-              for (const inv of ['I2', 'I3', 'I5', 'I7'] as const)
-                assert.equal(r.report.invariants[inv].status, 'ok', `${inv}\n${where}`);
-              // etcd's expiry is the client's observation: nothing for I4 to compare with.
-              assert.equal(
-                r.report.invariants.I4.status,
-                store.expiryObservedByClient ? 'not_checked' : 'ok',
-                `I4\n${where}`,
-              );
-              assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
-              arms.add(fencing, r.report, where);
-            } finally {
-              await run.close();
-              tmp.remove();
-            }
+        await eachStoreArmRun(store, runs, 'f5', async ({ i, fencing, dir, label }, run) => {
+          const r = await runRealLostReplyStory({
+            storeUrl: run.workerUrl,
+            resourcePath: `${dir}/resource.db`,
+            ttlMs: TTL,
+            fencing,
+            key: `job-${i}`,
+            link: storeLink(run),
+          });
+          const where = `${label}\n${formatReport(r.report)}\n${JSON.stringify({ first: r.first, afterFirst: r.afterFirst, retry: r.retry, second: r.second, acquireDeadline: r.acquireDeadline, aLost: r.aLost, bGrantAt: r.bGrantAt })}`;
+          for (const u of [r.first, r.second]) {
+            // The store answered (its answer is held in the proxy), and A was told "unknown".
+            assert.ok(u.heldReplyBytes > 0, `no answer was held\n${where}`);
+            assert.equal(u.status, 'unavailable', where);
+            // The history holds no outcome (:info), or `unavailable` if the store call failed.
+            const o = outcomes(r.history, u.op);
+            assert.ok(o.length === 0 || (o.length === 1 && o[0] === 'unavailable'), where);
           }
-        }
+          // Unknown is not success: A's deadline stayed where its acquire put it.
+          assert.equal(r.afterFirst.valid, true, where);
+          assert.ok(Math.abs(r.afterFirst.deadline - r.acquireDeadline) < 0.001, where);
+          // The retry of the same lease after the heal is accepted and moves the deadline.
+          assert.equal(r.retry.status, 'renewed', where);
+          assert.ok(r.retry.deadline > r.acquireDeadline, where);
+          // The lease ended at the deadline of its last confirmed renewal...
+          assert.equal(r.aLost.reason, 'expired', where);
+          assert.ok(r.aLost.deadline !== undefined && r.aLost.signalAt !== undefined, where);
+          assert.ok(Math.abs(r.aLost.deadline - r.retry.deadline) < 0.001, where);
+          // ...before the store's expiry of the renewal it could not confirm,
+          assert.ok(r.aLost.signalAt < r.second.invokedAt + TTL, where);
+          // which the store did apply: B got the key only after that later expiry.
+          assert.ok(r.bGrantAt !== undefined, where);
+          // On etcd (store.expiryObservedByClient) bGrantAt comes from B's clock when the
+          // answer arrived (a later bound of the grant): there the check below is weaker.
+          assert.ok(r.bGrantAt >= r.second.invokedAt + TTL - TOLERANCE_MS, where);
+          assert.ok(BigInt(r.bToken) > BigInt(r.aToken), where);
+          assert.equal(r.bWrite, 'applied', where);
+          assert.equal(r.aRelease, 'not_owner', where);
+          assert.equal(r.bRenew, 'renewed', where);
+          assertStoryInvariants(r.report, store, where);
+          assert.equal(r.aWrite, fencing ? 'stale_fence' : 'applied', where);
+          arms.add(fencing, r.report, where);
+        });
         // Takeover here runs from A's last *confirmed* renewal: it includes the extension by
         // the renewal whose answer was lost (about TTL / 4 more).
         arms.conclude(`real F5 ${store.name}`, { minAnomalyShare: 1 });
