@@ -57,8 +57,12 @@ export function collectGrants(client: ClientEvent[], store: StoreEvent[]): Grant
     return grants;
   }
   const leaseTtl = new Map<string, number>();
+  const invokedAt = new Map<string, number>();
   for (const e of client) {
-    if (e.phase === 'invoke' && e.ttlMs !== undefined) leaseTtl.set(e.op, e.ttlMs);
+    if (e.phase === 'invoke') {
+      invokedAt.set(e.op, e.t);
+      if (e.ttlMs !== undefined) leaseTtl.set(e.op, e.ttlMs);
+    }
     const id = leaseKey(e.key, e.lease, e.token);
     if (e.type === 'acquire' && e.phase === 'ok' && e.storeExpiresAt !== undefined) {
       if (byLease.has(id) || e.token === undefined) continue;
@@ -87,8 +91,13 @@ export function collectGrants(client: ClientEvent[], store: StoreEvent[]): Grant
       }
     } else if (e.type === 'release' && e.phase === 'released') {
       const g = byLease.get(id);
-      // Without store time, the client's answer time is a later bound on the release.
-      if (g && g.releasedAt === undefined) g.releasedAt = Math.min(e.t, g.expiresAt);
+      // Without store time, the release took effect somewhere between its invoke and its
+      // answer. A grant before the invoke overlaps for certain; one inside the window is what
+      // a linearizable store may do (the release applied, then the next grant — behind a
+      // server the answer comes tens of ms after the server granted the next waiter), and
+      // I5 decides whether the answers fit one mutex. So the interval ends at the invoke.
+      const at = invokedAt.get(e.op) ?? e.t;
+      if (g && g.releasedAt === undefined) g.releasedAt = Math.min(at, g.expiresAt);
     }
   }
   return grants;

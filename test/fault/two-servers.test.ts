@@ -79,13 +79,15 @@ for (const store of faultStores(['postgres', 'etcd'])) {
             ),
           );
           const where = formatReport(report);
+          // Exclusion twice: I5, the store's answers each placed anywhere in its own
+          // [invoke, answer] window fit one mutex; I3, no grant while an earlier lease was
+          // valid by the store's clock (a released lease ends at its release's invoke: behind
+          // a server the answer comes after the next waiter was granted through the other).
           for (const inv of ['I1', 'I2', 'I5', 'I7'] as const)
             assert.equal(report.invariants[inv].status, 'ok', `${inv}\n${where}`);
-          // Exclusion is I5 here: the store's answers, each placed anywhere in its own
-          // [invoke, answer] window, fit one mutex. I3 is printed, not asserted: it ends a
-          // released lease at its release's *answer* (a late bound), and behind a server that
-          // answer arrives tens of ms after the store applied the release and the next waiter
-          // was granted through the other server (61 ms seen), past the 50 ms tolerance.
+          // On etcd the expiry is the client's observation: an overlap there is `unknown`.
+          const i3 = report.invariants.I3.status;
+          assert.ok(store.expiryObservedByClient ? i3 !== 'violated' : i3 === 'ok', `I3\n${where}`);
           assert.equal(report.figures.grants, WORKERS * rounds, where);
           // Grant order is the order the acquisitions completed in: strictly increasing.
           assert.deepEqual(
