@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { percentile } from '../../src/check/checker.js';
+import type { LeaseClient } from '../../src/core/client.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { quoteIdent } from '../../src/stores/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
@@ -53,18 +54,21 @@ interface RunFigures {
   staleRejected: number;
   staleAccepted: number;
   takeoverMs: number[];
+  /** From the primary's kill to the promoted server out of recovery (the servers' share). */
+  promotionMs: number;
   /** A's validity left by its own clock when B was granted the same key: both hold meanwhile. */
   doubleHolderMs: number;
 }
 
 class ArmFigures {
   readonly list: RunFigures[] = [];
-  sum(f: keyof Omit<RunFigures, 'takeoverMs'>): number {
+  sum(f: keyof Omit<RunFigures, 'takeoverMs' | 'promotionMs'>): number {
     return this.list.reduce((n, r) => n + r[f], 0);
   }
   line(label: string): string {
     const takeover = this.list.flatMap((r) => r.takeoverMs);
     const overlap = this.list.map((r) => r.doubleHolderMs);
+    const promotion = this.list.map((r) => r.promotionMs);
     const p = (xs: number[], q: number): string => `${Math.round(percentile(xs, q) ?? NaN)}ms`;
     return (
       `${label}: runs=${this.list.length} grants=${this.sum('grants')} lost_grants=${this.sum('lostGrants')}` +
@@ -74,7 +78,8 @@ class ArmFigures {
       ` equal_to_mark=${this.sum('equalToMark')}` +
       ` anomaly_runs=${this.list.filter((r) => r.reissued > 0).length}/${this.list.length}` +
       ` double_holder_runs=${overlap.filter((ms) => ms > 0).length}/${this.list.length}` +
-      ` double_holder_window_p50=${p(overlap, 50)} takeover_p50=${p(takeover, 50)} takeover_p99=${p(takeover, 99)}`
+      ` double_holder_window_p50=${p(overlap, 50)} takeover_p50=${p(takeover, 50)} takeover_p99=${p(takeover, 99)}` +
+      ` promotion_p50=${p(promotion, 50)} promotion_p99=${p(promotion, 99)}`
     );
   }
 }
@@ -125,11 +130,13 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
     const endpoint = new Endpoint(cluster.primary.url);
     const load = new FailoverLoad({ ...io, endpoint, schema, workers: WORKERS, keys: KEYS });
     let faultAt = 0;
+    let promotionMs = 0;
     let pausedAt = 0;
     let promotedLast = new Map<string, bigint>();
     let floor: bigint | undefined;
     let doubleHolderMs = 0;
     let b: FailoverGrant | undefined;
+    const others: LeaseClient[] = []; // A's and B's clients, closed even when a check fails
     try {
       await eventually('grants of every key before the fault', () =>
         KEYS.every((k) => log.count(0, k) >= 3) ? true : undefined,
@@ -137,12 +144,14 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
       cluster.pauseReplication();
       pausedAt = performance.now();
       const a = await holdAcross(io, cluster.primary.url, schema, ACROSS);
+      others.push(a.client);
       // The barrier: every key has a grant that the replica cannot have received.
       await eventually('a grant of every key asked for after replication stopped', () =>
         KEYS.every((k) => log.count(0, k, pausedAt) >= 1) ? true : undefined,
       );
       faultAt = performance.now();
       const promoted = await cluster.failover();
+      promotionMs = performance.now() - faultAt;
       // What the promoted server knows, before any client reaches it.
       const rows = await promoted.query<{ key: string; last: string }>(
         `SELECT resource_key AS key, (fencing_token + COALESCE(fencing_token_block, 1) - 1)::text AS last
@@ -158,6 +167,7 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
 
       // B takes the across key on the promoted server, which never saw A's grant.
       const bClient = openClient(promoted.url, schema, 'taker-b');
+      others.push(bClient);
       const askedAt = performance.now();
       const rb = await eventually(
         'B to be granted the across key on the promoted server',
@@ -191,9 +201,7 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
         assert.equal(aLate.status, 'stale_fence', "A's late write is refused");
       }
       await a.lease.release().catch(() => undefined);
-      await a.client.close().catch(() => undefined);
       await rb.lease.release();
-      await bClient.close();
 
       await eventually(
         'grants of every key by the promoted server',
@@ -201,6 +209,7 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
         { timeoutMs: 60_000 },
       );
     } finally {
+      for (const c of others) await c.close().catch(() => undefined);
       await load.stop();
     }
 
@@ -243,6 +252,7 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
       staleRejected: stale.filter((w) => w.status === 'stale_fence' && !logged.has(w.id)).length,
       staleAccepted: stale.filter((w) => logged.has(w.id)).length,
       takeoverMs,
+      promotionMs,
       doubleHolderMs,
     };
     assert.ok(certain.length >= KEYS.length + 1, 'every key lost a grant for certain');
