@@ -22,7 +22,8 @@ export interface ThrowawayPostgres {
   destroy(): void;
 }
 
-function pgBin(): string {
+/** The newest PostgreSQL server binaries' directory (`/usr/lib/postgresql/<v>/bin`). */
+export function pgBin(): string {
   const base = '/usr/lib/postgresql';
   const versions = existsSync(base) ? readdirSync(base).sort((a, b) => Number(b) - Number(a)) : [];
   for (const v of versions) {
@@ -34,7 +35,8 @@ function pgBin(): string {
   );
 }
 
-async function freePort(): Promise<number> {
+/** A loopback port free at the time of the call. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
