@@ -65,7 +65,8 @@ const ACQUIRE_ATTEMPTS = 3;
  * number of processes and machines.
  *
  * - One statement, one round trip per acquire, renew and release; expiry by the database's
- *   `clock_timestamp()`; rows kept after release so tokens never reset.
+ *   `clock_timestamp()`; rows kept after release so tokens never reset. Grants and releases
+ *   asked while another of the same kind is out share the next statement (decision 017).
  * - A busy answer costs no write: no row lock, no transaction id, no WAL.
  * - Every statement runs under `statement_timeout` and `lock_timeout` equal to the request's
  *   timeout, so a statement never outlives the caller's interest in it.
