@@ -182,7 +182,7 @@ export function quoteLiteral(value: string): string {
 }
 
 /** A parameter of a rendered statement. */
-export type SqlParam = string | bigint | number | null | readonly string[];
+export type SqlParam = string | bigint | number | null | readonly (string | null)[];
 
 /**
  * Replaces `$1 … $n` in `sql` with literals. Statements go out as one simple-protocol
@@ -197,7 +197,8 @@ export function renderSql(sql: string, params: readonly SqlParam[]): string {
     const v = params[i];
     if (v === null || v === undefined) return 'NULL';
     if (typeof v === 'object') {
-      return v.length === 0 ? `'{}'::text[]` : `ARRAY[${v.map(quoteLiteral).join(', ')}]::text[]`;
+      if (v.length === 0) return `'{}'::text[]`;
+      return `ARRAY[${v.map((x) => (x === null ? 'NULL' : quoteLiteral(x))).join(', ')}]::text[]`;
     }
     if (typeof v === 'bigint') return v.toString();
     if (typeof v === 'number') {

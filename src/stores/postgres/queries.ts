@@ -154,3 +154,40 @@ WHERE resource_key >= $1 AND left(resource_key, length($1)) = $1
   AND lease_until > clock_timestamp()
 ORDER BY resource_key
 LIMIT $2`;
+
+/**
+ * Several grants in one statement (decision 017): the grant function once per request, in
+ * the order given — the store sends one request per key, keys in byte order, so that two
+ * batches lock rows in the same order. Each call answers as ACQUIRE does (a busy one writes
+ * nothing); the grants of the batch commit together, durably, before any answer is returned.
+ * Params: $1 keys, $2 lease ids, $3 ttl ms, $4 owner names, $5 values (NULL elements), $6
+ * token blocks — all text[] of one length. Returns the columns of ACQUIRE plus `i`, the
+ * request's 1-based position; a request whose grant lost its races has no row.
+ */
+export const ACQUIRE_MANY = `
+SELECT r.i::int AS i, a.status, a.token, a.expires_ms, a.remaining_ms, a.owner_id,
+  a.owner_name, a.value, a.details_ok,
+  CASE WHEN a.status = 'acquired' THEN {{grant_notice_fn}}(r.key) END AS notified
+FROM unnest($1::text[], $2::text[]::uuid[], $3::text[]::bigint[], $4::text[], $5::text[],
+            $6::text[]::int[]) WITH ORDINALITY AS r(key, lease, ttl, owner, value, block, i)
+CROSS JOIN LATERAL {{acquire_fn}}(r.key, r.lease, r.ttl, r.owner, r.value, r.block) AS a`;
+
+/**
+ * Several releases in one statement (decision 017): RELEASE for each (key, lease id, token),
+ * one transaction. The table's trigger notifies each released key someone waits on.
+ * Params: $1 keys, $2 lease ids, $3 tokens — text[] of one length. Returns `i`, the 1-based
+ * position of each request that released.
+ */
+export const RELEASE_MANY = `
+UPDATE {{lease}} AS l
+SET owner_id = NULL,
+    lease_until = '-infinity'::timestamptz,
+    owner_name = NULL,
+    value = NULL,
+    details_owner_id = NULL
+FROM unnest($1::text[], $2::text[]::uuid[], $3::text[]::bigint[])
+     WITH ORDINALITY AS r(key, lease, token, i)
+WHERE l.resource_key = r.key
+  AND l.owner_id = r.lease
+  AND l.fencing_token = r.token
+RETURNING r.i::int AS i`;

@@ -26,6 +26,8 @@ import {
   type PgResult,
   type SqlParam,
 } from './client.js';
+import { acquireCoalescer, releaseCoalescer, type AcquireAsk } from './batches.js';
+import type { Coalescer } from './coalesce.js';
 import { unavailable } from './errors.js';
 import { Listener } from './notify.js';
 import {
@@ -63,7 +65,8 @@ const ACQUIRE_ATTEMPTS = 3;
  * number of processes and machines.
  *
  * - One statement, one round trip per acquire, renew and release; expiry by the database's
- *   `clock_timestamp()`; rows kept after release so tokens never reset.
+ *   `clock_timestamp()`; rows kept after release so tokens never reset. Grants and releases
+ *   asked while another of the same kind is out share the next statement (decision 017).
  * - A busy answer costs no write: no row lock, no transaction id, no WAL.
  * - Every statement runs under `statement_timeout` and `lock_timeout` equal to the request's
  *   timeout, so a statement never outlives the caller's interest in it.
@@ -108,7 +111,11 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     registerInterest: string;
     forgetExpired: string;
     forgetListener: string;
+    acquireMany: string;
+    releaseMany: string;
   };
+  private readonly acquires: Coalescer<AcquireAsk, StoreAcquireResult | undefined>;
+  private readonly releases: Coalescer<StoreLeaseRef, StoreReleaseResult>;
   private ready: Promise<void> | undefined;
   private closed = false;
 
@@ -155,7 +162,17 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
       registerInterest: bind(Q.REGISTER_INTEREST),
       forgetExpired: bind(Q.FORGET_EXPIRED_INTEREST),
       forgetListener: bind(Q.FORGET_LISTENER_INTEREST),
+      acquireMany: bind(Q.ACQUIRE_MANY),
+      releaseMany: bind(Q.RELEASE_MANY),
     };
+    this.acquires = acquireCoalescer(
+      (statement, params, timeoutMs) => this.run(statement, params, timeoutMs, 'durable'),
+      { one: this.sql.acquire, many: this.sql.acquireMany },
+    );
+    this.releases = releaseCoalescer(
+      (statement, params, timeoutMs) => this.run(statement, params, timeoutMs, 'release'),
+      { one: this.sql.release, many: this.sql.releaseMany },
+    );
   }
 
   /**
@@ -174,11 +191,10 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     if (!UUID.test(request.leaseId)) {
       throw invalidArgument('leaseId', 'must be a UUID', request.leaseId);
     }
-    const params = acquireParams(request);
+    const ask: AcquireAsk = { request, params: acquireParams(request) };
     for (let attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
-      const answer = acquireAnswer(
-        (await this.run(this.sql.acquire, params, options, 'durable')).rows[0],
-      );
+      this.assertOpen();
+      const answer = await this.acquires.submit(ask, options.timeoutMs);
       // Undefined: the grant function lost a race five times in a row (each time the winner
       // had already released again). Rare; re-ask, bounded.
       if (answer !== undefined) return answer;
@@ -211,7 +227,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
       renderSql(this.sql.release, [release.key, release.leaseId, release.token]) +
         '; ' +
         renderSql(this.sql.acquire, acquireParams(acquire)),
-      options,
+      options.timeoutMs,
       'durable',
     );
     const releasedRows = results[results.length - 2]?.rows.length;
@@ -235,7 +251,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     const result = await this.run(
       this.sql.renew,
       [lease.key, lease.leaseId, lease.token, lease.ttlMs],
-      options,
+      options.timeoutMs,
       'durable',
     );
     const row = result.rows[0];
@@ -248,17 +264,15 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
     if (!UUID.test(lease.leaseId)) return { status: 'not_owner' };
-    const result = await this.run(
-      this.sql.release,
-      [lease.key, lease.leaseId, lease.token],
-      options,
-      'release',
+    this.assertOpen();
+    return this.releases.submit(
+      { key: lease.key, leaseId: lease.leaseId, token: lease.token },
+      options.timeoutMs,
     );
-    return result.rows.length === 1 ? { status: 'released' } : { status: 'not_owner' };
   }
 
   async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
-    const result = await this.run(this.sql.inspect, [key], options, 'read');
+    const result = await this.run(this.sql.inspect, [key], options.timeoutMs, 'read');
     const row = result.rows[0];
     if (row === undefined) return { key, lastToken: 0n, holder: undefined };
     const token = parseBigint(row['token']);
@@ -270,7 +284,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   }
 
   async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
-    const result = await this.run(this.sql.list, [prefix, limit], options, 'read');
+    const result = await this.run(this.sql.list, [prefix, limit], options.timeoutMs, 'read');
     return result.rows.map((row) => {
       const token = parseBigint(row['token']);
       return {
@@ -319,28 +333,24 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   private async run(
     statement: string,
     params: readonly SqlParam[],
-    options: StoreRequestOptions,
+    timeoutMs: number,
     commit: Commit,
   ): Promise<PgResult> {
-    return lastResult(await this.send(renderSql(statement, params), options, commit));
+    return lastResult(await this.send(renderSql(statement, params), timeoutMs, commit));
   }
 
   /** Sends rendered statements as one message (one implicit transaction); every result. */
-  private async runAll(
-    statements: string,
-    options: StoreRequestOptions,
-    commit: Commit,
-  ): Promise<PgResult[]> {
-    const answer = await this.send(statements, options, commit);
+  private async runAll(statements: string, timeoutMs: number, commit: Commit): Promise<PgResult[]> {
+    const answer = await this.send(statements, timeoutMs, commit);
     return (Array.isArray(answer) ? answer : [answer]) as PgResult[];
   }
 
-  private async send(rendered: string, options: StoreRequestOptions, commit: Commit) {
+  private async send(rendered: string, timeoutMs: number, commit: Commit) {
     this.assertOpen();
     // No `options.signal.aborted` check here: the client never sends an aborted request, and
     // reading `signal` makes the client create an AbortController for every request.
     await this.ensureReady();
-    const text = timeoutPrefix(options.timeoutMs) + this.commitPrefix[commit] + rendered;
+    const text = timeoutPrefix(timeoutMs) + this.commitPrefix[commit] + rendered;
     try {
       return await this.pool.query(text);
     } catch (err) {

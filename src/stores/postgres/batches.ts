@@ -1,0 +1,226 @@
+import { leaseIdPrefix } from '../../core/ids.js';
+import type {
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreLeaseRef,
+  StoreReleaseResult,
+} from '../../core/store.js';
+import { LeaseholdError } from '../../core/errors.js';
+import { acquireAnswer } from './answers.js';
+import type { PgResult, SqlParam } from './client.js';
+import { Coalescer } from './coalesce.js';
+import { sqlState } from './errors.js';
+
+/**
+ * How a batch of requests (decision 017) becomes the parameters of ACQUIRE_MANY or
+ * RELEASE_MANY, and their rows the answer of each request.
+ */
+
+/** A grant request with its checked parameters (acquireParams). */
+export interface AcquireAsk {
+  readonly request: StoreAcquireRequest;
+  readonly params: readonly SqlParam[];
+}
+
+/** The requests of an acquire batch that go to the database, and who follows whom. */
+export interface AcquirePlan {
+  /** One request per key (the first to arrive), in byte order of the keys. */
+  readonly sent: readonly AcquireAsk[];
+  /** ACQUIRE_MANY's parameters for `sent`. */
+  readonly params: SqlParam[];
+  /** For each request of the batch, the position in `sent` of the request that decides it. */
+  readonly leader: readonly number[];
+}
+
+/**
+ * Keys in byte order (= code point order, the "C" collation of the key column and the order
+ * REGISTER_INTEREST locks rows in), so that batches of several stores never lock two rows in
+ * opposite orders.
+ */
+function byteOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/**
+ * Plans an acquire batch. Several requests for one key (tasks spinning on a hot key) send
+ * only the first: all of them were made before the statement was sent, so the one answer
+ * the database gives for the key — the first's grant, or the holder that made it busy — is
+ * a true answer for every one of them (see {@link acquireBatchAnswers}).
+ */
+export function planAcquires(asks: readonly AcquireAsk[]): AcquirePlan {
+  const firstOf = new Map<string, number>();
+  const firsts: number[] = [];
+  asks.forEach((a, i) => {
+    if (!firstOf.has(a.request.key)) {
+      firstOf.set(a.request.key, i);
+      firsts.push(i);
+    }
+  });
+  firsts.sort((x, y) => byteOrder(asks[x]!.request.key, asks[y]!.request.key));
+  const slot = new Map<string, number>();
+  firsts.forEach((askIndex, s) => slot.set(asks[askIndex]!.request.key, s));
+  const sent = firsts.map((i) => asks[i]!);
+  const column = (c: number): string[] => sent.map((a) => paramText(a.params[c]));
+  const values = sent.map((a) => {
+    const v = a.params[4];
+    return v === null || v === undefined ? null : paramText(v);
+  });
+  return {
+    sent,
+    params: [column(0), column(1), column(2), column(3), values, column(5)],
+    leader: asks.map((a) => slot.get(a.request.key)!),
+  };
+}
+
+function paramText(p: SqlParam | undefined): string {
+  if (typeof p === 'string') return p;
+  if (typeof p === 'number' || typeof p === 'bigint') return String(p);
+  throw new Error('a batched grant parameter must be text or a number');
+}
+
+/**
+ * The answer of every request of an acquire batch from ACQUIRE_MANY's rows (by `i`). The
+ * request that was sent gets its own row's answer. A follower on the same key gets:
+ * - the same answer, if it is the same lease id (a retried request);
+ * - after the leader's grant, busy with the leader's new lease as the holder;
+ * - after a busy or 'held' answer, that holder — or the holder's own grant back, when the
+ *   holder is the follower's lease id (as the grant function answers 'held').
+ * No row (the grant lost its races): undefined for the whole key; the store asks again.
+ */
+export function acquireBatchAnswers(
+  plan: AcquirePlan,
+  asks: readonly AcquireAsk[],
+  rows: ReadonlyArray<Record<string, unknown>>,
+): Array<StoreAcquireResult | undefined> {
+  const bySlot: Array<Record<string, unknown> | undefined> = [];
+  for (const row of rows) bySlot[Number(row['i']) - 1] = row;
+  const own = plan.sent.map((_, s) => acquireAnswer(bySlot[s]));
+  return asks.map((ask, i) => {
+    const s = plan.leader[i]!;
+    const leader = plan.sent[s]!;
+    const answer = own[s];
+    if (leader === ask || answer === undefined) return answer;
+    const mine = ask.request.leaseId.toLowerCase();
+    if (leader.request.leaseId.toLowerCase() === mine) return answer;
+    const row = bySlot[s]!;
+    if (row['status'] === 'acquired' && answer.status === 'acquired') {
+      const r = leader.request;
+      return {
+        status: 'busy',
+        holder: {
+          ownerId: r.ownerId,
+          token: answer.token,
+          remainingMs: r.ttlMs,
+          leaseIdPrefix: leaseIdPrefix(r.leaseId),
+          value: r.value,
+        },
+        retryAfterMs: r.ttlMs,
+      };
+    }
+    const holderId = typeof row['owner_id'] === 'string' ? row['owner_id'].toLowerCase() : '';
+    return acquireAnswer({ ...row, status: holderId === mine ? 'held' : 'busy' });
+  });
+}
+
+/** A release batch: RELEASE_MANY's parameters, in byte order of the keys. */
+export function planReleases(refs: readonly StoreLeaseRef[]): {
+  readonly order: readonly number[];
+  readonly params: SqlParam[];
+} {
+  const order = refs.map((_, i) => i).sort((x, y) => byteOrder(refs[x]!.key, refs[y]!.key));
+  const sorted = order.map((i) => refs[i]!);
+  return {
+    order,
+    params: [
+      sorted.map((r) => r.key),
+      sorted.map((r) => r.leaseId),
+      sorted.map((r) => r.token.toString()),
+    ],
+  };
+}
+
+/**
+ * Whether the releases of a failed batch may be sent again one by one: only when PostgreSQL
+ * reported an error that rolled the transaction back (a deadlock, a lock or statement
+ * timeout). A lost connection (class 08, or no SQLSTATE) or a terminated backend leaves it
+ * unknown whether the batch committed; a release sent again would then answer `not_owner`
+ * for a release that happened, so those requests fail as a single release would.
+ */
+export function releaseRetryable(err: unknown): boolean {
+  const state = sqlState((err as { cause?: unknown } | null)?.cause ?? err);
+  if (state === undefined || state.startsWith('08')) return false;
+  return state !== '57P01' && state !== '57P02' && state !== '57P03';
+}
+
+/**
+ * Statements of one kind out at once, and requests per statement. One grant statement and one
+ * release statement at a time make the batches largest and the CPU per cycle least at 32
+ * workers (decision 017); the rest of the pool serves renewals, hand-offs and reads.
+ */
+const MAX_IN_FLIGHT = 1;
+const MAX_BATCH = 64;
+const WHAT = 'PostgreSQL lease store';
+
+/** Runs one rendered statement with its timeouts and commit mode; the last result. */
+export type RunStatement = (
+  statement: string,
+  params: readonly SqlParam[],
+  timeoutMs: number,
+) => Promise<PgResult>;
+
+/** The store's grants: ACQUIRE alone, ACQUIRE_MANY for several keys. */
+export function acquireCoalescer(
+  run: RunStatement,
+  sql: { readonly one: string; readonly many: string },
+): Coalescer<AcquireAsk, StoreAcquireResult | undefined> {
+  return new Coalescer(
+    {
+      one: async (ask, timeoutMs) =>
+        acquireAnswer((await run(sql.one, ask.params, timeoutMs)).rows[0]),
+      many: async (asks, timeoutMs) => {
+        const plan = planAcquires(asks);
+        // Every request on one key (a hot key): the plain statement, for one of them.
+        const rows =
+          plan.sent.length === 1
+            ? (await run(sql.one, plan.sent[0]!.params, timeoutMs)).rows.map((r) => ({
+                ...r,
+                i: 1,
+              }))
+            : (await run(sql.many, plan.params, timeoutMs)).rows;
+        return acquireBatchAnswers(plan, asks, rows);
+      },
+      // A grant sent again with its lease id answers the grant it already made ('held').
+      retryAlone: (err) => !(err instanceof LeaseholdError && err.code === 'ERR_CLOSED'),
+    },
+    MAX_IN_FLIGHT,
+    MAX_BATCH,
+    WHAT,
+  );
+}
+
+/** The store's releases: RELEASE alone, RELEASE_MANY for several. */
+export function releaseCoalescer(
+  run: RunStatement,
+  sql: { readonly one: string; readonly many: string },
+): Coalescer<StoreLeaseRef, StoreReleaseResult> {
+  const answer = (released: boolean): StoreReleaseResult =>
+    released ? { status: 'released' } : { status: 'not_owner' };
+  return new Coalescer(
+    {
+      one: async (ref, timeoutMs) =>
+        answer(
+          (await run(sql.one, [ref.key, ref.leaseId, ref.token], timeoutMs)).rows.length === 1,
+        ),
+      many: async (refs, timeoutMs) => {
+        const plan = planReleases(refs);
+        const rows = (await run(sql.many, plan.params, timeoutMs)).rows;
+        const released = new Set(rows.map((r) => plan.order[Number(r['i']) - 1]));
+        return refs.map((_, i) => answer(released.has(i)));
+      },
+      retryAlone: releaseRetryable,
+    },
+    MAX_IN_FLIGHT,
+    MAX_BATCH,
+    WHAT,
+  );
+}
