@@ -64,6 +64,11 @@ describe('RedisLeaseStore specifics', () => {
     // The script adds in decimal digits (Lua doubles would round above 2^53).
     for (const last of [
       5_000_000_000_000_000n,
+      // A last digit of 9 carries (the one case that is more than one digit changed).
+      5_000_000_000_000_009n,
+      5_999_999_999_999_999_999n,
+      9_007_199_254_740_989n,
+      9_007_199_254_740_999n,
       9_007_199_254_740_990n,
       9_007_199_254_740_991n,
       9_007_199_254_740_992n,

