@@ -275,7 +275,7 @@ export async function gatewayProcessBenchmarks(opts: BenchOptions): Promise<Benc
     }
     // Half the plain proxy's saturated rate: every subject can carry it, so latency is the
     // work of one request plus what waiting the load itself causes, not a queue of 32.
-    const offered = Math.max(100, Math.round(plainSaturated / 2));
+    const offered = Math.max(10, Math.round(plainSaturated / 2));
     const clients = 32;
     const pools = subjects.map((s) => new Pool(s.url, { connections: clients }));
     for (const [i, s] of subjects.entries()) await openWindow(s, pools[i]!, clients, offered, 300);

@@ -126,8 +126,8 @@ export function compileRoute(raw: unknown, field: string): CompiledRoute {
           template,
         );
     }
-    // Compiled once: literal text, or the index of a path value. (Building the scope from a
-    // parameter object with a map/join per request cost about 1 µs of a request's CPU.)
+    // Compiled once: literal text, or the index of a path value. (A parameter object and a
+    // map/join per request: matchRequest 1.4 µs in a loop; this way 0.7 µs — decision 020.)
     const pieces = parts
       .filter((p) => p !== '')
       .map((p) => (p.startsWith('{') ? names.indexOf(p.slice(1, -1)) : p));
