@@ -1,7 +1,9 @@
 // The fencing gateway against calling the upstream directly and against a plain reverse proxy
 // made of the same library (@fastify/reply-from over an undici pool) without fencing. One
 // process holds the clients, the proxies and the upstream (a node:http server answering at
-// once), so the figures compare the proxies' own costs on this machine.
+// once), so the figures compare the proxies' own costs on this machine; at 32 clients it is
+// saturated, and p50 is then about 32 / throughput. bench/gateway-processes.ts adds the rows
+// with each proxy in its own process and at a fixed load below saturation.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import replyFrom from '@fastify/reply-from';
@@ -9,6 +11,7 @@ import { fastify } from 'fastify';
 import { Pool } from 'undici';
 import { createGateway } from '../src/fencing/gateway/index.js';
 import { tempDir } from '../test/support/tmp.js';
+import { gatewayProcessBenchmarks } from './gateway-processes.js';
 import { measureCycles, type BenchOptions, type BenchResult } from './lib.js';
 
 type Measured = Awaited<ReturnType<typeof measureCycles>>;
@@ -123,5 +126,7 @@ export async function gatewayBenchmarks(opts: BenchOptions): Promise<BenchResult
     await new Promise((r) => upstream.close(r));
     tmp.remove();
   }
+  // The same comparison with each proxy in its own process, and at a load below saturation.
+  results.push(...(await gatewayProcessBenchmarks(opts)));
   return results;
 }

@@ -110,7 +110,10 @@ if (all.some((r) => r.ratioToRaw !== undefined)) {
 const noted = all.filter(
   (r) =>
     r.notes !== undefined &&
-    (r.suite === 'http' || r.suite === 'catalog' || r.suite === 'renewals'),
+    (r.suite === 'http' ||
+      r.suite === 'catalog' ||
+      r.suite === 'renewals' ||
+      r.suite === 'gateway'),
 );
 if (noted.length > 0) console.log('\nnotes:');
 for (const r of noted)

@@ -80,12 +80,14 @@ async function decideAndForward(
   let hold: ScopeHold | undefined;
   try {
     if (ctx.replicas === 'scope-lock') hold = await ctx.marks.holdScope?.(scope);
+    // One object of one shape (absent fields undefined) rather than spreads of conditional
+    // objects: the stores test each field against undefined.
     let decision: MarkDecision = await ctx.marks.check({
       scope,
       token,
       policy: route.policy,
-      ...(key === undefined ? {} : { idempotencyKey: key }),
-      ...(expectedVersion === undefined ? {} : { expectedVersion }),
+      idempotencyKey: key,
+      expectedVersion,
     });
     let record: AnswerRecord | undefined;
     if (decision.status === 'duplicate' && key !== undefined) {
@@ -153,7 +155,8 @@ async function decideAndForward(
       new FenceHttpError('unavailable', 'the mark store is unavailable; nothing was forwarded'),
     );
   } finally {
-    await hold?.release();
+    // Not `await hold?.release()`: without a hold that would still wait a turn of the queue.
+    if (hold !== undefined) await hold.release();
   }
 }
 

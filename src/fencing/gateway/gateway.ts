@@ -180,7 +180,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     method: ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'POST', 'PATCH', 'DELETE'],
     url: '/*',
     handler: async (req, reply) => {
-      const path = req.url.split('?')[0] ?? '/';
+      const q = req.url.indexOf('?');
+      const path = q < 0 ? req.url : req.url.slice(0, q);
       const match = matchRequest(routes, req.method, path, (n) => {
         const v = req.headers[n];
         return Array.isArray(v) ? v.join(',') : v;

@@ -36,8 +36,10 @@ export interface CompiledRoute {
   readonly fenced: ReadonlySet<string> | undefined;
   readonly policy: MarkPolicy;
   readonly scopeHeader: string | undefined;
-  readonly matches: (path: string) => Record<string, string> | undefined;
-  readonly scope: ((params: Record<string, string>) => string) | undefined;
+  /** The path's parameters, decoded, in the order the pattern names them; undefined: no match. */
+  readonly matches: (path: string) => string[] | undefined;
+  /** The scope the template makes of {@link matches}' values. */
+  readonly scope: ((values: readonly string[]) => string) | undefined;
 }
 
 const PARAM = /^:([A-Za-z_][A-Za-z0-9_]{0,63})$/;
@@ -124,8 +126,16 @@ export function compileRoute(raw: unknown, field: string): CompiledRoute {
           template,
         );
     }
-    scope = (params) =>
-      parts.map((p) => (p.startsWith('{') ? (params[p.slice(1, -1)] ?? '') : p)).join('');
+    // Compiled once: literal text, or the index of a path value. (A parameter object and a
+    // map/join per request: matchRequest 1.4 µs in a loop; this way 0.7 µs — decision 020.)
+    const pieces = parts
+      .filter((p) => p !== '')
+      .map((p) => (p.startsWith('{') ? names.indexOf(p.slice(1, -1)) : p));
+    scope = (values) => {
+      let out = '';
+      for (const piece of pieces) out += typeof piece === 'number' ? (values[piece] ?? '') : piece;
+      return out;
+    };
   }
   const name = r['name'] ?? `${methods ? [...methods].join(',') : '*'} ${path}`;
   if (typeof name !== 'string' || !/^[\x21-\x7e][\x20-\x7e]{0,127}$/.test(name))
@@ -140,9 +150,13 @@ export function compileRoute(raw: unknown, field: string): CompiledRoute {
     matches: (p) => {
       const m = regex.exec(p);
       if (m === null) return undefined;
-      const params: Record<string, string> = {};
-      names.forEach((n, i) => (params[n] = decodeURIComponent(m[i + 1] ?? '')));
-      return params;
+      const values = new Array<string>(names.length);
+      for (let i = 0; i < names.length; i++) {
+        const v = m[i + 1] ?? '';
+        // Most paths carry no percent-encoding: nothing to decode.
+        values[i] = v.includes('%') ? decodeURIComponent(v) : v;
+      }
+      return values;
     },
   };
 }
@@ -178,7 +192,7 @@ export function matchRequest(
 ): RouteMatch {
   for (const route of routes) {
     if (route.methods !== undefined && !route.methods.has(method)) continue;
-    let params: Record<string, string> | undefined;
+    let params: string[] | undefined;
     try {
       params = route.matches(path);
     } catch {
