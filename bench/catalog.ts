@@ -12,6 +12,7 @@ import { PostgresFence } from '../src/fencing/postgres.js';
 import type { CatalogLease } from '../src/fencing/catalog/results.js';
 import { tempDir } from '../test/support/tmp.js';
 import { measureCycles, type BenchOptions, type BenchResult } from './lib.js';
+import { backendCpuMs } from './postgres-probes.js';
 
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SUITE = 'catalog';
@@ -62,55 +63,91 @@ function row(
   };
 }
 
-interface PgSubject {
+interface Subject {
   readonly subject: string;
   readonly notes?: string;
   readonly cycle: (worker: number) => Promise<void>;
+  /** CPU used so far by the database backends this subject talks to (PostgreSQL), in ms. */
+  readonly serverCpuMs?: () => Promise<number>;
 }
+
+type Measured = Awaited<ReturnType<typeof measureCycles>> & { serverCpuMs?: number };
 
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /**
- * Measures the subjects in interleaved rounds (the order alternating), so that a burst of
- * load from other processes on a shared machine does not land on one subject only. Each row
- * is the median round; its ratio to the first subject (the raw UPDATE) is the median of the
- * per-round ratios.
+ * Measures the subjects in interleaved rounds, the order rotating every round, so that a
+ * burst of load from other processes on a shared machine lands on every subject alike. Each
+ * row is the median round; its ratio to the first subject (the raw baseline) is the median
+ * of the per-round ratios, and so are the client and server CPU ratios. Server CPU is the
+ * backends' user + system time from /proc (counts nothing for a remote server).
  */
 async function interleaved(
-  subjects: readonly PgSubject[],
+  subjects: readonly Subject[],
+  scenario: string,
   workers: number,
   o: BenchOptions,
 ): Promise<BenchResult[]> {
-  const rounds = o.quick ? 2 : 6;
-  const ms = Math.max(500, Math.round(o.durationMs / 2));
-  const runs = subjects.map(() => [] as Awaited<ReturnType<typeof measureCycles>>[]);
+  const rounds = o.quick ? 3 : 11;
+  const ms = Math.max(400, Math.round(o.durationMs / 3));
+  const runs = subjects.map(() => [] as Measured[]);
   for (let round = 0; round < rounds; round++) {
-    const order = subjects.map((_, i) => i);
-    if (round % 2 === 1) order.reverse();
-    for (const i of order) runs[i]!.push(await measureCycles(workers, ms, subjects[i]!.cycle));
+    for (let j = 0; j < subjects.length; j++) {
+      const i = (j + round) % subjects.length;
+      const s = subjects[i]!;
+      const cpu0 = await s.serverCpuMs?.();
+      const m: Measured = await measureCycles(workers, ms, s.cycle);
+      if (cpu0 !== undefined) m.serverCpuMs = (await s.serverCpuMs!()) - cpu0;
+      runs[i]!.push(m);
+    }
   }
+  const serverPerK = (m: Measured): number | undefined =>
+    m.serverCpuMs === undefined || m.cycles === 0 ? undefined : (m.serverCpuMs / m.cycles) * 1000;
   return subjects.map((s, i) => {
     const mine = runs[i]!;
+    const base = runs[0]!;
     const m = [...mine].sort((a, b) => a.cyclesPerSec - b.cyclesPerSec)[Math.floor(rounds / 2)]!;
     const range = mine.map((r) => Math.round(r.cyclesPerSec)).join('/');
-    const base = row(s.subject, 'publish pg', workers, m);
+    const server = mine.map(serverPerK);
+    const serverRatio =
+      i === 0 || server.some((x) => x === undefined || x === 0)
+        ? undefined
+        : median(server.map((x, k) => x! / serverPerK(base[k]!)!));
+    const notes = [
+      ...(s.notes === undefined ? [] : [s.notes]),
+      ...(serverRatio === undefined
+        ? []
+        : [`server CPU ${serverRatio.toFixed(2)}× raw's per cycle`]),
+      `median of ${rounds} interleaved rounds (cycles/s ${range})`,
+    ].join('; ');
+    const serverMs = server.every((x) => x !== undefined) ? median(server) : undefined;
     return {
-      ...base,
+      ...row(s.subject, scenario, workers, m),
+      ...(serverMs === undefined || serverMs === 0 ? {} : { serverCpuMsPer1000: serverMs }),
       ...(i === 0
         ? {}
         : {
-            ratioToRaw: median(mine.map((r, k) => r.cyclesPerSec / runs[0]![k]!.cyclesPerSec)),
-            cpuRatioToRaw: median(mine.map((r, k) => r.cpuMsPer1000 / runs[0]![k]!.cpuMsPer1000)),
+            ratioToRaw: median(mine.map((r, k) => r.cyclesPerSec / base[k]!.cyclesPerSec)),
+            cpuRatioToRaw: median(mine.map((r, k) => r.cpuMsPer1000 / base[k]!.cpuMsPer1000)),
           }),
-      notes: `${s.notes === undefined ? '' : `${s.notes}; `}median of ${rounds} interleaved rounds (cycles/s ${range})`,
+      notes,
     };
   });
 }
 
-/** Publish vs the bare fenced pointer UPDATE (PostgreSQL and SQLite); stage vs a direct durable file write. */
+/**
+ * Publish vs the bare fenced pointer UPDATE (PostgreSQL and SQLite, 1 and 4 workers); stage
+ * vs a direct durable file write. Like with like: each side has its own connections, reused
+ * (a pool of `workers` on PostgreSQL, one handle on SQLite); the same durability
+ * (PostgreSQL's synchronous_commit as the server has it, SQLite WAL + synchronous FULL); on
+ * PostgreSQL neither side uses a named prepared statement (the UPDATE is an unnamed
+ * extended-protocol statement, the publish a simple-protocol message; the publish
+ * function's own statements are planned once per connection), on SQLite both are prepared.
+ */
 export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
   const results: BenchResult[] = [];
   const tmp = tempDir('bench-catalog');
@@ -122,26 +159,29 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
     await admin.query(`SET search_path = ${schema}; ${RAW_TABLE}`);
     for (const workers of o.quick ? [1] : [1, 4]) {
       const names = Array.from({ length: workers }, (_, w) => `reports/bench-${workers}-${w}`);
-      // Raw: the article's UPDATE on a pool, one round trip, autocommit.
-      const pool = new pg.Pool({
-        connectionString: PG_URL,
-        max: workers,
-        options: `-c search_path=${schema}`,
-      });
+      // One pool per subject, named, so each subject's backends (and their CPU) are its own.
+      const app = (what: string): string => `lh-bench-catalog-${process.pid}-${what}-${workers}`;
+      const poolFor = (what: string): pg.Pool =>
+        new pg.Pool({
+          connectionString: PG_URL,
+          max: workers,
+          idleTimeoutMillis: 0,
+          application_name: app(what),
+          options: `-c search_path=${schema}`,
+        });
+      const rawPool = poolFor('raw');
+      const fencePool = poolFor('fence');
+      const catalogPool = poolFor('publish');
       for (const n of names) {
-        await pool.query(
+        await rawPool.query(
           'INSERT INTO report_catalog VALUES ($1, $2, 1, now()) ON CONFLICT DO NOTHING',
           [n, 'x'],
         );
       }
       let flip = 0;
       // The same UPDATE inside a PostgresFence write: what the fence's transaction alone costs.
-      const fence = new PostgresFence({ pool, schema, table: 'bench_fence' });
-      const pointers = new PostgresPointerStore({
-        connectionString: PG_URL,
-        schema,
-        maxConnections: workers,
-      });
+      const fence = new PostgresFence({ pool: fencePool, schema, table: 'bench_fence' });
+      const pointers = new PostgresPointerStore({ pool: catalogPool, schema });
       const catalog = new Catalog({
         pointers,
         objects: new DirectoryObjectStore({ root: join(tmp.dir, `pg-${workers}`) }),
@@ -149,16 +189,19 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const l = lease(5n);
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
-      const subjects: PgSubject[] = [
+      const cpuOf = (what: string) => (): Promise<number> => backendCpuMs(admin, app(what));
+      const subjects: Subject[] = [
         {
           subject: 'raw fenced UPDATE (pg, the article’s statement)',
+          serverCpuMs: cpuOf('raw'),
           cycle: async (w) => {
-            await pool.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]);
+            await rawPool.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]);
           },
         },
         {
           subject: 'PostgresFence.write + the same UPDATE',
           notes: 'BEGIN + mark, the UPDATE, COMMIT: 3 round trips',
+          serverCpuMs: cpuOf('fence'),
           cycle: async (w) => {
             const r = await fence.write({ scope: names[w]!, token: 5n }, (tx) =>
               tx.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]),
@@ -170,6 +213,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           subject: 'leasehold catalog.publish (pg)',
           notes:
             'one call of the publish function (mark in the pointer row, pointer, history, registry): one round trip, one commit',
+          serverCpuMs: cpuOf('publish'),
           cycle: async (w) => {
             const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
             const r = await catalog.publish(l, names[w]!, handles[w]![k]!);
@@ -177,91 +221,98 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           },
         },
       ];
-      results.push(...(await interleaved(subjects, workers, o)));
-      await fence.close();
-      await pool.end();
+      results.push(...(await interleaved(subjects, 'publish pg', workers, o)));
       await catalog.close();
+      await fence.close();
+      for (const p of [rawPool, fencePool, catalogPool]) await p.end();
     }
 
-    // SQLite: synchronous, one writer; WAL + synchronous FULL on both sides.
-    {
-      const path = join(tmp.dir, 'raw.db');
-      const db = new Database(path);
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = FULL');
-      db.exec(RAW_TABLE.replace('bigint', 'INTEGER').replace('timestamptz', 'REAL'));
-      db.prepare("INSERT INTO report_catalog VALUES ('reports/bench', 'x', 1, 0)").run();
-      const upd = db.prepare(RAW_UPDATE_SQLITE);
+    // SQLite: synchronous, one handle each; WAL + synchronous FULL on both sides. With 4
+    // workers, four callers share the handle (a single-writer database: they take turns).
+    const db = new Database(join(tmp.dir, 'raw.db'));
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec(RAW_TABLE.replace('bigint', 'INTEGER').replace('timestamptz', 'REAL'));
+    const upd = db.prepare(RAW_UPDATE_SQLITE);
+    const catalog = new Catalog({
+      pointers: new SqlitePointerStore({ path: join(tmp.dir, 'catalog.db') }),
+      objects: new DirectoryObjectStore({ root: join(tmp.dir, 'sqlite-objects') }),
+    });
+    const l = lease(5n);
+    for (const workers of o.quick ? [1] : [1, 4]) {
+      const names = Array.from({ length: workers }, (_, w) => `reports/bench-${workers}-${w}`);
+      for (const n of names)
+        db.prepare('INSERT INTO report_catalog VALUES (?, ?, 1, 0)').run(n, 'x');
+      const handles = await prepare(catalog, names, l);
+      const turn = new Uint32Array(names.length);
       let flip = 0;
       results.push(
-        row(
-          'raw fenced UPDATE (better-sqlite3, same sync policy)',
+        ...(await interleaved(
+          [
+            {
+              subject: 'raw fenced UPDATE (better-sqlite3, same sync policy)',
+              cycle: (w) => {
+                upd.run(`${names[w]}@${flip++ % 2}`, 5, names[w], 5);
+                return Promise.resolve();
+              },
+            },
+            {
+              subject: 'leasehold catalog.publish (sqlite)',
+              notes:
+                'one immediate transaction: the mark in the pointer row, pointer, history, registry',
+              cycle: async (w) => {
+                const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
+                const r = await catalog.publish(l, names[w]!, handles[w]![k]!);
+                if (r.status !== 'applied') throw new Error(`bench publish: ${r.status}`);
+              },
+            },
+          ],
           'publish sqlite',
-          1,
-          await measureCycles(1, o.durationMs, () => {
-            upd.run(`x@${flip++ % 2}`, 5, 'reports/bench', 5);
-            return Promise.resolve();
-          }),
-        ),
+          workers,
+          o,
+        )),
       );
-      db.close();
-      const catalog = new Catalog({
-        pointers: new SqlitePointerStore({ path: join(tmp.dir, 'catalog.db') }),
-        objects: new DirectoryObjectStore({ root: join(tmp.dir, 'sqlite-objects') }),
-      });
-      const l = lease(5n);
-      const [handles] = await prepare(catalog, ['reports/bench'], l);
-      let turn = 0;
-      results.push(
-        row(
-          'leasehold catalog.publish (sqlite)',
-          'publish sqlite',
-          1,
-          await measureCycles(1, o.durationMs, async () => {
-            const r = await catalog.publish(l, 'reports/bench', handles![turn++ % 2]!);
-            if (r.status !== 'applied') throw new Error(`bench publish: ${r.status}`);
-          }),
-          'mark + pointer + history + registry in one SqliteFence transaction',
-        ),
-      );
-
-      // Stage: a 64 KiB object vs writing the same file directly with the same durability.
-      const body = randomBytes(64 * 1024);
-      const rawDir = join(tmp.dir, 'raw-files');
-      await mkdir(rawDir, { recursive: true });
-      let i = 0;
-      results.push(
-        row(
-          'raw file write (wx, fsync file + directory)',
-          'stage 64 KiB',
-          1,
-          await measureCycles(1, o.durationMs, async () => {
-            const f = await open(
-              join(rawDir, `f-${i++}`),
-              constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
-            );
-            await f.write(body);
-            await f.sync();
-            await f.close();
-            const d = await open(rawDir, constants.O_RDONLY);
-            await d.sync();
-            await d.close();
-          }),
-        ),
-      );
-      results.push(
-        row(
-          'leasehold catalog.stage (sqlite + directory)',
-          'stage 64 KiB',
-          1,
-          await measureCycles(1, o.durationMs, async () => {
-            await catalog.stage(l, 'reports/stage-bench', body);
-          }),
-          'registry row before the bytes, size and checksum after: two SQLite commits + the durable file write',
-        ),
-      );
-      await catalog.close();
     }
+    db.close();
+
+    // Stage: a 64 KiB object vs writing the same file directly with the same durability.
+    const body = randomBytes(64 * 1024);
+    const rawDir = join(tmp.dir, 'raw-files');
+    await mkdir(rawDir, { recursive: true });
+    let i = 0;
+    results.push(
+      ...(await interleaved(
+        [
+          {
+            subject: 'raw file write (wx, fsync file + directory)',
+            cycle: async () => {
+              const f = await open(
+                join(rawDir, `f-${i++}`),
+                constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
+              );
+              await f.write(body);
+              await f.sync();
+              await f.close();
+              const d = await open(rawDir, constants.O_RDONLY);
+              await d.sync();
+              await d.close();
+            },
+          },
+          {
+            subject: 'leasehold catalog.stage (sqlite + directory)',
+            notes:
+              'registry row before the bytes, size and checksum after: two SQLite commits + the durable file write',
+            cycle: async () => {
+              await catalog.stage(l, 'reports/stage-bench', body);
+            },
+          },
+        ],
+        'stage 64 KiB',
+        1,
+        o,
+      )),
+    );
+    await catalog.close();
   } finally {
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
     await admin.end();

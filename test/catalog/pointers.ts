@@ -3,7 +3,6 @@ import pg from 'pg';
 import type { PointerStore } from '../../src/fencing/catalog/pointer-store.js';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
-import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { retryWhileBusy, useDurableWal } from '../../src/stores/sqlite/open-file.js';
 
 /** Which pointer store a writer process or a test opens. */
@@ -115,11 +114,20 @@ export async function publishesDone(config: PointerConfig & { kind: 'postgres' }
 /** The name's high-water mark as the catalog's fence tables hold it (0n: none yet). */
 export async function markOf(config: PointerConfig, name: string): Promise<bigint> {
   if (config.kind === 'sqlite') {
-    const fence = new SqliteFence({ path: config.path, table: 'leasehold_catalog_fence' });
+    // The mark lives in the pointer row (SQLite migration 0002); before a name's first
+    // publish, only a catalog from before it has one, in the fence table.
+    const db = new Database(config.path, { readonly: true });
     try {
-      return fence.highWaterMark(name);
+      const row = db
+        .prepare(
+          `SELECT COALESCE((SELECT high_water FROM leasehold_catalog_pointer WHERE name = @name),
+                           (SELECT hwm FROM leasehold_catalog_fence WHERE scope = @name), 0) AS hwm`,
+        )
+        .safeIntegers(true)
+        .get({ name }) as { hwm: bigint };
+      return row.hwm;
     } finally {
-      fence.close();
+      db.close();
     }
   }
   // The mark lives in the pointer row (migration 0003); before a name's first publish, in

@@ -26,13 +26,29 @@ export const SELECT_OBJECT = `SELECT name, state, size, checksum FROM {{object}}
 /** Params: name. Returns the pointer row (or none). */
 export const SELECT_POINTER = `SELECT * FROM {{pointer}} WHERE name = @name`;
 
-/** Params: all pointer columns. Creates or moves the pointer. */
-export const UPSERT_POINTER = `
-INSERT INTO {{pointer}} (name, handle, token, lease_key, lease_id, version, size, checksum, published_ms)
-VALUES (@name, @handle, @token, @leaseKey, @leaseId, @version, @size, @checksum, @now)
-ON CONFLICT (name) DO UPDATE SET handle = excluded.handle, token = excluded.token,
-  lease_key = excluded.lease_key, lease_id = excluded.lease_id, version = excluded.version,
-  size = excluded.size, checksum = excluded.checksum, published_ms = excluded.published_ms`;
+/** Params: all pointer columns. The name's first pointer; its mark is the token. */
+export const INSERT_POINTER = `
+INSERT INTO {{pointer}} (name, handle, token, lease_key, lease_id, version, size, checksum, published_ms, high_water)
+VALUES (@name, @handle, @token, @leaseKey, @leaseId, @version, @size, @checksum, @now, @token)`;
+
+/** Params: all pointer columns. Moves the pointer; the mark goes to the token. */
+export const UPDATE_POINTER = `
+UPDATE {{pointer}} SET handle = @handle, token = @token, lease_id = @leaseId, version = @version,
+  size = @size, checksum = @checksum, published_ms = @now, high_water = @token
+WHERE name = @name`;
+
+/**
+ * Params: name. The mark of a name without a pointer, as the fence table holds it (names
+ * fenced by a catalog from before version 2; none otherwise).
+ */
+export const SELECT_FENCE_MARK = `SELECT hwm FROM {{fence}} WHERE scope = @name`;
+
+/** Params: name, token, idempotencyKey. One row when this key was applied under this token (the fence's rule). */
+export const SELECT_OP = `
+SELECT 1 AS seen FROM {{fence_op}} WHERE scope = @name AND token = @token AND op_id = @idempotencyKey`;
+
+/** Params: name, token, idempotencyKey. Records an applied idempotency key. */
+export const INSERT_OP = `INSERT INTO {{fence_op}} (scope, token, op_id) VALUES (@name, @token, @idempotencyKey)`;
 
 /** Params: all history columns. */
 export const INSERT_HISTORY = `

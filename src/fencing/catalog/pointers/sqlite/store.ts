@@ -14,8 +14,10 @@ export interface SqlitePointerStoreOptions {
   /** An open better-sqlite3 handle; the store never closes a handle it did not open. */
   readonly database?: Database.Database;
   /**
-   * Prefix of the tables: `<prefix>_pointer`, `_history`, `_object`, `_fence` (the
-   * high-water marks, a {@link SqliteFence}) and `_migrations`. Defaults to `leasehold_catalog`.
+   * Prefix of the tables: `<prefix>_pointer` (which holds each published name's high-water
+   * mark), `_history`, `_object`, `_fence` / `_fence_op` (a {@link SqliteFence}'s tables:
+   * marks of names fenced before version 2, idempotency keys) and `_migrations`. Defaults to
+   * `leasehold_catalog`.
    */
   readonly tablePrefix?: string;
   /** `'>='`: several publishes per lease; `'>'`: one per grant. Defaults to `'>='`. */
@@ -27,11 +29,11 @@ export interface SqlitePointerStoreOptions {
 }
 
 /** The pointer store's migrations, in order. Released files are never edited: add a new one. */
-export const SQLITE_CATALOG_MIGRATIONS = ['0001_catalog.sql'] as const;
+export const SQLITE_CATALOG_MIGRATIONS = ['0001_catalog.sql', '0002_mark_in_pointer.sql'] as const;
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
-/** Thrown inside the fenced transaction to roll it back (the mark too) with a result. */
+/** Thrown inside the publish transaction to roll back whatever it wrote, with a result. */
 class Refusal extends Error {
   constructor(readonly result: PublishResult) {
     super(result.status);
@@ -48,13 +50,15 @@ interface PointerRow {
   size: bigint;
   checksum: string;
   published_ms: bigint;
+  high_water: bigint;
 }
 
 /**
  * The catalog's pointer store in SQLite: the pointer, history and object registry in one
- * database file, the pointer moved atomically with the name's high-water mark by a
- * {@link SqliteFence} (one `BEGIN IMMEDIATE` transaction). Single machine, like the SQLite
- * lease store; `synchronous = FULL` when it opens the file, so an acknowledged publish survives a crash.
+ * database file. A publish is one `BEGIN IMMEDIATE` transaction that decides as
+ * {@link SqliteFence} decides, against the mark kept in the name's pointer row (decision
+ * 021), and moves the pointer with it. Single machine, like the SQLite lease store;
+ * `synchronous = FULL` when it opens the file, so an acknowledged publish survives a crash.
  *
  * @example
  * const pointers = new SqlitePointerStore({ path: '/var/lib/reports/catalog.db' });
@@ -63,7 +67,8 @@ export class SqlitePointerStore implements PointerStore {
   readonly description: string;
   private readonly db: Database.Database;
   private readonly ownsDb: boolean;
-  private readonly fence: SqliteFence;
+  private readonly strict: boolean;
+  private readonly publishTx: (req: PublishRequest) => PublishResult;
   private readonly now: () => number;
   private readonly s: Record<Exclude<keyof typeof Q, 'CREATE_MIGRATIONS'>, Database.Statement>;
   private readonly gcTx: (cutoff: number, limit: number) => Tombstone[];
@@ -114,16 +119,24 @@ export class SqlitePointerStore implements PointerStore {
       object: `"${prefix}_object"`,
       object_gc_index: `"${prefix}_object_gc"`,
       migrations: `"${prefix}_migrations"`,
+      pointer_v2: `"${prefix}_pointer_v2"`,
+      history_v2: `"${prefix}_history_v2"`,
+      fence: `"${prefix}_fence"`,
+      fence_op: `"${prefix}_fence_op"`,
+      fence_closed_insert: `"${prefix}_fence_closed_insert"`,
+      fence_closed_update: `"${prefix}_fence_closed_update"`,
     };
     const fill = (text: string): string =>
       text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
+    const policy = options.policy ?? '>=';
+    if (policy !== '>=' && policy !== '>')
+      throw invalidArgument('policy', "must be '>=' or '>'", options.policy);
+    this.strict = policy === '>';
     try {
+      // The fence's tables first (the fence object only creates them): version 2 reads the
+      // marks of names fenced before it and keeps idempotency keys in the fence's table.
+      new SqliteFence({ database: this.db, table: `${prefix}_fence`, policy });
       migrate(this.db, fill(Q.CREATE_MIGRATIONS), names['migrations']!, fill);
-      this.fence = new SqliteFence({
-        database: this.db,
-        table: `${prefix}_fence`,
-        policy: options.policy ?? '>=',
-      });
     } catch (err) {
       if (this.ownsDb) this.db.close();
       throw err;
@@ -145,6 +158,8 @@ export class SqlitePointerStore implements PointerStore {
       );
     });
     this.gcTx = (cutoff, limit) => gc.immediate(cutoff, limit);
+    const publish = this.db.transaction((req: PublishRequest) => this.decide(req));
+    this.publishTx = (req) => publish.immediate(req);
   }
 
   register(handle: string, name: string, token: bigint, leaseId: string): Promise<void> {
@@ -165,29 +180,7 @@ export class SqlitePointerStore implements PointerStore {
   publish(req: PublishRequest): Promise<PublishResult> {
     return this.run((): PublishResult => {
       try {
-        const r = this.fence.apply(
-          req.name,
-          req.token,
-          () => this.move(req),
-          req.idempotencyKey === undefined ? {} : { opId: req.idempotencyKey },
-        );
-        switch (r.status) {
-          case 'applied':
-            return r.value;
-          case 'stale_fence':
-            return r;
-          case 'duplicate': {
-            const row = this.s.SELECT_DUPLICATE.get({
-              name: req.name,
-              token: req.token,
-              idempotencyKey: req.idempotencyKey,
-            }) as { version: bigint } | undefined;
-            return {
-              status: 'duplicate',
-              version: row === undefined ? undefined : Number(row.version),
-            };
-          }
-        }
+        return this.publishTx(req);
       } catch (err) {
         if (err instanceof Refusal) return err.result;
         throw err;
@@ -195,8 +188,43 @@ export class SqlitePointerStore implements PointerStore {
     });
   }
 
-  /** The pointer move, inside the fence's transaction; a Refusal rolls back the mark too. */
-  private move(req: PublishRequest): PublishResult {
+  /**
+   * One publish, inside its immediate transaction: the fence's decision in the fence's order
+   * (a key already applied under this token is `duplicate`; then a lower token, or an equal
+   * one under `'>'`, is `stale_fence`), against the mark in the pointer row; then the object,
+   * the key and the expected version; then the pointer, history and registry move. A
+   * Refusal rolls back whatever was written.
+   */
+  private decide(req: PublishRequest): PublishResult {
+    const key = req.idempotencyKey;
+    if (key !== undefined) {
+      const seen = this.s.SELECT_OP.get({ name: req.name, token: req.token, idempotencyKey: key });
+      if (seen !== undefined) return this.duplicate(req.name, req.token, key);
+    }
+    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
+    const mark =
+      cur !== undefined
+        ? cur.high_water
+        : ((this.s.SELECT_FENCE_MARK.get({ name: req.name }) as { hwm: bigint } | undefined)?.hwm ??
+          0n);
+    if (req.token < mark || (this.strict && req.token === mark)) {
+      return { status: 'stale_fence', highWaterMark: mark };
+    }
+    const result = this.move(req, cur);
+    if (key !== undefined) {
+      this.s.INSERT_OP.run({ name: req.name, token: req.token, idempotencyKey: key });
+    }
+    return result;
+  }
+
+  private duplicate(name: string, token: bigint, idempotencyKey: string): PublishResult {
+    const row = this.s.SELECT_DUPLICATE.get({ name, token, idempotencyKey }) as
+      { version: bigint } | undefined;
+    return { status: 'duplicate', version: row === undefined ? undefined : Number(row.version) };
+  }
+
+  /** The pointer move, after the fence passed; a Refusal rolls the transaction back. */
+  private move(req: PublishRequest, cur: PointerRow | undefined): PublishResult {
     const obj = this.s.SELECT_OBJECT.get({ handle: req.handle }) as
       { name: string; state: string; size: bigint | null; checksum: string | null } | undefined;
     if (
@@ -208,7 +236,6 @@ export class SqlitePointerStore implements PointerStore {
     ) {
       throw new Refusal({ status: 'not_staged' });
     }
-    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
     if (cur !== undefined && cur.lease_key !== req.leaseKey) {
       throw invalidArgument(
         'lease.key',
@@ -233,7 +260,8 @@ export class SqlitePointerStore implements PointerStore {
       checksum: obj.checksum,
       now,
     };
-    this.s.UPSERT_POINTER.run(row);
+    if (cur === undefined) this.s.INSERT_POINTER.run(row);
+    else this.s.UPDATE_POINTER.run(row);
     this.s.INSERT_HISTORY.run({ ...row, idempotencyKey: req.idempotencyKey ?? null });
     this.s.MARK_REFERENCED.run({ handle: req.handle });
     const previousHandle = cur?.handle;
