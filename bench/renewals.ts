@@ -1,110 +1,159 @@
-// Many leases held by one client: store calls per renewal interval and the client's CPU,
-// with renewals in batches (the store's renewMany) and one call per lease (the same store
-// behind a forwarder, which hides renewMany), in the same run.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// Many leases held by one client: store round trips per renewal interval and the client's
+// CPU, with renewals in batches (the store's renewMany) and one call per lease (the same store
+// behind a counter that hides renewMany), in the same run, on SQLite, PostgreSQL, Redis and
+// HTTP (a `leasehold serve` process over SQLite, so the bench process's CPU is the client's).
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { LeaseClient } from '../src/core/client.js';
 import type { Lease } from '../src/core/lease.js';
-import type {
-  LeaseStore,
-  StoreRenewRequest,
-  StoreRenewResult,
-  StoreRequestOptions,
-} from '../src/core/store.js';
+import type { LeaseStore } from '../src/core/store.js';
+import { HttpLeaseStore } from '../src/stores/http/store.js';
+import { PostgresLeaseStore } from '../src/stores/postgres/store.js';
+import { RedisLeaseStore } from '../src/stores/redis/store.js';
 import { SqliteLeaseStore } from '../src/stores/sqlite/store.js';
-import { ForwardingLeaseStore } from '../src/testing/forwarding-store.js';
+import { CountingLeaseStore } from '../src/testing/counting-store.js';
+import { spawnCli, killQuietly } from '../test/support/cli.js';
+import { deletePrefix } from '../test/contract/harnesses/redis.js';
+import { dropSchema } from '../test/support/postgres.js';
+import { tempDir } from '../test/support/tmp.js';
 import type { BenchOptions, BenchResult } from './lib.js';
 
 const TTL_MS = 10_000;
 const EVERY_MS = Math.floor(TTL_MS / 3);
+const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env['LEASEHOLD_BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
-/** Counts the renewal round trips of a SQLite store. */
-class CountingSqlite extends SqliteLeaseStore {
-  calls = 0;
-  private inRenew = false;
-  override renew(lease: StoreRenewRequest, options?: StoreRequestOptions) {
-    this.calls++;
-    // SQLite's renew is renewMany of one lease: count the call once.
-    this.inRenew = true;
-    try {
-      return super.renew(lease, options);
-    } finally {
-      this.inRenew = false;
-    }
-  }
-  override renewMany(
-    leases: readonly StoreRenewRequest[],
-    options?: StoreRequestOptions,
-  ): Promise<readonly StoreRenewResult[]> {
-    if (!this.inRenew) this.calls++;
-    return super.renewMany(leases, options);
-  }
-}
-
+/**
+ * Holds `leases` leases through `store` (acquired over one renewal interval, as a service
+ * that picks up tenants over time would), then counts the renewal calls and the process's CPU
+ * over `intervals` renewal intervals.
+ */
 async function holdMany(
   subject: string,
-  store: LeaseStore,
-  counter: CountingSqlite,
+  mode: 'renewMany' | 'one call each',
+  store: CountingLeaseStore,
   leases: number,
   intervals: number,
 ): Promise<BenchResult> {
   const client = new LeaseClient({ store, ownerId: `bench-${subject}` });
   const held: Lease[] = [];
+  const run = randomBytes(3).toString('hex');
   try {
-    // Acquired over one renewal interval, as a service that picks up tenants over time would.
     const spacing = EVERY_MS / leases;
     const start = performance.now();
     for (let i = 0; i < leases; i++) {
-      const r = await client.acquire(`bench/renew/${subject}/${i}`, {
+      const r = await client.acquire(`bench/renew/${run}/${i}`, {
         ttl: TTL_MS,
         renewEvery: EVERY_MS,
       });
       if (r.status !== 'acquired') throw new Error(`acquire ${i}: ${r.status}`);
       held.push(r.lease);
-      const due = start + (i + 1) * spacing;
-      const wait = due - performance.now();
+      const wait = start + (i + 1) * spacing - performance.now();
       if (wait > 0) await new Promise((res) => setTimeout(res, wait));
     }
-    counter.calls = 0;
+    store.reset();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await new Promise((res) => setTimeout(res, intervals * EVERY_MS));
     const elapsed = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
+    const { calls, leases: renewed } = store.counts;
     const lost = held.filter((l) => l.status !== 'held').length;
-    if (lost > 0) throw new Error(`${lost} leases lost during the measurement`);
-    const perInterval = (counter.calls / elapsed) * EVERY_MS;
+    if (lost > 0) throw new Error(`${subject} ${mode}: ${lost} leases lost during the measurement`);
+    const perInterval = (calls / elapsed) * EVERY_MS;
+    const renewedPerInterval = (renewed / elapsed) * EVERY_MS;
     const cpuShare = (cpu.user + cpu.system) / 1000 / elapsed;
     return {
       suite: 'renewals',
-      subject,
+      subject: `${subject}: ${mode}`,
       scenario: `${leases} leases, ttl ${TTL_MS / 1000}s`,
       workers: 1,
       keys: 'distinct',
-      notes: `${perInterval.toFixed(1)} store calls per renewal interval; client CPU ${(cpuShare * 100).toFixed(2)}% of a core`,
+      notes:
+        `${perInterval.toFixed(1)} store round trips per renewal interval ` +
+        `(${renewedPerInterval.toFixed(0)} renewals); client CPU ${(cpuShare * 100).toFixed(2)}% of a core`,
     };
   } finally {
     await client.close();
   }
 }
 
-/** `--only renewals`: 10,000 leases on SQLite (quick: 2,000), batched vs one call per lease. */
+/** Batched, then one call each, over one store. */
+async function both(
+  subject: string,
+  store: LeaseStore,
+  leases: number,
+  intervals: number,
+): Promise<BenchResult[]> {
+  return [
+    await holdMany(subject, 'renewMany', new CountingLeaseStore(store), leases, intervals),
+    await holdMany(
+      subject,
+      'one call each',
+      new CountingLeaseStore(store, { batch: false }),
+      leases,
+      intervals,
+    ),
+  ];
+}
+
+/**
+ * `--only renewals`: 10,000 leases (quick: 2,000) on SQLite, PostgreSQL, Redis and HTTP,
+ * batched vs one call per lease. Round trips are counted by one counting forwarder in front
+ * of each store: a store call, which is one statement (PostgreSQL), one script call (Redis
+ * standalone), one transaction (SQLite) or one HTTP request (HTTP) per batch.
+ */
 export async function renewalBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
   const leases = o.quick ? 2_000 : 10_000;
   const intervals = o.quick ? 1 : 3;
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-renewals-'));
+  const tmp = tempDir('bench-renewals');
   const results: BenchResult[] = [];
+  const close: Array<() => Promise<unknown>> = [];
   try {
-    const batched = new CountingSqlite({ path: join(dir, 'batched.db') });
-    results.push(await holdMany('leasehold renewMany', batched, batched, leases, intervals));
-    await batched.close();
-    const single = new CountingSqlite({ path: join(dir, 'single.db') });
-    const forwarded = new ForwardingLeaseStore(single);
-    results.push(await holdMany('leasehold one call each', forwarded, single, leases, intervals));
-    await single.close();
+    const sqlite = new SqliteLeaseStore({ path: join(tmp.dir, 'renewals.db') });
+    close.push(() => sqlite.close());
+    results.push(...(await both('sqlite', sqlite, leases, intervals)));
+
+    const schema = `lh_bench_renew_${process.pid}_${randomBytes(3).toString('hex')}`;
+    const pgStore = new PostgresLeaseStore({ connectionString: PG_URL, schema });
+    close.push(async () => {
+      await pgStore.close();
+      await dropSchema(schema);
+    });
+    await pgStore.migrate();
+    results.push(...(await both('postgres', pgStore, leases, intervals)));
+
+    const prefix = `lh-bench-renew:${randomBytes(3).toString('hex')}:`;
+    const redisStore = new RedisLeaseStore({ redis: REDIS_URL, prefix });
+    close.push(async () => {
+      await redisStore.close();
+      const admin = new Redis(REDIS_URL);
+      try {
+        await deletePrefix(admin, prefix);
+      } finally {
+        admin.disconnect();
+      }
+    });
+    results.push(...(await both('redis', redisStore, leases, intervals)));
+
+    const proc = spawnCli([
+      'serve',
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+      '--store',
+      `sqlite:${join(tmp.dir, 'served.db')}`,
+    ]);
+    close.push(() => Promise.resolve(killQuietly(proc)));
+    const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
+    const http = await HttpLeaseStore.connect({ url });
+    close.push(() => http.close());
+    results.push(...(await both('http (serve, sqlite)', http, leases, intervals)));
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    for (const c of close.reverse()) await c().catch(() => undefined);
+    tmp.remove();
   }
   return results;
 }

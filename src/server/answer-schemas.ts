@@ -224,6 +224,11 @@ export const INFO = {
         bodyLimitBytes: { type: 'integer' },
         maxWaitMs: { type: 'integer' },
         batchMaxOps: { type: 'integer' },
+        batchMaxRenewals: {
+          type: 'integer',
+          description:
+            'The most operations of a POST /v1/batch whose operations are all renew (one store call).',
+        },
         batchBodyLimitBytes: { type: 'integer' },
         maxTokenBlock: {
           type: 'integer',

@@ -2,14 +2,15 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalidArgument } from '../core/errors.js';
 import { leaseIdPrefix } from '../core/ids.js';
 import type { LeaseState } from '../core/types.js';
-import { parseToken, validateKey, validatePrefix, validateTtl } from '../core/validate.js';
+import { parseToken, validateKey, validatePrefix } from '../core/validate.js';
 import { acquireRoute } from './acquire-route.js';
 import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
 import { clientWatch } from './client-watch.js';
 import type { ServerContext } from './context.js';
 import { releaseThroughServer } from './hand-off.js';
+import { renewRoute } from './renew-route.js';
 import { ApiError } from './http-errors.js';
-import { stateJson, wholeMs } from './json.js';
+import { stateJson } from './json.js';
 import { ACQUIRE_BODY, LIST_QUERY, RELEASE_BODY, RENEW_BODY } from './schemas.js';
 
 export interface AcquireBody {
@@ -89,71 +90,6 @@ export function registerLeaseRoutes(app: FastifyInstance, ctx: ServerContext): v
       .map(stateJson);
     return { leases };
   });
-}
-
-/**
- * The renew operation of `POST /v1/renew` and of a batch: authorise `renew` on the key, renew
- * conditionally on lease id and token, publish it. A refused renewal answers `not_owner` when
- * the token's lease is still live (someone else's token with a wrong lease id) or the token was
- * never granted for the key, else `lost`; only the holder's own refused renewal of a lease
- * granted through this server is published (`lost`).
- */
-export async function renewRoute(
-  ctx: ServerContext,
-  principal: Principal,
-  b: RenewBody,
-): Promise<{ status: 'renewed'; expiresAtWallMs?: number }> {
-  const { store, metrics, hub, tracker } = ctx;
-  const key = validateKey(b.key, 'key');
-  authorizeKey(principal, 'renew', key);
-  const token = parseToken(b.token, 'token');
-  const ttlMs = validateTtl(b.ttl, store.capabilities.minTtlMs, 'ttl');
-  const leaseId = b.leaseId.toLowerCase();
-  let answer;
-  const started = performance.now();
-  try {
-    answer = await store.renew({ key, leaseId, token, ttlMs }, ctx.storeOptions);
-  } catch (err) {
-    metrics.storeRequestDone('renew', false, started);
-    metrics.renewals.inc({ result: 'unavailable' });
-    throw err;
-  }
-  metrics.storeRequestDone('renew', true, started);
-  const prefix = leaseIdPrefix(leaseId);
-  if (answer.status === 'renewed') {
-    metrics.renewals.inc({ result: 'renewed' });
-    tracker.renewed(key, token, ttlMs);
-    hub.publish({ type: 'renewed', key, token: token.toString(), leaseIdPrefix: prefix, ttlMs });
-    const renewed: { status: 'renewed'; expiresAtWallMs?: number } = { status: 'renewed' };
-    if (answer.expiresAtWallMs !== undefined)
-      renewed.expiresAtWallMs = wholeMs(answer.expiresAtWallMs);
-    return renewed;
-  }
-  // The store refused: it changed nothing. If that token's lease is still live, the caller
-  // presented someone else's token with a wrong lease id; if the key never had that token, it
-  // was never granted: both not_owner, and no event. Otherwise the lease is gone for good, but
-  // only the holder's own renewal of a lease granted here (same lease id and token) makes a
-  // `lost` event: anyone may send a renew, and events describe only what the store did.
-  const state = await metrics.timeStore('inspect', () => store.inspect(key, ctx.storeOptions));
-  if (state.holder !== undefined && state.holder.token === token) {
-    metrics.renewals.inc({ result: 'not_owner' });
-    throw new ApiError('not_owner', `no lease on ${key} with this lease id and token ${token}`);
-  }
-  if (token > state.lastToken) {
-    metrics.renewals.inc({ result: 'not_owner' });
-    throw new ApiError('not_owner', `no lease on ${key} was ever granted token ${token}`);
-  }
-  metrics.renewals.inc({ result: 'lost' });
-  const heldMs = tracker.lost(key, token, leaseId);
-  if (heldMs !== undefined) {
-    metrics.leasesLost.inc({ reason: 'renew_lost' });
-    metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
-    hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
-  }
-  throw new ApiError(
-    'lost',
-    `the lease on ${key} with token ${token} is lost (expired or taken over)`,
-  );
 }
 
 /**

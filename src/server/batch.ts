@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { validateKey } from '../core/validate.js';
 import { acquireRoute } from './acquire-route.js';
+import { invalidArgument } from '../core/errors.js';
 import {
   principalOf,
   releaseRoute,
-  renewRoute,
   type AcquireBody,
   type ReleaseBody,
   type RenewBody,
@@ -13,7 +13,8 @@ import { clientWatch, type ClientWatch } from './client-watch.js';
 import type { Principal } from './auth.js';
 import type { ServerContext } from './context.js';
 import { reportApiError, toApiError } from './http-errors.js';
-import { BATCH_BODY } from './schemas.js';
+import { renewTogether } from './renew-route.js';
+import { BATCH_BODY, MAX_BATCH_OPS, MAX_BATCH_RENEWALS } from './schemas.js';
 
 type BatchOp =
   | ({ op: 'acquire' } & AcquireBody)
@@ -29,9 +30,13 @@ export interface BatchResult {
 /**
  * Registers `POST /v1/batch`: acquire (without waiting), renew and release operations in one
  * request, each authorised, validated and answered exactly as its own request would be. The
- * operations are started in their order and run concurrently, so a store that groups the
- * requests of one moment (SQLite's group commit, Redis' pipelining) serves them together;
- * one operation's error does not touch the others. `HttpLeaseStore` sends the operations of
+ * renewals of a batch go to the store as one `renewMany` call when the store has it (one
+ * store round trip for all of them, see renew-route.ts); the other operations are started in
+ * their order and run concurrently, so a store that groups the requests of one moment
+ * (SQLite's group commit, Redis' pipelining) serves them together; one operation's error does
+ * not touch the others. At most {@link MAX_BATCH_OPS} operations, or up to
+ * {@link MAX_BATCH_RENEWALS} when every one is a renewal (what `HttpLeaseStore.renewMany`
+ * sends). `HttpLeaseStore` sends the operations of
  * one event-loop turn this way: one HTTP exchange instead of one each.
  *
  * A body that fails the schema is refused whole (400, nothing run), as is one over
@@ -49,27 +54,41 @@ export function registerBatchRoute(
       const principal = principalOf(req);
       const client = clientWatch(reply);
       const ops = (req.body as { ops: BatchOp[] }).ops;
+      if (ops.length > MAX_BATCH_OPS && ops.some((op) => op.op !== 'renew')) {
+        throw invalidArgument(
+          'ops',
+          `must hold at most ${MAX_BATCH_OPS} operations (${MAX_BATCH_RENEWALS} when all are renewals)`,
+          ops.length,
+        );
+      }
       const fail = (err: unknown): BatchResult => failed(ctx, req.id, err);
+      const renewals = ops.filter((op) => op.op === 'renew');
+      const renewed = renewTogether(ctx, principal, renewals);
+      let r = 0;
       // Started in order (each runs synchronously up to its store request), answered together.
       const results = await Promise.all(
-        ops.map((op) => runOp(ctx, principal, client, op).then(succeeded, fail)),
+        ops.map((op) =>
+          (op.op === 'renew' ? renewed[r++]! : runOp(ctx, principal, client, op)).then(
+            succeeded,
+            fail,
+          ),
+        ),
       );
       return { results };
     },
   );
 }
 
+/** An acquire or release of a batch (its renewals go together, see `renewTogether`). */
 async function runOp(
   ctx: ServerContext,
   principal: Principal,
   client: ClientWatch,
-  op: BatchOp,
+  op: Exclude<BatchOp, { op: 'renew' }>,
 ): Promise<object> {
   switch (op.op) {
     case 'acquire':
       return acquireRoute(ctx, principal, client, validateKey(op.key, 'key'), op);
-    case 'renew':
-      return renewRoute(ctx, principal, op);
     case 'release':
       return releaseRoute(
         ctx,

@@ -5,6 +5,7 @@
  * checked after the schema by the core validators, which name the field in their messages.
  */
 
+import { MAX_RENEWALS_PER_CALL } from '../core/renewal-batch.js';
 import { LIMITS } from '../core/validate.js';
 
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
@@ -80,6 +81,13 @@ export const RELEASE_BODY = {
 /** Most operations in one `POST /v1/batch`. */
 export const MAX_BATCH_OPS = 128;
 
+/**
+ * Most operations in one `POST /v1/batch` whose operations are all renewals: the client's
+ * largest `renewMany` call (MAX_RENEWALS_PER_CALL), so one call is one request and one store
+ * call. Renewals need no waiting or hand-off state, and the body limit still bounds the size.
+ */
+export const MAX_BATCH_RENEWALS = MAX_RENEWALS_PER_CALL;
+
 const { wait: _noWaitInBatch, ...ACQUIRE_FIELDS } = ACQUIRE_BODY.properties;
 
 /**
@@ -118,10 +126,9 @@ export const BATCH_BODY = {
     ops: {
       type: 'array',
       minItems: 1,
-      maxItems: MAX_BATCH_OPS,
+      maxItems: MAX_BATCH_RENEWALS,
       items: BATCH_OP,
-      description:
-        'Operations started in this order; each is answered as its own request would be.',
+      description: `Operations started in this order; each is answered as its own request would be. At most ${MAX_BATCH_OPS}, or up to ${MAX_BATCH_RENEWALS} when every operation is a renew (sent to the store as one renewal call).`,
     },
   },
 } as const;

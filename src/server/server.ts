@@ -29,7 +29,7 @@ import {
 } from './framework-errors.js';
 import { ApiError, reportApiError, toApiError } from './http-errors.js';
 import { ServerMetrics } from './metrics.js';
-import { MAX_BATCH_OPS } from './schemas.js';
+import { MAX_BATCH_OPS, MAX_BATCH_RENEWALS } from './schemas.js';
 import { openApiDocument } from './openapi.js';
 import { registerEventRoutes } from './sse.js';
 import { registerLessonRoutes } from './lesson-page.js';
@@ -302,6 +302,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
       bodyLimitBytes: bodyLimit,
       maxWaitMs,
       batchMaxOps: MAX_BATCH_OPS,
+      batchMaxRenewals: MAX_BATCH_RENEWALS,
       batchBodyLimitBytes: batchBodyLimit,
       maxTokenBlock: LIMITS.maxTokenBlock,
     },

@@ -919,6 +919,35 @@ export const contractCases: ContractCase[] = [
         // The renewed ones were really extended, and stay renewable one by one.
         assert.equal((await s.renew({ ...live, ttlMs: 30_000 }, OPTS())).status, 'renewed');
         for (const l of [live, live2, foreign]) await s.release(l, OPTS());
+
+        // Many leases in one call, one of them lost in the middle: the others are renewed, in
+        // request order, and each really has the new expiry (granted for 5 s, renewed for 120 s).
+        const many = [];
+        for (let i = 0; i < 40; i++)
+          many.push(await grant(i % 2 === 0 ? s : other!, uniqueKey(`batch-many-${i}`), 5_000));
+        const gone = many[17]!;
+        assert.equal((await s.release(gone, OPTS())).status, 'released');
+        const answers = await s.renewMany(
+          many.map((l) => ({ ...l, ttlMs: 120_000 })),
+          OPTS(),
+        );
+        assert.deepEqual(
+          answers.map((r) => r.status),
+          many.map((_, i) => (i === 17 ? 'lost' : 'renewed')),
+        );
+        for (const [i, l] of many.entries()) {
+          const holder = (await other!.inspect(l.key, OPTS())).holder;
+          if (i === 17) {
+            assert.equal(holder, undefined, 'the released lease stays released');
+            continue;
+          }
+          assert.equal(holder?.token, l.token);
+          assert.ok(
+            holder.remainingMs > 60_000,
+            `lease ${i} has the batch's new expiry (${holder.remainingMs} ms left)`,
+          );
+        }
+        for (const l of many) await s.release(l, OPTS());
       });
     },
   },

@@ -12,7 +12,15 @@ export type BatchOpName = 'acquire' | 'renew' | 'release';
 export interface BatchLimits {
   readonly maxOps: number;
   readonly maxBytes: number;
+  /**
+   * Most renewals in one `renewMany` request (a batch of renewals only). `connect` takes the
+   * server's `batchMaxRenewals`; without it, {@link RENEWALS_PER_REQUEST_UNKNOWN_SERVER}.
+   */
+  readonly maxRenewals?: number;
 }
+
+/** Renewals per request to a server whose limit is not known: what every server accepts. */
+export const RENEWALS_PER_REQUEST_UNKNOWN_SERVER = 128;
 
 /**
  * The client's own limits, which `HttpLeaseStore.connect` narrows to the server's. At most 16

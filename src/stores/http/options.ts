@@ -163,10 +163,13 @@ function batchLimits(
   >;
   const ops = l['batchMaxOps'];
   const bytes = l['batchBodyLimitBytes'];
+  const renewals = l['batchMaxRenewals'];
   if (typeof ops !== 'number' || typeof bytes !== 'number' || ops < 1 || bytes < 1024) return false;
   const want = asked === undefined || asked === true ? DEFAULTS.batch : asked;
+  const serverRenewals = typeof renewals === 'number' && renewals >= 1 ? renewals : ops;
   return {
     maxOps: Math.min(want.maxOps, Math.floor(ops)),
     maxBytes: Math.min(want.maxBytes, Math.floor(bytes)),
+    maxRenewals: Math.floor(Math.min(want.maxRenewals ?? serverRenewals, serverRenewals)),
   };
 }

@@ -1,5 +1,6 @@
 import { LeaseholdError } from '../../core/errors.js';
 import type {
+  BatchRenewingLeaseStore,
   LeaseStore,
   QueueingLeaseStore,
   StoreAcquireRequest,
@@ -8,13 +9,14 @@ import type {
   StoreQueuedResult,
   StoreLeaseRef,
   StoreReleaseResult,
+  StoreRenewRequest,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
   WatchChange,
 } from '../../core/store.js';
 import type { LeaseState, StoreCapabilities } from '../../core/types.js';
-import { RequestBatcher, type BatchOpName, type Retry } from './batch.js';
+import { RequestBatcher, type BatchLimits, type BatchOpName, type Retry } from './batch.js';
 import { acquireBody, acquireResult, stateOf } from './answers.js';
 import {
   NodeHttpTransport,
@@ -39,6 +41,7 @@ import {
   type HttpLeaseStoreOptions,
 } from './options.js';
 import { PooledHttpTransport } from './pooled-transport.js';
+import { renewBody, renewInRequests, renewResultOf } from './renew-many.js';
 
 export type { HttpLeaseStoreOptions } from './options.js';
 
@@ -73,7 +76,7 @@ const OP_PATHS: Readonly<Record<BatchOpName, string>> = Object.freeze({
  * const store = await HttpLeaseStore.connect({ url: 'http://127.0.0.1:7400', apiToken });
  * const client = new LeaseClient({ store });
  */
-export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
+export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore, BatchRenewingLeaseStore {
   readonly kind = 'http';
   readonly capabilities: StoreCapabilities;
   readonly url: string;
@@ -87,6 +90,8 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
   private readonly closing = new AbortController();
   /** Batches lease operations; undefined when batching is off. */
   private readonly batcher: RequestBatcher | undefined;
+  /** The batch limits (undefined when batching is off: then no `renewMany` either). */
+  private readonly batchLimits: BatchLimits | undefined;
   /** Per key, the last queued wait sent: resolves once the server has parked or answered it. */
   private readonly arrivals = new Map<string, Promise<void>>();
   /** The longest `wait` the server accepts (`connect` reads it from `/v1/info`). */
@@ -113,6 +118,11 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
         },
         o.batch,
       );
+    }
+    this.batchLimits = o.batch;
+    if (o.batch === undefined) {
+      // No batches: each renewal is its own request, so the client renews one by one.
+      Object.defineProperty(this, 'renewMany', { value: undefined });
     }
     this.capabilities = o.capabilities;
     if (!o.waitInServerQueue) {
@@ -221,23 +231,29 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore {
     lease: StoreLeaseRef & { readonly ttlMs: number },
     options: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
-    const a = await this.call(
-      'renew',
-      { key: lease.key, leaseId: lease.leaseId, token: lease.token.toString(), ttl: lease.ttlMs },
-      'idempotent',
+    return renewResultOf(await this.call('renew', renewBody(lease), 'idempotent', options));
+  }
+
+  /**
+   * {@link BatchRenewingLeaseStore}: the leases in one `POST /v1/batch` of renewals (more only
+   * beyond the server's `batchMaxRenewals`), which the server sends to its store as one
+   * `renewMany` call; each lease answered on its own (see renew-many.ts).
+   */
+  async renewMany(
+    leases: readonly StoreRenewRequest[],
+    options: StoreRequestOptions,
+  ): Promise<readonly StoreRenewResult[]> {
+    if (leases.length === 0) return [];
+    this.assertOpen();
+    return renewInRequests(
+      {
+        sendBatch: (body, o) => this.request('POST', '/v1/batch', body, 'idempotent', o),
+        renewOne: (lease, o) => this.renew(lease, o),
+      },
+      leases,
+      this.batchLimits!,
       options,
     );
-    if (a.status === 200) {
-      const expires = a.body['expiresAtWallMs'];
-      return {
-        status: 'renewed',
-        ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
-      };
-    }
-    // Both mean: this lease is not live at the store, and never will be again.
-    if (a.status === 410 || (a.status === 409 && answerCode(a) === 'not_owner'))
-      return { status: 'lost' };
-    throw unexpectedAnswer(a, 'renew');
   }
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {

@@ -109,6 +109,28 @@ WHERE resource_key = $1
 RETURNING extract(epoch FROM lease_until)::float8 * 1000 AS expires_ms`;
 
 /**
+ * Many renewals in one statement (`renewMany`): the seed's renewal for each lease of the
+ * arrays, by one `clock_timestamp()` reading per row as RENEW takes it, so each lease is
+ * extended exactly as its own RENEW would have been. A lease that matches nothing (lost,
+ * expired, foreign token) locks nothing and simply returns no row: it fails alone.
+ * Rows are locked in the order of the arrays, which the store sorts by key, so two calls
+ * renewing the same leases cannot lock each other in opposite orders.
+ * Params: $1 keys (text[]), $2 lease ids (text[] of UUIDs), $3 tokens (text[] of decimal
+ * int8s, never JS numbers), $4 ttl ms (text[]). Returns one row per renewed lease: i (its
+ * 1-based position in the arrays) and expires_ms.
+ */
+export const RENEW_MANY = `
+UPDATE {{lease}} AS l
+SET lease_until = clock_timestamp() + r.ttl_ms * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[]::uuid[], $3::text[]::bigint[], $4::text[]::bigint[])
+  WITH ORDINALITY AS r(resource_key, owner_id, fencing_token, ttl_ms, i)
+WHERE l.resource_key = r.resource_key
+  AND l.owner_id = r.owner_id
+  AND l.fencing_token = r.fencing_token
+  AND l.lease_until > clock_timestamp()
+RETURNING r.i, extract(epoch FROM l.lease_until)::float8 * 1000 AS expires_ms`;
+
+/**
  * The seed's release: conditional on lease id and token, keeps the row and its token. The
  * table's trigger NOTIFYs waiters when owner_id becomes NULL.
  * Params: $1 key, $2 lease id, $3 token. Returns one row (released) or none (not owner).

@@ -5,7 +5,9 @@ import type {
   StoreAcquireResult,
   StoreHandOffResult,
   StoreLeaseRef,
+  BatchRenewingLeaseStore,
   StoreReleaseResult,
+  StoreRenewRequest,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
@@ -56,6 +58,8 @@ type Commit = 'read' | 'durable' | 'release';
 /** Bound on the statements that register waiters' interest (watch has no request timeout). */
 const INTEREST_TIMEOUT_MS = 5000;
 
+const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Calls of the grant function (each retries lost races 5 times itself) before giving up. */
 const ACQUIRE_ATTEMPTS = 3;
@@ -89,7 +93,7 @@ const ACQUIRE_ATTEMPTS = 3;
  * const client = new LeaseClient({ store });
  * const r = await client.acquire('report/july', { ttl: '30s' });
  */
-export class PostgresLeaseStore implements HandOffLeaseStore {
+export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseStore {
   readonly kind = 'postgres';
   readonly capabilities = CAPABILITIES;
   /** The schema of the lease table. */
@@ -105,6 +109,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
   private readonly sql: {
     acquire: string;
     renew: string;
+    renewMany: string;
     release: string;
     inspect: string;
     list: string;
@@ -156,6 +161,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     this.sql = {
       acquire: bind(Q.ACQUIRE),
       renew: bind(Q.RENEW),
+      renewMany: bind(Q.RENEW_MANY),
       release: bind(Q.RELEASE),
       inspect: bind(Q.INSPECT),
       list: bind(Q.LIST_LIVE),
@@ -260,6 +266,44 @@ export class PostgresLeaseStore implements HandOffLeaseStore {
     return Number.isFinite(expiresAtWallMs)
       ? { status: 'renewed', expiresAtWallMs }
       : { status: 'renewed' };
+  }
+
+  /**
+   * {@link BatchRenewingLeaseStore}: every lease in one statement (RENEW_MANY), one round trip
+   * and one durable commit for the whole call; each lease answered on its own.
+   */
+  async renewMany(
+    leases: readonly StoreRenewRequest[],
+    options: StoreRequestOptions,
+  ): Promise<readonly StoreRenewResult[]> {
+    const results: StoreRenewResult[] = leases.map(() => LOST);
+    // A lease id that is not a UUID was never granted here (renew answers lost too).
+    const sent = leases
+      .map((lease, i) => ({ lease, i }))
+      .filter(({ lease }) => UUID.test(lease.leaseId))
+      .sort((a, b) => (a.lease.key < b.lease.key ? -1 : a.lease.key > b.lease.key ? 1 : 0));
+    if (sent.length === 0) return results;
+    const answer = await this.run(
+      this.sql.renewMany,
+      [
+        sent.map((s) => s.lease.key),
+        sent.map((s) => s.lease.leaseId),
+        sent.map((s) => s.lease.token.toString()),
+        sent.map((s) => String(s.lease.ttlMs)),
+      ],
+      options,
+      'durable',
+    );
+    for (const row of answer.rows) {
+      const at = sent[Number(row['i']) - 1];
+      if (at === undefined)
+        throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL renewed a lease it was not asked to');
+      const expiresAtWallMs = Number(row['expires_ms']);
+      results[at.i] = Number.isFinite(expiresAtWallMs)
+        ? { status: 'renewed', expiresAtWallMs }
+        : { status: 'renewed' };
+    }
+    return results;
   }
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {

@@ -8,6 +8,36 @@ export function leaseKeys(prefix: string, key: string): LeaseKeys {
 }
 
 /**
+ * The part of a Redis key name that Redis Cluster hashes to pick its slot: the text between
+ * the first `{` and the next `}` when that is not empty, else the whole name (the Cluster
+ * specification's hash-tag rule). Names with the same hash tag are always in one slot.
+ */
+export function hashTagOf(name: string): string {
+  const open = name.indexOf('{');
+  if (open === -1) return name;
+  const close = name.indexOf('}', open + 1);
+  return close === -1 || close === open + 1 ? name : name.slice(open + 1, close);
+}
+
+/**
+ * Splits `items` into groups whose names share a hash tag, so that each group may go to a
+ * Cluster in one script (a script's keys must share a slot). Order within a group is kept.
+ * Grouping by hash tag, not by computed slot: names in one group are in one slot by the
+ * rule itself, with no slot function of our own; lease records are `<prefix>{<key>}:lease`,
+ * so distinct keys share a group only when `prefix` carries the hash tag (all then in one).
+ */
+export function sameSlotGroups<T>(items: readonly T[], nameOf: (item: T) => string): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const tag = hashTagOf(nameOf(item));
+    const group = groups.get(tag);
+    if (group === undefined) groups.set(tag, [item]);
+    else group.push(item);
+  }
+  return [...groups.values()];
+}
+
+/**
  * The lease keys under `keyPrefix` that have a record, in key order. Uses `SCAN` over the
  * keyspace (every master of a Cluster): O(keys in Redis), for observers, not hot paths.
  */

@@ -61,6 +61,7 @@ const SCRIPTS = {
     lua('acquire.lua'),
   ),
   renew: LuaScript.fromFiles('renew', LEASE_HOLDER_LUA, lua('renew.lua')),
+  renewMany: LuaScript.fromFiles('renew-many', LEASE_HOLDER_LUA, lua('renew-many.lua')),
   release: LuaScript.fromFiles('release', LEASE_HOLDER_LUA, LEASE_RELEASE_LUA, lua('release.lua')),
   handoff: LuaScript.fromFiles(
     'handoff',
@@ -173,6 +174,36 @@ export async function runRenew(
 ): Promise<number | undefined> {
   const reply = await SCRIPTS.renew.run(redis, [keys.record], [leaseId, token.toString(), ttlMs]);
   return typeof reply === 'string' ? Number(reply) : undefined;
+}
+
+/** One lease of a renew-many.lua call. */
+export interface RenewManyItem {
+  readonly record: string;
+  readonly leaseId: string;
+  readonly token: bigint;
+  readonly ttlMs: number;
+}
+
+/**
+ * Runs renew-many.lua: for each lease, the server's time in ms when renewed, undefined when
+ * lost. Every record must be in one Cluster slot (see `sameSlotGroups`).
+ */
+export async function runRenewMany(
+  redis: RedisClient,
+  items: readonly RenewManyItem[],
+): Promise<Array<number | undefined>> {
+  const keys: string[] = [];
+  const args: ScriptArg[] = [];
+  for (const item of items) {
+    keys.push(item.record);
+    args.push(item.leaseId, item.token.toString(), item.ttlMs);
+  }
+  const reply = asArray(await SCRIPTS.renewMany.run(redis, keys, args));
+  if (reply.length !== items.length + 1 || typeof reply[0] !== 'string') {
+    throw new TypeError(`unexpected renew-many reply of ${reply.length} items for ${items.length}`);
+  }
+  const serverMs = Number(reply[0]);
+  return items.map((_, i) => (reply[i + 1] === 1 ? serverMs : undefined));
 }
 
 /** Runs release.lua: true when released (and waiters were told), false when not the owner. */

@@ -5,7 +5,9 @@ import type {
   StoreAcquireResult,
   StoreHandOffResult,
   StoreLeaseRef,
+  BatchRenewingLeaseStore,
   StoreReleaseResult,
+  StoreRenewRequest,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
@@ -19,15 +21,16 @@ import {
   runInspect,
   runRelease,
   runRenew,
+  runRenewMany,
   type AcquireReply,
   type LeaseKeys,
 } from './scripts.js';
 import { WriteCoalescer } from './batch.js';
-import { openRedisClient, whenConnected, type RedisClient } from './client.js';
+import { isCluster, openRedisClient, whenConnected, type RedisClient } from './client.js';
 import { EpochFloorCache, epochKey } from './epoch.js';
 import { closedError, replicationError, storeError } from './errors.js';
 import { EvictionGuard } from './eviction-check.js';
-import { leaseKeys, scanLeaseKeys } from './keys.js';
+import { leaseKeys, sameSlotGroups, scanLeaseKeys } from './keys.js';
 import { ReleaseSubscriber, type WakeMode } from './notify.js';
 import { resolveRedisStoreOptions, type RedisLeaseStoreOptions } from './options.js';
 
@@ -80,7 +83,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
  * await store.ready(); // optional: runs the maxmemory-policy check now
  * const client = new LeaseClient({ store });
  */
-export class RedisLeaseStore implements HandOffLeaseStore {
+export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseStore {
   readonly kind = 'redis';
   readonly capabilities = CAPABILITIES;
   readonly prefix: string;
@@ -262,6 +265,55 @@ export class RedisLeaseStore implements HandOffLeaseStore {
     return serverMs === undefined
       ? { status: 'lost' }
       : { status: 'renewed', expiresAtWallMs: serverMs + lease.ttlMs };
+  }
+
+  /**
+   * {@link BatchRenewingLeaseStore}: one renew-many.lua call for the whole batch on one node
+   * (standalone, Sentinel). On a Cluster a script's keys must share a slot, so the batch is
+   * split by hash tag and the scripts go out together (pipelined on each node's connection).
+   */
+  async renewMany(
+    leases: readonly StoreRenewRequest[],
+    _options?: StoreRequestOptions,
+  ): Promise<readonly StoreRenewResult[]> {
+    if (leases.length === 0) return [];
+    if (this.redis.status !== 'ready') await this.connection(_options);
+    if (!this.checked) await this.check;
+    this.gate();
+    const items = leases.map((lease) => ({
+      record: this.keysOf(lease.key).record,
+      leaseId: lease.leaseId,
+      token: lease.token,
+      ttlMs: lease.ttlMs,
+    }));
+    const groups = isCluster(this.redis)
+      ? sameSlotGroups(
+          items.map((item, i) => ({ item, i })),
+          (g) => g.item.record,
+        )
+      : [items.map((item, i) => ({ item, i }))];
+    const results: StoreRenewResult[] = new Array<StoreRenewResult>(leases.length);
+    try {
+      await Promise.all(
+        groups.map(async (group) => {
+          this.coalescer?.hold();
+          const answers = await runRenewMany(
+            this.redis,
+            group.map((g) => g.item),
+          );
+          group.forEach((g, k) => {
+            const serverMs = answers[k];
+            results[g.i] =
+              serverMs === undefined
+                ? { status: 'lost' }
+                : { status: 'renewed', expiresAtWallMs: serverMs + g.item.ttlMs };
+          });
+        }),
+      );
+    } catch (err) {
+      throw storeError(err, 'renew');
+    }
+    return results;
   }
 
   async release(lease: StoreLeaseRef, _options?: StoreRequestOptions): Promise<StoreReleaseResult> {

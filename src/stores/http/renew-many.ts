@@ -1,0 +1,115 @@
+import { LeaseholdError } from '../../core/errors.js';
+import type { StoreRenewRequest, StoreRenewResult, StoreRequestOptions } from '../../core/store.js';
+import { RENEWALS_PER_REQUEST_UNKNOWN_SERVER, type BatchLimits } from './batch.js';
+import { answerCode, unexpectedAnswer, type Answer } from './errors.js';
+
+/** What {@link renewInRequests} needs from its store. */
+export interface RenewSink {
+  /** Sends one `POST /v1/batch` body (retried as a renewal: it is conditional). */
+  sendBatch(body: Record<string, unknown>, options: StoreRequestOptions): Promise<Answer>;
+  /** Renews one lease with its own request. */
+  renewOne(lease: StoreRenewRequest, options: StoreRequestOptions): Promise<StoreRenewResult>;
+}
+
+/** A renew operation's body, as `/v1/renew` and a batch take it (token as a decimal string). */
+export function renewBody(lease: StoreRenewRequest): Record<string, unknown> {
+  return {
+    key: lease.key,
+    leaseId: lease.leaseId,
+    token: lease.token.toString(),
+    ttl: lease.ttlMs,
+  };
+}
+
+/**
+ * A renewal's answer from the server: 200 renewed; 410 `lost` and 409 `not_owner` both mean
+ * the lease is not live at the store and never will be again. Anything else throws.
+ */
+export function renewResultOf(a: Answer): StoreRenewResult {
+  if (a.status === 200) {
+    const expires = a.body['expiresAtWallMs'];
+    return {
+      status: 'renewed',
+      ...(typeof expires === 'number' ? { expiresAtWallMs: expires } : {}),
+    };
+  }
+  if (a.status === 410 || (a.status === 409 && answerCode(a) === 'not_owner'))
+    return { status: 'lost' };
+  throw unexpectedAnswer(a, 'renew');
+}
+
+/**
+ * `HttpLeaseStore.renewMany`: the leases as `POST /v1/batch` requests of renewals only, each
+ * within the server's limits (`batchMaxRenewals` and the body limit, from `/v1/info`), so a
+ * call of up to 2,000 leases is one request that the server turns into one store call. The
+ * requests of one call go out together. A server that refuses the batch whole (400, 413, or
+ * 404 without the route: nothing ran) gets the leases one request each.
+ *
+ * Each lease keeps its own answer (`lost` for one does not touch the others). An answer the
+ * result type cannot hold for one lease (403 on its key, 5xx) fails the whole call, as the
+ * contract asks of a call that did not get every answer: the client then treats each of its
+ * renewals as unanswered and retries it.
+ */
+export async function renewInRequests(
+  sink: RenewSink,
+  leases: readonly StoreRenewRequest[],
+  limits: BatchLimits,
+  options: StoreRequestOptions,
+): Promise<StoreRenewResult[]> {
+  const perRequest = limits.maxRenewals ?? RENEWALS_PER_REQUEST_UNKNOWN_SERVER;
+  const chunks: Array<{ leases: StoreRenewRequest[]; ops: Array<Record<string, unknown>> }> = [];
+  let chunk: (typeof chunks)[number] = { leases: [], ops: [] };
+  let bytes = 0;
+  for (const lease of leases) {
+    const op = { op: 'renew', ...renewBody(lease) };
+    const size = Buffer.byteLength(JSON.stringify(op)) + 1;
+    // `{"ops":[` and `]}`: 10 bytes of envelope.
+    if (
+      chunk.leases.length > 0 &&
+      (chunk.leases.length >= perRequest || bytes + size + 10 > limits.maxBytes)
+    ) {
+      chunks.push(chunk);
+      chunk = { leases: [], ops: [] };
+      bytes = 0;
+    }
+    chunk.leases.push(lease);
+    chunk.ops.push(op);
+    bytes += size;
+  }
+  if (chunk.leases.length > 0) chunks.push(chunk);
+  const answers = await Promise.all(chunks.map((c) => renewChunk(sink, c, options)));
+  return answers.flat();
+}
+
+async function renewChunk(
+  sink: RenewSink,
+  chunk: { leases: StoreRenewRequest[]; ops: Array<Record<string, unknown>> },
+  options: StoreRequestOptions,
+): Promise<StoreRenewResult[]> {
+  if (chunk.leases.length === 1) return [await sink.renewOne(chunk.leases[0]!, options)];
+  const a = await sink.sendBatch({ ops: chunk.ops }, options);
+  if (a.status === 400 || a.status === 404 || a.status === 413) {
+    return Promise.all(chunk.leases.map((l) => sink.renewOne(l, options)));
+  }
+  if (a.status !== 200) throw unexpectedAnswer(a, 'renew');
+  const results = a.body['results'];
+  if (!Array.isArray(results) || results.length !== chunk.leases.length) {
+    throw new LeaseholdError(
+      'ERR_PROTOCOL',
+      'leasehold server: batch: results do not match the renewals',
+    );
+  }
+  return results.map((r: unknown) => {
+    const one = r as { httpStatus?: unknown; body?: unknown } | null;
+    if (
+      typeof one !== 'object' ||
+      one === null ||
+      typeof one.httpStatus !== 'number' ||
+      typeof one.body !== 'object' ||
+      one.body === null
+    ) {
+      throw new LeaseholdError('ERR_PROTOCOL', 'leasehold server: batch: malformed result');
+    }
+    return renewResultOf({ status: one.httpStatus, body: one.body as Record<string, unknown> });
+  });
+}
