@@ -37,7 +37,7 @@ export interface AcquirePlan {
  * REGISTER_INTEREST locks rows in), so that batches of several stores never lock two rows in
  * opposite orders.
  */
-function byteOrder(a: string, b: string): number {
+export function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 

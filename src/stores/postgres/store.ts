@@ -28,7 +28,7 @@ import {
   type PgResult,
   type SqlParam,
 } from './client.js';
-import { acquireCoalescer, releaseCoalescer, type AcquireAsk } from './batches.js';
+import { acquireCoalescer, byteOrder, releaseCoalescer, type AcquireAsk } from './batches.js';
 import type { Coalescer } from './coalesce.js';
 import { unavailable } from './errors.js';
 import { Listener } from './notify.js';
@@ -281,7 +281,8 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     const sent = leases
       .map((lease, i) => ({ lease, i }))
       .filter(({ lease }) => UUID.test(lease.leaseId))
-      .sort((a, b) => (a.lease.key < b.lease.key ? -1 : a.lease.key > b.lease.key ? 1 : 0));
+      // Keys in the byte order the coalesced grants and releases lock rows in (decision 017).
+      .sort((a, b) => byteOrder(a.lease.key, b.lease.key));
     if (sent.length === 0) return results;
     const answer = await this.run(
       this.sql.renewMany,
@@ -291,7 +292,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
         sent.map((s) => s.lease.token.toString()),
         sent.map((s) => String(s.lease.ttlMs)),
       ],
-      options,
+      options.timeoutMs,
       'durable',
     );
     for (const row of answer.rows) {
