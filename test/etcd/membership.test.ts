@@ -45,6 +45,8 @@ interface RunFigures {
   staleAccepted: number;
   unavailable: number;
   outageMs: number[];
+  /** Outage windows by the transition under way when they began ("before" the first). */
+  outageBy: Map<string, number[]>;
   heldLost: number;
   i3Unknown: number;
 }
@@ -71,6 +73,20 @@ function holderOverlaps(grants: readonly HolderGrant[]): string[] {
     }
   }
   return found;
+}
+
+function outagesByTransition(
+  outages: readonly { from: number; ms: number }[],
+  transitions: readonly Transition[],
+): Map<string, number[]> {
+  const by = new Map<string, number[]>();
+  for (const o of outages) {
+    const during = transitions.filter((t) => t.start <= o.from).pop();
+    // Names without the member: the same step across runs.
+    const name = during === undefined ? 'before' : during.name.replace(/ n\d+/, ' nX');
+    by.set(name, [...(by.get(name) ?? []), Math.round(o.ms)]);
+  }
+  return by;
 }
 
 async function oneRun(run: number, resource: Redis): Promise<RunFigures> {
@@ -178,6 +194,7 @@ async function oneRun(run: number, resource: Redis): Promise<RunFigures> {
         staleAccepted: load.staleAccepted,
         unavailable: load.unavailable,
         outageMs: load.outages.map((o) => o.ms),
+        outageBy: outagesByTransition(load.outages, transitions),
         heldLost: load.heldLost.length,
         i3Unknown: report.invariants.I3.violations.length,
       };
@@ -214,6 +231,10 @@ describe(
           `unavailable_p50=${percentile(outage, 50)?.toFixed(0) ?? '-'}ms p99=${percentile(outage, 99)?.toFixed(0) ?? '-'}ms ` +
           `held_lost=${sum((r) => r.heldLost)} i3_client_observed_overlaps=${sum((r) => r.i3Unknown)}`,
       );
+      const by = new Map<string, number[]>();
+      for (const r of all) for (const [k, v] of r.outageBy) by.set(k, [...(by.get(k) ?? []), ...v]);
+      for (const [k, v] of by)
+        console.log(`[etcd membership] unavailable during "${k}": ${v.join(', ')} ms`);
       assert.equal(
         sum((r) => r.staleAccepted),
         0,
@@ -249,7 +270,7 @@ describe(
               grants++;
               await r.lease.release().catch(() => undefined);
             } else if (r.status === 'unavailable') {
-              const why = String((r.cause as { message?: unknown } | undefined)?.message ?? '');
+              const why = r.cause instanceof Error ? r.cause.message : String(r.cause);
               if (/restored from a snapshot/.test(why)) refusals.push(why);
               await elapse(20);
             }
