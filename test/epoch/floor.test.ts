@@ -60,10 +60,10 @@ describe('the epoch floor', () => {
 describe('the etcd restore check', () => {
   it('refuses once the revision goes back, until an epoch written after that is read', () => {
     const d = new RestoreDetector();
-    d.observe({ cluster_id: '7', revision: '100' });
-    d.observe({ cluster_id: '7', revision: '120' });
+    d.observe({ cluster_id: '7', revision: '100' }, d.seen);
+    d.observe({ cluster_id: '7', revision: '120' }, d.seen);
     d.check(view(0n));
-    d.observe({ cluster_id: '7', revision: '40' });
+    d.observe({ cluster_id: '7', revision: '40' }, d.seen);
     assert.equal(d.refusing, true);
     assert.throws(
       () => d.check(view(30n)),
@@ -73,26 +73,42 @@ describe('the etcd restore check', () => {
         /leasehold epoch/.test(err.message),
     );
     // Growing again (other grants) does not lift it; only a newer epoch does.
-    d.observe({ cluster_id: '7', revision: '130' });
+    d.observe({ cluster_id: '7', revision: '130' }, d.seen);
     assert.throws(() => d.check(view(40n)));
     d.check(view(41n));
     assert.equal(d.refusing, false);
   });
 
+  it('does not refuse when concurrent requests answer out of order (a membership change, or members applying at different times)', () => {
+    const d = new RestoreDetector();
+    d.observe({ cluster_id: '7', revision: '100' }, d.seen);
+    // Two requests sent when 100 was the highest seen: applied at 110 and 109, the one at 109
+    // answered last (another member) — not a restore.
+    const sentAt = d.seen;
+    d.observe({ cluster_id: '7', revision: '110' }, sentAt);
+    d.observe({ cluster_id: '7', revision: '109' }, sentAt);
+    assert.equal(d.refusing, false);
+    d.check(view(0n));
+    // A request sent after 110 was seen that answers below it is a restore.
+    d.observe({ cluster_id: '7', revision: '105' }, d.seen);
+    assert.equal(d.refusing, true);
+    assert.throws(() => d.check(view(0n)), /revision went back from 110 to 105/);
+  });
+
   it('refuses when the cluster id changes', () => {
     const d = new RestoreDetector();
-    d.observe({ cluster_id: '7', revision: '10' });
-    d.observe({ cluster_id: '8', revision: '500' });
+    d.observe({ cluster_id: '7', revision: '10' }, d.seen);
+    d.observe({ cluster_id: '8', revision: '500' }, d.seen);
     assert.throws(() => d.check(view(0n)), /cluster id changed from 7 to 8/);
   });
 
   it('never refuses on revisions that only grow', () => {
     const gate = new EpochGate();
     for (let rev = 1n; rev < 200n; rev += 7n) {
-      const v = gate.admit({ cluster_id: '1', revision: String(rev) }, []);
+      const v = gate.admit({ cluster_id: '1', revision: String(rev) }, [], gate.sent);
       assert.equal(v.base, 0n);
     }
-    const v = gate.admit({ cluster_id: '1', revision: '300' }, epochRecord(5000n, 250n));
+    const v = gate.admit({ cluster_id: '1', revision: '300' }, epochRecord(5000n, 250n), gate.sent);
     assert.deepEqual([v.base, v.rev], [5000n, 250n]);
   });
 });

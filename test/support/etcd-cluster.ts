@@ -2,6 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { etcdctl } from './etcdctl.js';
 import { tempDir } from './tmp.js';
 
 /** One etcd member process on loopback ports with its own data dir. */
@@ -13,6 +14,8 @@ export interface EtcdMember {
   dataDir: string;
   proc: ChildProcess | undefined;
   paused: boolean;
+  /** Set by {@link EtcdCluster.removeMember}: no longer part of the cluster. */
+  removed?: boolean;
 }
 
 /** Options of {@link EtcdCluster.start}. */
@@ -44,6 +47,31 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Runs an `etcdctl member …` reconfiguration (without blocking the event loop: the test's
+ * clients keep running) and returns its output. etcd refuses a reconfiguration while a member
+ * has been connected for less than 5 s (`--strict-reconfig-check`, "unhealthy cluster") or
+ * too few members have started: those are retried (bounded), as an operator would.
+ */
+async function reconfigure(
+  endpoints: string[],
+  args: string[],
+  timeoutMs = 60_000,
+): Promise<string> {
+  const start = performance.now();
+  for (;;) {
+    const ctl = etcdctl(endpoints, ['--command-timeout=10s', ...args]);
+    const code = await ctl.exited;
+    if (code === 0) return ctl.out;
+    const retry = /unhealthy cluster|not enough started members|leader changed|no leader/i.test(
+      ctl.out,
+    );
+    if (!retry || performance.now() - start > timeoutMs)
+      throw new Error(`etcdctl ${args.join(' ')} failed (${code}): ${ctl.out}`);
+    await sleep(250);
+  }
+}
+
 const live = new Set<ChildProcess>();
 const dirs = new Set<() => void>();
 // A test process that dies without teardown still kills its etcd members and removes their data.
@@ -72,6 +100,8 @@ process.on('exit', () => {
  */
 export class EtcdCluster {
   private readonly tmp: { dir: string; remove: () => void };
+  /** `--initial-cluster` of members added by {@link addMember} (what `member add` printed). */
+  private readonly joinedWith = new Map<string, string>();
 
   private constructor(
     readonly members: EtcdMember[],
@@ -145,7 +175,7 @@ export class EtcdCluster {
         '--initial-advertise-peer-urls',
         m.peerUrl,
         '--initial-cluster',
-        this.initialCluster,
+        this.joinedWith.get(m.name) ?? this.initialCluster,
         '--initial-cluster-state',
         state,
         ...this.args,
@@ -170,7 +200,7 @@ export class EtcdCluster {
   async waitHealthy(timeoutMs = 30_000): Promise<void> {
     const start = performance.now();
     for (const m of this.members) {
-      if (m.proc === undefined || m.paused) continue;
+      if (m.proc === undefined || m.paused || m.removed === true) continue;
       for (;;) {
         if (m.proc.exitCode !== null) {
           const err = (m.proc as ChildProcess & { lastStderr?: () => string }).lastStderr?.();
@@ -225,6 +255,108 @@ export class EtcdCluster {
     const list = (await r.json()) as { members?: Array<{ ID?: string; name?: string }> };
     const name = list.members?.find((x) => x.ID === id)?.name;
     return this.members.findIndex((m) => m.name === name);
+  }
+
+  /** Client URLs of the members that are part of the cluster now (not removed). */
+  get memberEndpoints(): string[] {
+    return this.members.filter((m) => m.removed !== true).map((m) => m.clientUrl);
+  }
+
+  /**
+   * A member not yet in the cluster: free loopback ports and a data dir, for {@link addMember}.
+   * Planned ahead so that clients can be given its client URL from the start, as an operator
+   * lists every address a member may come up on.
+   */
+  async planMember(name: string): Promise<EtcdMember> {
+    if (this.members.some((m) => m.name === name)) throw new Error(`member ${name} exists`);
+    const cp = await freePort();
+    const pp = await freePort();
+    return {
+      name,
+      clientUrl: `http://127.0.0.1:${cp}`,
+      peerUrl: `http://127.0.0.1:${pp}`,
+      dataDir: join(this.tmp.dir, name),
+      proc: undefined,
+      paused: false,
+    };
+  }
+
+  /** etcd's member id (hex, as etcdctl prints it) of member `i`, asked of a live member. */
+  async memberId(i: number): Promise<string> {
+    const name = this.members[i]!.name;
+    for (const via of this.memberEndpoints) {
+      if (this.members.find((m) => m.clientUrl === via)?.proc === undefined) continue;
+      try {
+        const r = await fetch(`${via}/v3/cluster/member/list`, {
+          method: 'POST',
+          body: '{}',
+          signal: AbortSignal.timeout(2000),
+        });
+        const list = (await r.json()) as { members?: Array<{ ID?: string; name?: string }> };
+        const id = list.members?.find((x) => x.name === name)?.ID;
+        if (id !== undefined) return BigInt(id).toString(16);
+      } catch {
+        // try the next member
+      }
+    }
+    throw new Error(`member ${name} not in any live member's list`);
+  }
+
+  /**
+   * `etcdctl member remove` of member `i` (asked of the other members), then waits (bounded)
+   * for its process to exit — a removed etcd stops itself once it applies its removal — and
+   * kills it if it has not. Its data dir is left as it is; the member is marked removed.
+   */
+  async removeMember(i: number, exitTimeoutMs = 20_000): Promise<void> {
+    const m = this.members[i]!;
+    const id = await this.memberId(i);
+    const others = this.memberEndpoints.filter((u) => u !== m.clientUrl);
+    await reconfigure(others, ['member', 'remove', id]);
+    m.removed = true;
+    const p = m.proc;
+    if (p !== undefined && p.exitCode === null) {
+      const exited = new Promise((r) => p.once('exit', r));
+      const timer = new Promise((r) => setTimeout(r, exitTimeoutMs).unref());
+      if ((await Promise.race([exited.then(() => 'exited'), timer])) !== 'exited') {
+        await this.kill(i);
+      }
+    }
+    m.proc = undefined;
+    m.paused = false;
+  }
+
+  /**
+   * Adds `planned` (from {@link planMember}): `etcdctl member add` with its peer URL, then
+   * starts it with an empty data dir, `--initial-cluster-state existing` and the
+   * `--initial-cluster` that `member add` printed, and waits for it to be healthy. Returns
+   * its index in {@link members}.
+   */
+  async addMember(planned: EtcdMember): Promise<number> {
+    const out = await reconfigure(this.memberEndpoints, [
+      'member',
+      'add',
+      planned.name,
+      `--peer-urls=${planned.peerUrl}`,
+    ]);
+    const initial = /ETCD_INITIAL_CLUSTER="([^"]*)"/.exec(out)?.[1];
+    if (initial === undefined) throw new Error(`etcdctl member add printed no cluster: ${out}`);
+    this.joinedWith.set(planned.name, initial);
+    this.members.push(planned);
+    const i = this.members.length - 1;
+    this.spawnMember(i, 'existing');
+    await this.waitHealthy();
+    return i;
+  }
+
+  /** The revision member `i` has applied (its own status, not the leader's). */
+  async revisionAt(i: number): Promise<bigint> {
+    const r = await fetch(`${this.members[i]!.clientUrl}/v3/maintenance/status`, {
+      method: 'POST',
+      body: '{}',
+      signal: AbortSignal.timeout(2000),
+    });
+    const s = (await r.json()) as { header?: { revision?: string } };
+    return BigInt(s.header?.revision ?? '0');
   }
 
   /** SIGKILLs member `i`. */

@@ -78,6 +78,7 @@ export class TryAcquire {
     const dirEnd = prefixEnd(dir);
     const entryKey = h.layout.entry(request.key, session.hex);
     const value = h.entryValue(request);
+    const sentAt = h.epoch.sent;
     // Fast path, one round trip: if nobody contends for the key (no entry under KEY/), put
     // ours and the last-grant marker; otherwise read the contenders in create order. A
     // busy answer writes nothing.
@@ -93,7 +94,7 @@ export class TryAcquire {
       }),
       callOptions(options),
     );
-    const view = await this.admit(res, res.succeeded ? 2 : 1, entryKey, options);
+    const view = await this.admit(res, res.succeeded ? 2 : 1, entryKey, options, sentAt);
     if (res.succeeded) {
       const revision = BigInt(res.header.revision);
       h.entries.remember(session, entryKey, request, revision, startedAt, view.base);
@@ -127,6 +128,7 @@ export class TryAcquire {
   ): Promise<StoreAcquireResult> {
     const { h } = this;
     const dir = h.layout.dir(request.key);
+    const sentAt = h.epoch.sent;
     const res = await h.client.kv.txn(
       recipePutTxn({
         entryKey,
@@ -139,7 +141,7 @@ export class TryAcquire {
       callOptions(options),
     );
     const rangeAt = res.succeeded ? 1 : 0;
-    const view = await this.admit(res, rangeAt + 1, entryKey, options);
+    const view = await this.admit(res, rangeAt + 1, entryKey, options, sentAt);
     const kvs = (res.responses[rangeAt]?.response_range?.kvs ?? []) as unknown as Kv[];
     const holder = firstDirect(h.layout, kvs, request.key);
     const mine = BigInt(res.header.revision);
@@ -171,9 +173,10 @@ export class TryAcquire {
     at: number,
     entryKey: Buffer,
     options: StoreRequestOptions,
+    sentAt: bigint,
   ): Promise<EpochView> {
     try {
-      return this.h.epoch.admit(res.header, res.responses[at]?.response_range?.kvs);
+      return this.h.epoch.admit(res.header, res.responses[at]?.response_range?.kvs, sentAt);
     } catch (err) {
       if (res.succeeded) {
         await this.h.entries

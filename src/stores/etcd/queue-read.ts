@@ -77,6 +77,7 @@ export class QueueReads {
     const validFrom = options.now();
     const storeAt = performance.now();
     this.count++;
+    const sentAt = h.epoch.sent;
     const [alive, res] = await Promise.all([
       h.pool.confirm(session, storeAt, rt.timeoutMs, 'strict', true).catch((err: unknown) => {
         throw toUnavailable(err);
@@ -101,7 +102,7 @@ export class QueueReads {
     let ahead = this.aheadIn(range?.kvs ?? [], key, e.token);
     if (ahead === undefined && range?.more === true) ahead = await this.findAhead(key, e.token, rt);
     if (ahead === undefined) {
-      const view = h.epoch.admit(res.header, res.responses[1]?.response_range?.kvs);
+      const view = h.epoch.admit(res.header, res.responses[1]?.response_range?.kvs, sentAt);
       // Queued before the fencing epoch was raised: its revision is not above the floor
       // (`leasehold epoch` deletes such entries; this one's delete may still be on its way).
       if (e.token <= view.rev) return { kind: 'gone' };

@@ -152,6 +152,7 @@ export class EtcdQueue implements QueueSteps {
       h.held.set(etcdKey, e);
       session.entries.set(etcdKey, e);
       let res;
+      const sentAt = h.epoch.sent;
       try {
         this.reader.count++;
         res = await h.run(() =>
@@ -200,7 +201,7 @@ export class EtcdQueue implements QueueSteps {
         if (ahead === undefined) {
           // Granted by this put. The nested transaction recorded the marker if KEY/ was empty
           // (only longer keys' entries there otherwise).
-          e.base = h.epoch.admit(res.header, res.responses[3]?.response_range?.kvs).base;
+          e.base = h.epoch.admit(res.header, res.responses[3]?.response_range?.kvs, sentAt).base;
           const marked = res.responses[0]?.response_txn?.succeeded === true;
           return { kind: 'head', place, marked };
         }

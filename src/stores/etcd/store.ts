@@ -216,13 +216,14 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     // Not ours in memory (another instance, or a lease from before a restart): find the
     // entry by token and lease id, and delete it only if both still match.
     const dir = this.layout.dir(lease.key);
+    const sentAt = this.epoch.sent;
     const res = await this.run(() =>
       this.client.kv.txn(
         readTxn({ request_range: contendersRange(dir, prefixEnd(dir)) }, epochRangeOp(this.layout)),
         callOptions(options),
       ),
     );
-    const { base } = this.epoch.see(res.header, res.responses[1]?.response_range?.kvs);
+    const { base } = this.epoch.see(res.header, res.responses[1]?.response_range?.kvs, sentAt);
     for (const kv of (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[]) {
       if (base + BigInt(kv.create_revision) !== lease.token) continue;
       if (this.layout.parseEntry(kv.key)?.key !== lease.key) continue;
@@ -241,6 +242,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   async inspect(key: string, options: StoreRequestOptions): Promise<LeaseState> {
     this.assertOpen();
     const dir = this.layout.dir(key);
+    const sentAt = this.epoch.sent;
     const res = await this.run(() =>
       this.client.kv.txn(
         readTxn(
@@ -251,7 +253,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
         callOptions(options),
       ),
     );
-    const view = this.epoch.see(res.header, res.responses[2]?.response_range?.kvs);
+    const view = this.epoch.see(res.header, res.responses[2]?.response_range?.kvs, sentAt);
     const kvs = (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[];
     const lastKv = (res.responses[1]?.response_range?.kvs ?? [])[0] as unknown as Kv | undefined;
     const holderKv = firstDirect(this.layout, kvs, key);
@@ -266,6 +268,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
   async list(prefix: string, limit: number, options: StoreRequestOptions): Promise<LeaseState[]> {
     this.assertOpen();
     const start = Buffer.from(this.layout.namespace + prefix, 'utf8');
+    const sentAt = this.epoch.sent;
     const res = await this.run(() =>
       this.client.kv.txn(
         readTxn(
@@ -280,7 +283,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
         callOptions(options),
       ),
     );
-    this.epoch.see(res.header, res.responses[1]?.response_range?.kvs);
+    this.epoch.see(res.header, res.responses[1]?.response_range?.kvs, sentAt);
     // Group contenders by key; the lowest create revision of each group holds it.
     const firstByKey = new Map<string, Kv>();
     for (const kv of (res.responses[0]?.response_range?.kvs ?? []) as unknown as Kv[]) {
