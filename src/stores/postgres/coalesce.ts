@@ -33,17 +33,30 @@ interface Queued<Req, Res> {
   readonly reject: (err: unknown) => void;
 }
 
+/** A statement out that counts against `maxInFlight` until it answers or stalls. */
+interface Slot {
+  /** performance.now() when it was sent. */
+  readonly sentAt: number;
+}
+
 /**
- * Coalesces the requests of one kind from the callers of one store (decision 017). Requests
- * made in one turn of the event loop go out together at its end (`process.nextTick`, after
- * the promise continuations of that turn: no timer, no added wait for a lone caller), in one
- * statement of up to `maxBatch` requests, while fewer than `maxInFlight` statements of this
- * kind are out. Requests that find every slot taken queue, and go out together when a
- * statement answers. So with one caller nothing changes but the statement's timing within
- * the turn, and with many every statement, transaction and WAL flush is shared by all the
- * requests that were waiting for a slot.
+ * Coalesces the requests of one kind from the callers of one store (decision 017). While
+ * fewer than `maxInFlight` statements of this kind are out, requests made in one turn of the
+ * event loop go out together at its end (`process.nextTick`, after the promise continuations
+ * of that turn: no timer), in one statement of up to `maxBatch` requests. Requests that find
+ * every slot taken queue, and go out together when a statement answers. So with many callers
+ * every statement, transaction and WAL flush is shared by all the requests that were waiting
+ * for a slot.
  *
- * A statement that takes longer than STALLED_MS stops counting against `maxInFlight`.
+ * A caller that comes alone — a slot free, nothing queued, and the last statement of this
+ * kind carried one request — is sent at once, within its own turn: one caller at a time (one
+ * worker) pays no deferral and no timer (decision 022). When others follow in the same turn
+ * they find the slot taken and go together when it answers, and the next statement is a
+ * batch again, so a burst is coalesced from its second request on.
+ *
+ * A statement that takes longer than STALLED_MS stops counting against `maxInFlight`. The
+ * timer that notices this runs only while requests queue behind a full set of slots (one
+ * timer for all of them, not one per statement).
  *
  * Each request keeps its own answer and its own timeout: a request still queued when its
  * timeout passes is answered `ERR_UNAVAILABLE` without being sent, and a batch's statement
@@ -52,10 +65,16 @@ interface Queued<Req, Res> {
  */
 export class Coalescer<Req, Res> {
   private readonly queue: Array<Queued<Req, Res>> = [];
-  private inFlight = 0;
+  /** Statements out that hold a slot (a stalled one is removed while it is still out). */
+  private readonly slots = new Set<Slot>();
   private scheduled = false;
+  /** Whether the last statement sent carried one request (callers come one at a time). */
+  private alone = true;
+  private stallTimer: NodeJS.Timeout | undefined;
   /** Statements sent with more than one request; for tests and diagnostics. */
   batches = 0;
+  /** Requests sent at once, without waiting for the end of their turn; for tests. */
+  direct = 0;
 
   constructor(
     private readonly senders: BatchSenders<Req, Res>,
@@ -66,44 +85,80 @@ export class Coalescer<Req, Res> {
 
   submit(req: Req, timeoutMs: number): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
-      this.queue.push({ req, deadline: performance.now() + timeoutMs, resolve, reject });
+      const now = performance.now();
+      const q: Queued<Req, Res> = { req, deadline: now + timeoutMs, resolve, reject };
+      if (
+        this.alone &&
+        timeoutMs > 0 &&
+        !this.scheduled &&
+        this.queue.length === 0 &&
+        this.slots.size < this.maxInFlight
+      ) {
+        this.direct++;
+        this.start([q], now);
+        return;
+      }
+      this.queue.push(q);
       this.schedule();
     });
   }
 
   private schedule(): void {
-    if (this.scheduled || this.inFlight >= this.maxInFlight) return;
+    if (this.scheduled) return;
+    if (this.slots.size >= this.maxInFlight) {
+      this.watchStalls();
+      return;
+    }
     this.scheduled = true;
     process.nextTick(this.flush);
   }
 
   private readonly flush = (): void => {
     this.scheduled = false;
-    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
+    while (this.slots.size < this.maxInFlight && this.queue.length > 0) {
       const now = performance.now();
       const batch: Array<Queued<Req, Res>> = [];
       for (const q of this.queue.splice(0, this.maxBatch)) {
         if (q.deadline > now) batch.push(q);
         else q.reject(this.expired());
       }
-      if (batch.length === 0) continue;
-      this.inFlight++;
-      let holding = true;
-      const free = (): void => {
-        if (!holding) return;
-        holding = false;
-        this.inFlight--;
-        // At the end of this turn, so that the requests its answers lead to join the next.
-        if (this.queue.length > 0) this.schedule();
-      };
-      const stalled = setTimeout(free, STALLED_MS);
-      // A slow statement must not keep a process alive that has nothing else to do.
-      stalled.unref();
-      void this.send(batch, now).finally(() => {
-        clearTimeout(stalled);
-        free();
-      });
+      if (batch.length > 0) this.start(batch, now);
     }
+    if (this.queue.length > 0) this.watchStalls();
+  };
+
+  private start(batch: ReadonlyArray<Queued<Req, Res>>, now: number): void {
+    const slot: Slot = { sentAt: now };
+    this.slots.add(slot);
+    this.alone = batch.length === 1;
+    void this.send(batch, now).finally(() => {
+      if (!this.slots.delete(slot)) return; // it stalled and gave up its slot already
+      if (this.slots.size === 0 && this.stallTimer !== undefined) {
+        clearTimeout(this.stallTimer);
+        this.stallTimer = undefined;
+      }
+      // At the end of this turn, so that the requests its answers lead to join the next.
+      if (this.queue.length > 0) this.schedule();
+    });
+  }
+
+  /** Requests queue behind full slots: free a slot whose statement passes STALLED_MS. */
+  private watchStalls(): void {
+    if (this.stallTimer !== undefined || this.slots.size === 0) return;
+    let oldest = Infinity;
+    for (const s of this.slots) oldest = Math.min(oldest, s.sentAt);
+    const delay = Math.max(0, Math.ceil(oldest + STALLED_MS - performance.now()));
+    this.stallTimer = setTimeout(this.onStallTimer, delay);
+    // A slow statement must not keep a process alive that has nothing else to do.
+    this.stallTimer.unref();
+  }
+
+  private readonly onStallTimer = (): void => {
+    this.stallTimer = undefined;
+    const now = performance.now();
+    for (const s of this.slots) if (now - s.sentAt >= STALLED_MS) this.slots.delete(s);
+    // Sends what waits if a slot came free, or watches the statements still out.
+    if (this.queue.length > 0) this.schedule();
   };
 
   private async send(batch: ReadonlyArray<Queued<Req, Res>>, now: number): Promise<void> {
