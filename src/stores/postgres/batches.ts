@@ -168,15 +168,29 @@ export type RunStatement = (
   timeoutMs: number,
 ) => Promise<PgResult>;
 
+/**
+ * Told of each key a committed statement granted (`'granted'`) or released (no argument),
+ * before any of its requests is answered (decision 022).
+ */
+export type OnChange = (key: string, change?: 'granted') => void;
+
+/** Whether an ACQUIRE row is a grant: new, or the same lease's own ('held', a retry). */
+const isGrant = (row: Record<string, unknown> | undefined): boolean =>
+  row?.['status'] === 'acquired' || row?.['status'] === 'held';
+
 /** The store's grants: ACQUIRE alone, ACQUIRE_MANY for several keys. */
 export function acquireCoalescer(
   run: RunStatement,
   sql: { readonly one: string; readonly many: string },
+  onChange?: OnChange,
 ): Coalescer<AcquireAsk, StoreAcquireResult | undefined> {
   return new Coalescer(
     {
-      one: async (ask, timeoutMs) =>
-        acquireAnswer((await run(sql.one, ask.params, timeoutMs)).rows[0]),
+      one: async (ask, timeoutMs) => {
+        const row = (await run(sql.one, ask.params, timeoutMs)).rows[0];
+        if (isGrant(row)) onChange?.(ask.request.key, 'granted');
+        return acquireAnswer(row);
+      },
       many: async (asks, timeoutMs) => {
         const plan = planAcquires(asks);
         // Every request on one key (a hot key): the plain statement, for one of them.
@@ -187,6 +201,12 @@ export function acquireCoalescer(
                 i: 1,
               }))
             : (await run(sql.many, plan.params, timeoutMs)).rows;
+        if (onChange !== undefined) {
+          for (const row of rows) {
+            const sent = plan.sent[Number(row['i']) - 1];
+            if (sent !== undefined && isGrant(row)) onChange(sent.request.key, 'granted');
+          }
+        }
         return acquireBatchAnswers(plan, asks, rows);
       },
       // A grant sent again with its lease id answers the grant it already made ('held').
@@ -202,20 +222,26 @@ export function acquireCoalescer(
 export function releaseCoalescer(
   run: RunStatement,
   sql: { readonly one: string; readonly many: string },
+  onChange?: OnChange,
 ): Coalescer<StoreLeaseRef, StoreReleaseResult> {
   const answer = (released: boolean): StoreReleaseResult =>
     released ? { status: 'released' } : { status: 'not_owner' };
   return new Coalescer(
     {
-      one: async (ref, timeoutMs) =>
-        answer(
-          (await run(sql.one, [ref.key, ref.leaseId, ref.token], timeoutMs)).rows.length === 1,
-        ),
+      one: async (ref, timeoutMs) => {
+        const rows = (await run(sql.one, [ref.key, ref.leaseId, ref.token], timeoutMs)).rows;
+        if (rows.length === 1) onChange?.(ref.key);
+        return answer(rows.length === 1);
+      },
       many: async (refs, timeoutMs) => {
         const plan = planReleases(refs);
         const rows = (await run(sql.many, plan.params, timeoutMs)).rows;
         const released = new Set(rows.map((r) => plan.order[Number(r['i']) - 1]));
-        return refs.map((_, i) => answer(released.has(i)));
+        return refs.map((ref, i) => {
+          const done = released.has(i);
+          if (done) onChange?.(ref.key);
+          return answer(done);
+        });
       },
       retryAlone: releaseRetryable,
     },

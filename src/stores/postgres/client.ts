@@ -89,6 +89,13 @@ export interface ResolvedConnection {
   readonly ownPool: boolean;
   /** Settings for a dedicated session (the listener), when known. */
   readonly sessionConfig: PgConnectionConfig | undefined;
+  /**
+   * With a pool leasehold opened itself: the process ids of the backends its connections
+   * are connected to right now (a connection's id is added when it connects and removed when
+   * the pool drops it), so that a notification can be told to come from one of our own
+   * statements (decision 022). Undefined with the caller's pool, which others may use too.
+   */
+  readonly backends?: ReadonlySet<number>;
 }
 
 /** Validates and opens the connection options shared by the store, migrations, epoch and fence. */
@@ -142,7 +149,17 @@ export function resolveConnection(
   // An idle pooled connection that dies (server restart, pg_terminate_backend) emits
   // 'error' on the pool; unhandled, that would crash the process. The next query reconnects.
   pool.on('error', () => undefined);
-  return { pool, ownPool: true, sessionConfig: listen ?? config };
+  const backends = new Set<number>();
+  const pid = (client: unknown): unknown => (client as { processID?: unknown }).processID;
+  pool.on('connect', (client) => {
+    const id = pid(client);
+    if (typeof id === 'number') backends.add(id);
+  });
+  pool.on('remove', (client) => {
+    const id = pid(client);
+    if (typeof id === 'number') backends.delete(id);
+  });
+  return { pool, ownPool: true, sessionConfig: listen ?? config, backends };
 }
 
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;

@@ -61,11 +61,27 @@ export class Listener {
   /** Whether this session ever wrote interest rows (the store removes them when it closes). */
   hasRegistered = false;
 
+  /**
+   * @param ownBackends the backends of the store's own pool, when it has one: every
+   *   statement they run is the store's, which reports its releases and grants itself
+   *   ({@link changed}) as soon as they answer, so their notifications are not delivered a
+   *   second time (decision 022)
+   */
   constructor(
     private readonly config: PgConnectionConfig | undefined,
     private readonly channel: string,
     private readonly registerInterest: RegisterInterest,
+    private readonly ownBackends?: ReadonlySet<number>,
   ) {}
+
+  /**
+   * A release (no `change`) or a grant (`'granted'`) of `key` made by this store's own
+   * statement, which has committed and answered: wakes the key's watchers now, without
+   * waiting for the notification to come round through the LISTEN session (decision 022).
+   */
+  changed(key: string, change?: WatchChange): void {
+    this.wake(key, change);
+  }
 
   /**
    * Adds a watcher for `key`; resolves once the LISTEN is live, so a re-check after this
@@ -206,6 +222,8 @@ export class Listener {
     client.on('end', onLost);
     client.on('notification', (msg) => {
       if (msg.channel !== this.channel || msg.payload === undefined) return;
+      // Sent by one of the store's own statements, whose answer already woke the watchers.
+      if (this.ownBackends?.has(msg.processId) === true) return;
       if (msg.payload.startsWith(GRANT_NOTICE)) this.wake(msg.payload.slice(1), 'granted');
       else this.wake(msg.payload);
     });

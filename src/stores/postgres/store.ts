@@ -28,7 +28,13 @@ import {
   type PgResult,
   type SqlParam,
 } from './client.js';
-import { acquireCoalescer, byteOrder, releaseCoalescer, type AcquireAsk } from './batches.js';
+import {
+  acquireCoalescer,
+  byteOrder,
+  releaseCoalescer,
+  type AcquireAsk,
+  type OnChange,
+} from './batches.js';
 import type { Coalescer } from './coalesce.js';
 import { unavailable } from './errors.js';
 import { Listener } from './notify.js';
@@ -121,6 +127,8 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
   };
   private readonly acquires: Coalescer<AcquireAsk, StoreAcquireResult | undefined>;
   private readonly releases: Coalescer<StoreLeaseRef, StoreReleaseResult>;
+  /** Wakes this store's watchers after its own grants and releases (decision 022). */
+  private readonly onChange: OnChange | undefined;
   private ready: Promise<void> | undefined;
   private closed = false;
 
@@ -146,9 +154,18 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     this.pool = conn.pool;
     this.ownPool = conn.ownPool;
     const channel = channelName(this.schema, this.table);
-    this.listener = new Listener(conn.sessionConfig, channel, (id, keys, ttlMs, forget) =>
-      this.registerInterest(id, keys, ttlMs, forget),
+    this.listener = new Listener(
+      conn.sessionConfig,
+      channel,
+      (id, keys, ttlMs, forget) => this.registerInterest(id, keys, ttlMs, forget),
+      conn.backends,
     );
+    // With its own pool the store wakes its watchers from its statements' answers, and the
+    // listener drops the notifications of those statements (decision 022). With the
+    // caller's pool, whose connections others may use too, notifications alone wake.
+    const onChange: OnChange | undefined =
+      conn.backends === undefined ? undefined : (key, change) => this.listener.changed(key, change);
+    this.onChange = onChange;
     const names: Record<string, string> = {
       lease: `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`,
       acquire_fn: acquireFunctionName(this.schema, this.table),
@@ -174,10 +191,12 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     this.acquires = acquireCoalescer(
       (statement, params, timeoutMs) => this.run(statement, params, timeoutMs, 'durable'),
       { one: this.sql.acquire, many: this.sql.acquireMany },
+      onChange,
     );
     this.releases = releaseCoalescer(
       (statement, params, timeoutMs) => this.run(statement, params, timeoutMs, 'release'),
       { one: this.sql.release, many: this.sql.releaseMany },
+      onChange,
     );
   }
 
@@ -241,7 +260,15 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no result for the release');
     }
     const released = releasedRows === 1 ? 'released' : 'not_owner';
-    const answer = acquireAnswer(results[results.length - 1]?.rows[0]);
+    const grantRow = results[results.length - 1]?.rows[0];
+    const answer = acquireAnswer(grantRow);
+    if (this.onChange !== undefined) {
+      const granted = grantRow?.['status'] === 'acquired' || grantRow?.['status'] === 'held';
+      // Released and granted again in one transaction: the key never looked free, so only
+      // the grant is news (waiters woken by the release would find it held).
+      if (granted) this.onChange(acquire.key, 'granted');
+      else if (released === 'released') this.onChange(release.key);
+    }
     return {
       released,
       // After lost races (rare), the released key is asked for again on its own.
