@@ -80,7 +80,15 @@ export class Listener {
    * waiting for the notification to come round through the LISTEN session (decision 022).
    */
   changed(key: string, change?: WatchChange): void {
-    this.wake(key, change);
+    const set = this.byKey.get(key);
+    if (set === undefined) return;
+    for (const fn of [...set]) {
+      try {
+        fn(change);
+      } catch {
+        // A watcher's failure is its own: it must not fail the statement that woke it.
+      }
+    }
   }
 
   /**
