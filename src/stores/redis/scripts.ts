@@ -39,7 +39,7 @@ export class LuaScript {
   /**
    * Runs the script and reads its reply with `read`, in one promise step after the reply:
    * the lease operations' path, where each further step is a microtask and a promise per
-   * call (at one worker every step is paid in full; see docs/decisions/023). A NOSCRIPT
+   * call (at one worker every step is paid in full; see decision 023). A NOSCRIPT
    * answer runs it once more with EVAL. Rejects with the driver's error or `read`'s.
    */
   call<T>(
