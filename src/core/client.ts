@@ -92,10 +92,25 @@ export class LeaseClient {
    * never throws for those. Throws `ERR_INVALID_ARGUMENT` for bad arguments (nothing is
    * sent), `ERR_ABORTED` when `signal` fires, `ERR_CLOSED` after {@link close}.
    */
-  async acquire(key: string, options: AcquireOptions): Promise<AcquireResult> {
+  acquire(key: string, options: AcquireOptions): Promise<AcquireResult> {
     const ctx = this.ctx;
-    ctx.assertOpen();
-    const req = resolveAcquire(key, options, ctx.store, ctx.driftRatio);
+    let req: ResolvedAcquire;
+    let startedAt: number;
+    try {
+      ctx.assertOpen();
+      req = resolveAcquire(key, options, ctx.store, ctx.driftRatio);
+      if (req.waitMs !== 0 || req.signal !== undefined) return this.acquireLinked(req);
+      startedAt = ctx.guard.now();
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    // One try with nothing to link: no async frame of its own (decision 023).
+    return this.tryNow(req, ctx.closeSignal, startedAt);
+  }
+
+  /** {@link acquire} with a caller's signal to link, or waiting. */
+  private async acquireLinked(req: ResolvedAcquire): Promise<AcquireResult> {
+    const ctx = this.ctx;
     const linked = req.signal ? linkSignals([req.signal, ctx.closeSignal]) : undefined;
     const signal = linked?.signal ?? ctx.closeSignal;
     try {
@@ -174,20 +189,21 @@ export class LeaseClient {
   }
 
   /** `wait: 0`: one try, and busy at once. */
-  private async tryNow(
+  private tryNow(
     req: ResolvedAcquire,
     signal: AbortSignal,
     startedAt: number,
   ): Promise<AcquireResult> {
     const ctx = this.ctx;
-    if (signal.aborted) throw ctx.abortError(signal);
-    const attempt = await attemptAcquire(ctx, this.held, req, signal, startedAt);
-    if (attempt.kind === 'busy') {
-      return busyResult(ctx, req.key, attempt.busy, ctx.guard.now() - startedAt);
-    }
-    const { result } = attempt;
-    if (result.status !== 'acquired') return result;
-    return { ...result, waitedMs: ctx.guard.now() - startedAt };
+    if (signal.aborted) return Promise.reject(ctx.abortError(signal));
+    return attemptAcquire(ctx, this.held, req, signal, startedAt).then((attempt) => {
+      if (attempt.kind === 'busy') {
+        return busyResult(ctx, req.key, attempt.busy, ctx.guard.now() - startedAt);
+      }
+      const { result } = attempt;
+      if (result.status !== 'acquired') return result;
+      return { status: 'acquired', lease: result.lease, waitedMs: ctx.guard.now() - startedAt };
+    });
   }
 
   /** Waiting in this client: parked per key, woken by the store, served by hand-off. */

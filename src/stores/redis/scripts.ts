@@ -35,6 +35,24 @@ export class LuaScript {
       throw err;
     });
   }
+
+  /**
+   * Runs the script and reads its reply with `read`, in one promise step after the reply:
+   * the lease operations' path, where each further step is a microtask and a promise per
+   * call (at one worker every step is paid in full; see decision 023). A NOSCRIPT
+   * answer runs it once more with EVAL. Rejects with the driver's error or `read`'s.
+   */
+  call<T>(
+    redis: RedisClient,
+    keys: readonly string[],
+    args: readonly ScriptArg[],
+    read: (reply: unknown) => T,
+  ): Promise<T> {
+    return redis.evalsha(this.sha, keys.length, ...keys, ...args).then(read, (err: unknown) => {
+      if (isNoScript(err)) return redis.eval(this.source, keys.length, ...keys, ...args).then(read);
+      throw err;
+    });
+  }
 }
 
 function isNoScript(err: unknown): boolean {
@@ -102,7 +120,7 @@ export type AcquireReply =
   | { readonly granted: false; readonly holder: RawHolder };
 
 /** Runs acquire.lua: grant, idempotent re-grant, or busy (which writes nothing). */
-export async function runAcquire(
+export function runAcquire(
   redis: RedisClient,
   keys: LeaseKeys,
   leaseId: string,
@@ -122,8 +140,10 @@ export async function runAcquire(
   ];
   // Sent only once an epoch was raised: the common case keeps its arguments as they were.
   if (epochFloor > 0n) args.push(epochFloor.toString());
-  return acquireReplyOf(asArray(await SCRIPTS.acquire.run(redis, [keys.record], args)), 0);
+  return SCRIPTS.acquire.call(redis, [keys.record], args, readAcquire);
 }
+
+const readAcquire = (reply: unknown): AcquireReply => acquireReplyOf(asArray(reply), 0);
 
 function acquireReplyOf(reply: unknown[], at: number): AcquireReply {
   if (reply[at] === 1) {
@@ -207,19 +227,21 @@ export async function runRenewMany(
 }
 
 /** Runs release.lua: true when released (and waiters were told), false when not the owner. */
-export async function runRelease(
+export function runRelease(
   redis: RedisClient,
   keys: LeaseKeys,
   leaseId: string,
   token: bigint,
 ): Promise<boolean> {
-  const reply = await SCRIPTS.release.run(
+  return SCRIPTS.release.call(
     redis,
     [keys.record],
     [leaseId, token.toString(), keys.channel],
+    isOne,
   );
-  return reply === 1;
 }
+
+const isOne = (reply: unknown): boolean => reply === 1;
 
 /** Runs epoch-raise.lua: raises one record to `floor` and clears its holder. */
 export async function runEpochRaise(
