@@ -321,7 +321,10 @@ describe('POST /v1/batch with bearer tokens', () => {
       }
       const after = await state(t.url, billing);
       assert.equal(after['token'], before['token'], 'the forbidden key is untouched');
-      assert.deepEqual(after['holder'], before['holder']);
+      const was = before['holder'] as { leaseIdPrefix: string; remainingMs: number };
+      const now = after['holder'] as { leaseIdPrefix: string; remainingMs: number };
+      assert.equal(now.leaseIdPrefix, was.leaseIdPrefix, 'still the admin lease');
+      assert.ok(now.remainingMs <= was.remainingMs, 'and not renewed by the forbidden call');
     } finally {
       await jobsStore.close();
       await admin.close();
