@@ -1,6 +1,7 @@
 import type { Clock, TimerHandle } from './clock.js';
 import type {
   BatchRenewingLeaseStore,
+  StoreRenewManyResult,
   StoreRenewRequest,
   StoreRenewResult,
   StoreRequestOptions,
@@ -95,7 +96,7 @@ export class RenewalBatcher {
       this.timer ??= this.clock.setTimeout(this.flush, RENEWAL_GATHER_MS, { background: true });
     }
     const options = batchOptions(now);
-    let answer: Promise<readonly StoreRenewResult[]>;
+    let answer: Promise<readonly StoreRenewManyResult[]>;
     try {
       answer = this.store.renewMany(
         now.map((p) => p.lease),
@@ -113,7 +114,12 @@ export class RenewalBatcher {
           for (const p of now) p.reject(err);
           return;
         }
-        now.forEach((p, i) => p.resolve(results[i]!));
+        now.forEach((p, i) => {
+          const r = results[i]!;
+          // This lease's own failure (a 403 for its key): as if its own renew had thrown.
+          if (r.status === 'unanswered') p.reject(r.error);
+          else p.resolve(r);
+        });
       },
       (err: unknown) => {
         for (const p of now) p.reject(err);

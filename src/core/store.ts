@@ -215,6 +215,16 @@ export function isQueueingLeaseStore(store: LeaseStore): store is LeaseStore & Q
 export type StoreRenewRequest = StoreLeaseRef & { readonly ttlMs: number };
 
 /**
+ * One lease's answer in a {@link BatchRenewingLeaseStore.renewMany} call: what `renew` would
+ * answer, or `unanswered` when the store got an answer for this lease alone that a renewal
+ * result cannot hold (the HTTP store: a 403 or a 5xx for this operation inside a batch that
+ * the server otherwise answered). That lease's renewal failed as a `renew` that threw `error`
+ * would have; the other leases of the call keep their own answers.
+ */
+export type StoreRenewManyResult =
+  StoreRenewResult | { readonly status: 'unanswered'; readonly error: Error };
+
+/**
  * Optional: a store that renews many leases in one round trip. The client sends every
  * renewal of its leases that falls due together as one call (one SQL statement, one script,
  * one HTTP batch) instead of one call per lease, so the store's load per renewal interval
@@ -225,13 +235,15 @@ export type StoreRenewRequest = StoreLeaseRef & { readonly ttlMs: number };
  * fails the others), extension by the store's clock, `lost` for an expired or foreign lease.
  * The call throws only when the store could not answer at all; then no lease's outcome is
  * known, and each is treated as an unanswered renewal (`unavailable`). A key appears at most
- * once per call. An empty call answers `[]` without a round trip.
+ * once per call. An empty call answers `[]` without a round trip. One lease whose own answer is
+ * an error (not the call's) is `unanswered` with that error, so one forbidden key cannot fail
+ * the renewals of every lease it shares calls with.
  */
 export interface BatchRenewingLeaseStore {
   renewMany(
     leases: readonly StoreRenewRequest[],
     options: StoreRequestOptions,
-  ): Promise<readonly StoreRenewResult[]>;
+  ): Promise<readonly StoreRenewManyResult[]>;
 }
 
 /** True when `store` implements {@link BatchRenewingLeaseStore}. */

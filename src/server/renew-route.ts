@@ -99,7 +99,15 @@ export function renewTogether(
     );
   together.forEach(({ at, lease }, k) => {
     out[at] = call.then(
-      (results) => renewAnswer(ctx, lease, results[k]!),
+      (results) => {
+        const r = results[k]!;
+        if (r.status === 'unanswered') {
+          // This operation's own failure: answered as its own request's error would be.
+          metrics.renewals.inc({ result: 'unavailable' });
+          throw r.error;
+        }
+        return renewAnswer(ctx, lease, r);
+      },
       (err: unknown) => {
         metrics.renewals.inc({ result: 'unavailable' });
         throw err;

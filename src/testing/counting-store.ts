@@ -3,6 +3,7 @@ import {
   type BatchRenewingLeaseStore,
   type LeaseStore,
   type StoreRenewRequest,
+  type StoreRenewManyResult,
   type StoreRenewResult,
   type StoreRequestOptions,
 } from '../core/store.js';
@@ -38,7 +39,7 @@ export class CountingLeaseStore extends ForwardingLeaseStore {
       const renewMany = (
         leases: readonly StoreRenewRequest[],
         o: StoreRequestOptions,
-      ): Promise<readonly StoreRenewResult[]> => {
+      ): Promise<readonly StoreRenewManyResult[]> => {
         this.counts.calls++;
         this.counts.leases += leases.length;
         return inner.renewMany(leases, o);

@@ -56,7 +56,7 @@ for (const store of faultStores(['sqlite'])) {
             proxy.keepHeldRequests();
             try {
               const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
-              const ga = await h.acquire(a, 'job', {
+              const ga = await h.acquireGranted(a, 'job', {
                 ttlMs: TTL,
                 waitMs: 0,
                 renewEveryMs: TTL / 4,

@@ -43,7 +43,7 @@ for (const store of faultStores()) {
         try {
           const kills = runsPerArm(store.networked ? 3 : 4, 40);
           let holder = await h.spawn('w0');
-          let held = await h.acquire(holder, 'job', {
+          let held = await h.acquireGranted(holder, 'job', {
             ttlMs: TTL,
             waitMs: 0,
             renewEveryMs: TTL / 4,

@@ -44,7 +44,11 @@ for (const store of faultStores(['sqlite'])) {
             });
             try {
               const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
-              const ga = await h.acquire(a, 'job', { ttlMs: TTL, waitMs: 0, renewEveryMs: 500 });
+              const ga = await h.acquireGranted(a, 'job', {
+                ttlMs: TTL,
+                waitMs: 0,
+                renewEveryMs: 500,
+              });
               assert.equal(ga.status, 'ok');
               const bGets = h.acquire(b, 'job', { ttlMs: TTL, waitMs: 5 * TTL, renewEveryMs: 500 });
               const gate = `${tmp.dir}/b-has-written`;

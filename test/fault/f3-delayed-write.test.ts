@@ -56,7 +56,7 @@ for (const store of faultStores(['sqlite'])) {
             const proxy = await TcpProxy.start({ host: '127.0.0.1', port: server.port });
             try {
               const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
-              const ga = await h.acquire(a, 'job', {
+              const ga = await h.acquireGranted(a, 'job', {
                 ttlMs: TTL,
                 waitMs: 0,
                 renewEveryMs: TTL / 4,
@@ -125,7 +125,7 @@ for (const store of faultStores(['sqlite'])) {
         const proxy = await TcpProxy.start({ host: '127.0.0.1', port: server.port });
         try {
           const a = await h.spawn('A');
-          const ga = await h.acquire(a, 'job', { ttlMs: 5000, waitMs: 0 });
+          const ga = await h.acquireGranted(a, 'job', { ttlMs: 5000, waitMs: 0 });
           proxy.hold('up');
           const sent = h.netWrite(a, {
             port: proxy.port,

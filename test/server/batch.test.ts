@@ -281,6 +281,55 @@ describe('POST /v1/batch with bearer tokens', () => {
       await store.close();
     }
   });
+  it('HttpLeaseStore.renewMany: a lease whose key is forbidden fails alone; the others renew', async () => {
+    const admin = await HttpLeaseStore.connect({ url: t.url, apiToken: TEST_TOKENS.admin });
+    const jobsStore = await HttpLeaseStore.connect({ url: t.url, apiToken: TEST_TOKENS.jobs });
+    try {
+      const opts = () => ({ timeoutMs: 5000, signal: new AbortController().signal });
+      const jobs = `jobs/${uniqueKey('renew-many')}`;
+      const billing = `billing/${uniqueKey('renew-many')}`;
+      const ask = (key: string) => ({
+        key,
+        leaseId: newLeaseId(),
+        ownerId: 'w',
+        ttlMs: 30_000,
+        value: undefined,
+      });
+      const mineAsk = ask(jobs);
+      const theirsAsk = ask(billing);
+      const mine = await jobsStore.tryAcquire(mineAsk, opts());
+      const theirs = await admin.tryAcquire(theirsAsk, opts());
+      assert.equal(mine.status, 'acquired');
+      assert.equal(theirs.status, 'acquired');
+      if (mine.status !== 'acquired' || theirs.status !== 'acquired') return;
+      const before = await state(t.url, billing);
+      const results = await jobsStore.renewMany(
+        [
+          { key: jobs, leaseId: mineAsk.leaseId, token: mine.token, ttlMs: 30_000 },
+          { key: billing, leaseId: theirsAsk.leaseId, token: theirs.token, ttlMs: 30_000 },
+        ],
+        opts(),
+      );
+      assert.equal(results.length, 2);
+      assert.equal(results[0]!.status, 'renewed', 'the permitted lease renews');
+      const refused = results[1]!;
+      assert.equal(refused.status, 'unanswered', 'the forbidden one fails on its own');
+      if (refused.status === 'unanswered') {
+        const e = refused.error as { code?: string; cause?: { code?: string } };
+        assert.equal(e.code, 'ERR_INVALID_ARGUMENT');
+        assert.equal(e.cause?.code, 'permission_denied');
+      }
+      const after = await state(t.url, billing);
+      assert.equal(after['token'], before['token'], 'the forbidden key is untouched');
+      const was = before['holder'] as { leaseIdPrefix: string; remainingMs: number };
+      const now = after['holder'] as { leaseIdPrefix: string; remainingMs: number };
+      assert.equal(now.leaseIdPrefix, was.leaseIdPrefix, 'still the admin lease');
+      assert.ok(now.remainingMs <= was.remainingMs, 'and not renewed by the forbidden call');
+    } finally {
+      await jobsStore.close();
+      await admin.close();
+    }
+  });
 });
 
 describe('HttpLeaseStore batching', () => {

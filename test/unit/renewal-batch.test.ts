@@ -6,6 +6,7 @@ import type { Lease } from '../../src/core/lease.js';
 import { MAX_RENEWALS_PER_CALL, onGrid, renewalGridMs } from '../../src/core/renewal-batch.js';
 import type {
   BatchRenewingLeaseStore,
+  StoreRenewManyResult,
   StoreRenewRequest,
   StoreRenewResult,
   StoreRequestOptions,
@@ -24,6 +25,8 @@ class CountingStore extends MemoryLeaseStore implements BatchRenewingLeaseStore 
   renewCalls = 0;
   renewManyCalls: Array<{ at: number; size: number }> = [];
   failNext = 0;
+  /** Keys whose renewals this store answers `unanswered` (as a 403 inside a batch is). */
+  refused = new Set<string>();
   constructor(
     private readonly clockRef: ManualClock,
     state: MemoryLeaseState,
@@ -40,13 +43,19 @@ class CountingStore extends MemoryLeaseStore implements BatchRenewingLeaseStore 
   renewMany(
     leases: readonly StoreRenewRequest[],
     options?: StoreRequestOptions,
-  ): Promise<readonly StoreRenewResult[]> {
+  ): Promise<readonly StoreRenewManyResult[]> {
     this.renewManyCalls.push({ at: this.clockRef.now(), size: leases.length });
     if (this.failNext > 0) {
       this.failNext--;
       return Promise.reject(new Error('connection reset'));
     }
-    return Promise.all(leases.map((lease) => super.renew(lease, options)));
+    return Promise.all(
+      leases.map((lease): Promise<StoreRenewManyResult> =>
+        this.refused.has(lease.key)
+          ? Promise.resolve({ status: 'unanswered', error: new Error('permission_denied') })
+          : super.renew(lease, options),
+      ),
+    );
   }
 }
 
@@ -148,6 +157,33 @@ describe('renewals in batches (a store with renewMany)', () => {
     assert.ok(store.renewManyCalls.length > before, 'the retries went out');
     for (const l of leases) assert.equal(l.status, 'held');
     for (const l of leases) assert.ok(l.deadline > clock.now() + TTL / 2, 'renewed by the retry');
+    await client.close();
+  });
+
+  it("one lease's own error in a call fails only that renewal; the others renew", async () => {
+    const { clock, store, client } = setup();
+    const failed: LeaseEvent[] = [];
+    client.on('renew_failed', (e) => failed.push(e));
+    const leases = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        const r = await client.acquire(`job/${i}`, { ttl: TTL, renewEvery: EVERY });
+        assert.equal(r.status, 'acquired');
+        return (r as { lease: Lease }).lease;
+      }),
+    );
+    store.refused.add('job/1');
+    const before = leases.map((l) => l.deadline);
+    await clock.advance(EVERY + 10);
+    assert.equal(store.renewManyCalls.length, 1, 'the three renewals went out as one call');
+    assert.deepEqual(
+      failed.map((e) => (e as { key?: string }).key),
+      ['job/1'],
+      'only the refused lease saw its renewal fail',
+    );
+    assert.ok(leases[0]!.deadline > before[0]!, 'job/0 renewed');
+    assert.equal(leases[1]!.deadline, before[1], 'job/1 not renewed');
+    assert.ok(leases[2]!.deadline > before[2]!, 'job/2 renewed');
+    for (const l of leases) assert.equal(l.status, 'held');
     await client.close();
   });
 

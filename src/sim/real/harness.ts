@@ -322,6 +322,35 @@ export class RealHarness {
   }
 
   /**
+   * A story's first acquisition of a free key, which the story needs granted to go on. An
+   * `unavailable` answer — the store did not answer within the worker's request timeout, as
+   * happens on a loaded machine, and no fault of the protocol under test — is asked again, at
+   * most `attempts` times in all, each retry waiting up to three TTLs for a grant the lost
+   * answer may have made (the worker's client releases a late grant when it arrives; else it
+   * expires). Every attempt stays in the history, and each retry is printed. The caller still
+   * checks the answer: anything but a grant after the last attempt fails the run as before.
+   * Not for acquisitions whose timing the story asserts (a takeover, a waiter during a pause).
+   */
+  async acquireGranted(
+    worker: RealWorker,
+    key: string,
+    opts: { ttlMs: number; waitMs: number; renewEveryMs?: number; autoRenew?: boolean },
+    attempts = 4,
+  ): ReturnType<RealHarness['acquire']> {
+    let r = await this.acquire(worker, key, opts);
+    for (let i = 2; i <= attempts && r.status === 'unavailable'; i++) {
+      console.log(
+        `[harness] ${worker.name}'s first acquire of ${key} answered unavailable (the store did not answer in time); attempt ${i} of ${attempts}`,
+      );
+      r = await this.acquire(worker, key, {
+        ...opts,
+        waitMs: Math.max(opts.waitMs, 3 * opts.ttlMs),
+      });
+    }
+    return r;
+  }
+
+  /**
    * Writes through `worker` (fenced or not), recording the attempt and the answer. Returns the
    * worker's reply: status `applied | duplicate | stale_fence | skipped`.
    */

@@ -166,7 +166,7 @@ export async function runRealPartitionStory(
     const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
     const firstRenewal = expect(a, 'renewed');
     const aLostNotice = expect(a, 'lost');
-    const ga = await h.acquire(a, o.key, {
+    const ga = await h.acquireGranted(a, o.key, {
       ttlMs: o.ttlMs,
       waitMs: 0,
       renewEveryMs: o.renewEveryMs,
@@ -278,7 +278,7 @@ export async function runRealLostReplyStory(
   try {
     const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
     const aLostNotice = expect(a, 'lost');
-    const got = await h.acquire(a, o.key, { ttlMs: o.ttlMs, waitMs: 0, autoRenew: false });
+    const got = await h.acquireGranted(a, o.key, { ttlMs: o.ttlMs, waitMs: 0, autoRenew: false });
     if (got.status !== 'ok') throw new Error(`A could not acquire ${o.key}: ${got.status}`);
     const ga = { token: got.token!, lease: got.lease! };
     const first = await ambiguous(a, ga);

@@ -53,7 +53,7 @@ export async function runOwnerRestartStory(o: OwnerRestartOptions): Promise<Owne
       h.spawn('old', { ownerId: o.ownerId }),
       h.spawn('new', { ownerId: o.ownerId }),
     ]);
-    const g0 = await h.acquire(old, o.key, {
+    const g0 = await h.acquireGranted(old, o.key, {
       ttlMs: o.ttlMs,
       waitMs: 0,
       renewEveryMs: o.ttlMs / 4,

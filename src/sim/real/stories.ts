@@ -71,7 +71,7 @@ export async function runRealPauseStory(options: RealPauseOptions): Promise<Real
     const [a, b] = await Promise.all([h.spawn('A'), h.spawn('B')]);
     const key = options.key;
     t0 = sharedNow();
-    const ga = await h.acquire(a, key, {
+    const ga = await h.acquireGranted(a, key, {
       ttlMs: options.ttlMs,
       waitMs: 0,
       renewEveryMs: options.renewEveryMs,

@@ -1,5 +1,10 @@
 import { LeaseholdError } from '../../core/errors.js';
-import type { StoreRenewRequest, StoreRenewResult, StoreRequestOptions } from '../../core/store.js';
+import type {
+  StoreRenewManyResult,
+  StoreRenewRequest,
+  StoreRenewResult,
+  StoreRequestOptions,
+} from '../../core/store.js';
 import { RENEWALS_PER_REQUEST_UNKNOWN_SERVER, type BatchLimits } from './batch.js';
 import { answerCode, unexpectedAnswer, type Answer } from './errors.js';
 
@@ -46,16 +51,17 @@ export function renewResultOf(a: Answer): StoreRenewResult {
  * 404 without the route: nothing ran) gets the leases one request each.
  *
  * Each lease keeps its own answer (`lost` for one does not touch the others). An answer the
- * result type cannot hold for one lease (403 on its key, 5xx) fails the whole call, as the
- * contract asks of a call that did not get every answer: the client then treats each of its
- * renewals as unanswered and retries it.
+ * result type cannot hold for one lease (403 on its key, a 5xx for its operation) is that
+ * lease's `unanswered` with the error its own `renew` would have thrown: the client retries
+ * that renewal alone, and a key the caller may no longer renew cannot fail the others. An
+ * answer to the request as a whole that is not 200 fails the call (no lease's outcome known).
  */
 export async function renewInRequests(
   sink: RenewSink,
   leases: readonly StoreRenewRequest[],
   limits: BatchLimits,
   options: StoreRequestOptions,
-): Promise<StoreRenewResult[]> {
+): Promise<StoreRenewManyResult[]> {
   const perRequest = limits.maxRenewals ?? RENEWALS_PER_REQUEST_UNKNOWN_SERVER;
   const chunks: Array<{ leases: StoreRenewRequest[]; ops: Array<Record<string, unknown>> }> = [];
   let chunk: (typeof chunks)[number] = { leases: [], ops: [] };
@@ -85,7 +91,7 @@ async function renewChunk(
   sink: RenewSink,
   chunk: { leases: StoreRenewRequest[]; ops: Array<Record<string, unknown>> },
   options: StoreRequestOptions,
-): Promise<StoreRenewResult[]> {
+): Promise<StoreRenewManyResult[]> {
   if (chunk.leases.length === 1) return [await sink.renewOne(chunk.leases[0]!, options)];
   const a = await sink.sendBatch({ ops: chunk.ops }, options);
   if (a.status === 400 || a.status === 404 || a.status === 413) {
@@ -110,6 +116,15 @@ async function renewChunk(
     ) {
       throw new LeaseholdError('ERR_PROTOCOL', 'leasehold server: batch: malformed result');
     }
-    return renewResultOf({ status: one.httpStatus, body: one.body as Record<string, unknown> });
+    return ownResultOf({ status: one.httpStatus, body: one.body as Record<string, unknown> });
   });
+}
+
+/** One operation's answer inside a batch: its renewal result, or its own error. */
+function ownResultOf(a: Answer): StoreRenewManyResult {
+  try {
+    return renewResultOf(a);
+  } catch (err) {
+    return { status: 'unanswered', error: err instanceof Error ? err : new Error(String(err)) };
+  }
 }

@@ -10,6 +10,7 @@ import type {
   StoreLeaseRef,
   StoreReleaseResult,
   StoreRenewRequest,
+  StoreRenewManyResult,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
@@ -242,7 +243,7 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore, BatchRene
   async renewMany(
     leases: readonly StoreRenewRequest[],
     options: StoreRequestOptions,
-  ): Promise<readonly StoreRenewResult[]> {
+  ): Promise<readonly StoreRenewManyResult[]> {
     if (leases.length === 0) return [];
     this.assertOpen();
     return renewInRequests(
