@@ -28,7 +28,16 @@ const quick = args.includes('--quick');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? '').split(',') : Object.keys(SUITES);
 const jsonAt = args.indexOf('--json');
-const opts: BenchOptions = { durationMs: quick ? 1000 : 3000, quick };
+// `--duration MS`: each measurement's length, for the test that checks every row still
+// appears (test/e2e/bench-smoke.test.ts): a figure of 200 ms means nothing, a missing row does.
+const durationAt = args.indexOf('--duration');
+const durationMs = durationAt >= 0 ? Number(args[durationAt + 1]) : quick ? 1000 : 3000;
+if (!Number.isSafeInteger(durationMs) || durationMs < 50) {
+  throw new Error(
+    `--duration takes a whole number of ms, at least 50; got ${args[durationAt + 1]}`,
+  );
+}
+const opts: BenchOptions = { durationMs, quick };
 
 const all: BenchResult[] = [];
 for (const name of only) {
