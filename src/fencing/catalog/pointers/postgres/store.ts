@@ -45,6 +45,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0002_publish_or_raise.sql',
   '0003_mark_in_pointer.sql',
   '0004_publish_fast_path.sql',
+  '0005_publish_fewer_statements.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */

@@ -234,9 +234,9 @@ export class SqlitePointerStore implements PointerStore {
    * pointer, history and registry move. A Refusal rolls back whatever was written.
    *
    * Without an idempotency key the common publish takes one UPDATE that checks all of that
-   * and moves the pointer (PUBLISH_FAST), then the history row and both registry rows in
-   * one statement each: three statements instead of six. When the UPDATE changes no row it
-   * wrote nothing, and the full decision below answers.
+   * and moves the pointer (PUBLISH_FAST) instead of two reads and an UPDATE, then the history
+   * row and the registry rows. When that UPDATE changes no row it wrote nothing, and the
+   * full decision below answers.
    */
   private decide(req: PublishRequest): PublishResult {
     const key = req.idempotencyKey;
@@ -255,7 +255,7 @@ export class SqlitePointerStore implements PointerStore {
       if (moved !== undefined) {
         this.s.INSERT_HISTORY_OF_POINTER.run({ name: req.name });
         const previousHandle = moved.previous_handle ?? undefined;
-        this.s.MOVE_REFERENCE.run({ handle: req.handle, previous: previousHandle ?? null, now });
+        this.reference(req.handle, previousHandle, now);
         return { status: 'applied', version: Number(moved.version), previousHandle };
       }
     } else {
@@ -325,8 +325,16 @@ export class SqlitePointerStore implements PointerStore {
     else this.s.UPDATE_POINTER.run(row);
     this.s.INSERT_HISTORY.run({ ...row, idempotencyKey: req.idempotencyKey ?? null });
     const previousHandle = cur?.handle;
-    this.s.MOVE_REFERENCE.run({ handle: req.handle, previous: previousHandle ?? null, now });
+    this.reference(req.handle, previousHandle, now);
     return { status: 'applied', version, previousHandle };
+  }
+
+  /** The registry side of a pointer move: the new object referenced, the previous one unreferenced from now. */
+  private reference(handle: string, previousHandle: string | undefined, now: number): void {
+    this.s.MARK_REFERENCED.run({ handle });
+    if (previousHandle !== undefined && previousHandle !== handle) {
+      this.s.MARK_UNREFERENCED.run({ handle: previousHandle, now });
+    }
   }
 
   pointer(name: string): Promise<CatalogEntry | undefined> {
