@@ -28,7 +28,7 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
   readonly schema?: string;
   /**
    * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
-   * `_history`, `_object`, `_publish_v3` (a function) and `_fence` / `_fence_op` (a
+   * `_history`, `_object`, `_publish_v3` and `_publish_many` (functions) and `_fence` / `_fence_op` (a
    * {@link PostgresFence}'s tables: marks of names not yet published, idempotency keys).
    * Defaults to `leasehold_catalog`.
    */
