@@ -24,7 +24,7 @@ FROM {{publish_v3_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7, $8::boolean)`
 /**
  * $1 names, $2 handles, $3 tokens, $4 lease keys, $5 lease ids, $6 expected versions, $7
  * idempotency keys (text[] each, in name order, NULL where absent), $8 strict. Several
- * publishes in one transaction (migration 0006). Returns per publish, in order: ord,
+ * publishes in one transaction (migration 0005). Returns per publish, in order: ord,
  * version, previous_handle, and for a refusal its SQLSTATE, message and detail.
  */
 export const PUBLISH_MANY = `SELECT ord, version::text, previous_handle, refused_state, refused_message, refused_detail

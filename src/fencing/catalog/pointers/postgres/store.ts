@@ -45,8 +45,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0002_publish_or_raise.sql',
   '0003_mark_in_pointer.sql',
   '0004_publish_fast_path.sql',
-  '0005_publish_fewer_statements.sql',
-  '0006_publish_many.sql',
+  '0005_publish_many.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
@@ -214,9 +213,8 @@ export class PostgresPointers implements PointerStore {
    * and moves the pointer in one implicit transaction; a refusal raises, so nothing commits.
    *
    * Group commit (decision 024): while a call is in flight, publishes wait, and go together
-   * in the next one (one round trip, one commit, each in its own subtransaction), sent a loop
-   * turn after the call ended so that the callers it answered can join. A publish with none
-   * in flight goes at once. Nobody is answered before the commit of its call.
+   * in the next one (one round trip, one commit, each in its own subtransaction). A publish
+   * with none in flight goes at once. Nobody is answered before the commit of its call.
    */
   async publish(req: PublishRequest): Promise<PublishResult> {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
@@ -236,9 +234,14 @@ export class PostgresPointers implements PointerStore {
       return;
     }
     this.inFlight = true;
-    const done = (): void => {
-      setImmediate(() => this.send());
-    };
+    // After a call of several, the next waits one loop turn, so that the callers it answered
+    // can publish again and join it; after a lone publish, at once (its caller goes alone).
+    const done =
+      batch.length === 1
+        ? (): void => this.send()
+        : (): void => {
+            setImmediate(() => this.send());
+          };
     if (batch.length === 1) {
       const one = batch[0]!;
       void this.publishOne(one.req).then(one.resolve, one.reject).finally(done);

@@ -2,7 +2,6 @@ import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
 import { invalidArgument, LeaseholdError } from '../../../../core/errors.js';
 import { SqliteFence } from '../../../sqlite.js';
-import { GroupCommit } from '../../../../stores/sqlite/batch.js';
 import { retryWhileBusy, useDurableWal } from '../../../../stores/sqlite/open-file.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
@@ -38,6 +37,9 @@ export const SQLITE_CATALOG_MIGRATIONS = [
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 
+/** Most publishes in one group commit; more wait for the next. */
+const MAX_BATCH = 256;
+
 /** Thrown inside the publish transaction to roll back whatever it wrote, with a result. */
 class Refusal extends Error {
   constructor(readonly result: PublishResult) {
@@ -65,7 +67,7 @@ interface PointerRow {
  * The catalog's pointer store in SQLite: the pointer, history and object registry in one
  * database file. A publish decides as {@link SqliteFence} decides, against the mark kept in
  * the name's pointer row (decision 021), and moves the pointer with it, in a `BEGIN
- * IMMEDIATE` transaction; the publishes asked for in one turn of the event loop share that
+ * IMMEDIATE` transaction; the publishes that meet (see {@link SqlitePointerStore.publish}) share that
  * transaction and its commit, each in its own savepoint (decision 024). Single machine, like
  * the SQLite lease store; `synchronous = FULL` when it opens the file, and a publish is
  * answered only after its commit, so an acknowledged publish survives a crash.
@@ -78,7 +80,13 @@ export class SqlitePointerStore implements PointerStore {
   private readonly db: Database.Database;
   private readonly ownsDb: boolean;
   private readonly strict: boolean;
-  private readonly publishes: GroupCommit<PublishRequest, Outcome>;
+  private readonly commitPublishes: (reqs: PublishRequest[]) => Outcome[];
+  /** Publishes asked for since the last commit; committed by a queued microtask. */
+  private queued: {
+    readonly req: PublishRequest;
+    readonly resolve: (o: Outcome) => void;
+    readonly reject: (err: unknown) => void;
+  }[] = [];
   private readonly now: () => number;
   private readonly s: Record<Exclude<keyof typeof Q, 'CREATE_MIGRATIONS'>, Database.Statement>;
   private readonly gcTx: (cutoff: number, limit: number) => Tombstone[];
@@ -184,7 +192,7 @@ export class SqlitePointerStore implements PointerStore {
         }
       }),
     );
-    this.publishes = new GroupCommit((reqs): Outcome[] => {
+    this.commitPublishes = (reqs): Outcome[] => {
       if (reqs.length > 1) return many.immediate(reqs);
       try {
         return [{ result: one.immediate(reqs[0]!) }];
@@ -192,7 +200,7 @@ export class SqlitePointerStore implements PointerStore {
         if (err instanceof Refusal) return [{ result: err.result }];
         return [{ error: err }];
       }
-    });
+    };
   }
 
   register(handle: string, name: string, token: bigint, leaseId: string): Promise<void> {
@@ -211,19 +219,38 @@ export class SqlitePointerStore implements PointerStore {
   }
 
   /**
-   * Joins the next group commit (this turn of the event loop) and resolves once it has
-   * committed: with `synchronous = FULL`, once it is on disk.
+   * Joins the next group commit and resolves once it has committed: with `synchronous =
+   * FULL`, once it is on disk. The commit runs in a microtask queued by the first publish
+   * since the last commit, so it takes every publish asked for before the microtasks pending
+   * then have run (callers a commit answered that publish again at once meet there). A
+   * microtask, not a loop turn: a lone publish makes no extra system call and gives up no
+   * time slice on a busy machine (measured at load 7–9: with a `setImmediate` here a
+   * 1-worker publish fell from 0.62× to 0.38× of the raw UPDATE).
    */
   async publish(req: PublishRequest): Promise<PublishResult> {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
-    let outcome: Outcome;
-    try {
-      outcome = await this.publishes.submit(req);
-    } catch (err) {
-      throw storeError(err);
-    }
+    const outcome = await new Promise<Outcome>((resolve, reject) => {
+      this.queued.push({ req, resolve, reject });
+      if (this.queued.length === 1) queueMicrotask(() => this.flushPublishes());
+    });
     if ('error' in outcome) throw storeError(outcome.error);
     return outcome.result;
+  }
+
+  /** Commits the queued publishes in one transaction and answers each. */
+  private flushPublishes(): void {
+    const batch = this.queued.splice(0, MAX_BATCH);
+    if (this.queued.length > 0) queueMicrotask(() => this.flushPublishes());
+    if (batch.length === 0) return;
+    let outcomes: Outcome[];
+    try {
+      outcomes = this.commitPublishes(batch.map((q) => q.req));
+    } catch (err) {
+      const e = storeError(err);
+      for (const q of batch) q.reject(e);
+      return;
+    }
+    batch.forEach((q, i) => q.resolve(outcomes[i]!));
   }
 
   /**
@@ -384,7 +411,7 @@ export class SqlitePointerStore implements PointerStore {
     if (!this.closed) {
       this.closed = true;
       // Publishes already asked for commit (and are answered) before the handle closes.
-      while (this.publishes.pending > 0) this.publishes.flush();
+      while (this.queued.length > 0) this.flushPublishes();
       if (this.ownsDb) this.db.close();
     }
     return Promise.resolve();

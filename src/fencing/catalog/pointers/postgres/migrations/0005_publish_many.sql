@@ -1,6 +1,6 @@
--- The catalog's pointer store, version 6 (PostgreSQL): publishes that meet in one process
+-- The catalog's pointer store, version 5 (PostgreSQL): publishes that meet in one process
 -- go to the server as one call, one round trip and one commit (decision 024). Each publish
--- runs the publish function of version 5 unchanged, in its own subtransaction: a refusal
+-- runs the publish function of version 4 unchanged, in its own subtransaction: a refusal
 -- (stale_fence, duplicate, not_staged, version_conflict, wrong_key) rolls back that publish
 -- alone and is answered as a row; any other error fails the whole call, and nothing of it
 -- commits. The caller sends the publishes in name order, so that two calls lock pointer rows
