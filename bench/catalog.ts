@@ -227,7 +227,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
         {
           subject: 'leasehold catalog.publish (pg)',
           notes:
-            'one call of the publish function (mark in the pointer row, pointer, history, registry): one round trip, one commit; publishes that wait for the call in flight go together in the next (decision 024)',
+            'one call of the publish function (mark in the pointer row, pointer, history, registry): one round trip, one commit',
           serverCpuMs: cpuOf('publish'),
           cycle: async (w) => {
             const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
@@ -244,8 +244,8 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
 
     // SQLite: synchronous, one handle each; WAL + synchronous FULL on both sides. With 4
     // workers, four callers share the handle (a single-writer database): the raw UPDATEs take
-    // turns, one commit and fsync each; publishes asked for in one loop turn share one
-    // transaction and its fsync (decision 024).
+    // turns, one commit and fsync each; publishes that meet share one transaction and its
+    // fsync (decision 024).
     const db = new Database(join(tmp.dir, 'raw.db'));
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
@@ -276,7 +276,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
             {
               subject: 'leasehold catalog.publish (sqlite)',
               notes:
-                'one immediate transaction (the mark in the pointer row, pointer, history, registry), shared by the publishes of one loop turn, a savepoint each',
+                'one immediate transaction (the mark in the pointer row, pointer, history, registry), shared by the publishes that meet, a savepoint each (decision 024)',
               cycle: async (w) => {
                 const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
                 const r = await catalog.publish(l, names[w]!, handles[w]![k]!);

@@ -21,15 +21,6 @@ WHERE handle = $1 AND state = 'staged' AND size IS NULL RETURNING 1 AS ok`;
 export const PUBLISH = `SELECT version::text, previous_handle
 FROM {{publish_v3_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7, $8::boolean)`;
 
-/**
- * $1 names, $2 handles, $3 tokens, $4 lease keys, $5 lease ids, $6 expected versions, $7
- * idempotency keys (text[] each, in name order, NULL where absent), $8 strict. Several
- * publishes in one transaction (migration 0005). Returns per publish, in order: ord,
- * version, previous_handle, and for a refusal its SQLSTATE, message and detail.
- */
-export const PUBLISH_MANY = `SELECT ord, version::text, previous_handle, refused_state, refused_message, refused_detail
-FROM {{publish_many_fn}}($1, $2, $3::bigint[], $4, $5, $6::bigint[], $7, $8::boolean)`;
-
 const ENTRY_COLUMNS = `name, handle, token::text, lease_key, lease_id, version::text, size::text, checksum,
   (extract(epoch FROM published_at) * 1000)::bigint::text AS published_ms`;
 

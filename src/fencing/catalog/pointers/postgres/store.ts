@@ -28,7 +28,7 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
   readonly schema?: string;
   /**
    * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
-   * `_history`, `_object`, `_publish_v3` and `_publish_many` (functions) and `_fence` / `_fence_op` (a
+   * `_history`, `_object`, `_publish_v3` (a function) and `_fence` / `_fence_op` (a
    * {@link PostgresFence}'s tables: marks of names not yet published, idempotency keys).
    * Defaults to `leasehold_catalog`.
    */
@@ -45,7 +45,6 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0002_publish_or_raise.sql',
   '0003_mark_in_pointer.sql',
   '0004_publish_fast_path.sql',
-  '0005_publish_many.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
@@ -59,7 +58,6 @@ function catalogFiller(schema: string, prefix: string): (text: string) => string
     publish_fn: t('publish'),
     publish_or_raise_fn: t('publish_or_raise'),
     publish_v3_fn: t('publish_v3'),
-    publish_many_fn: t('publish_many'),
     fence: t('fence'),
     fence_op: t('fence_op'),
     object_gc_index: quoteIdent(`${prefix}_object_gc`),
@@ -129,16 +127,6 @@ function refusalOf(err: unknown, req: PublishRequest): PublishResult {
   }
 }
 
-/** A publish waiting for the next call to the server. */
-interface Queued {
-  readonly req: PublishRequest;
-  readonly resolve: (r: PublishResult) => void;
-  readonly reject: (err: unknown) => void;
-}
-
-/** Most publishes in one call. */
-const MAX_BATCH = 64;
-
 /**
  * The catalog's pointer store in PostgreSQL (loaded on first use by the class of the same
  * name in `leasehold/catalog`, so SQLite users never load `pg`). A publish is one call of the
@@ -159,11 +147,6 @@ export class PostgresPointers implements PointerStore {
   private readonly strict: string;
   private ready: Promise<void> | undefined;
   private closed = false;
-  /** Publishes that wait for the call in flight to end (see {@link publish}). */
-  private queue: Queued[] = [];
-  private inFlight = false;
-  /** Called once nothing is queued or in flight (close waits for that). */
-  private idleWaiters: (() => void)[] = [];
 
   constructor(options: PostgresPointerStoreOptions) {
     if (typeof options !== 'object' || options === null)
@@ -211,51 +194,10 @@ export class PostgresPointers implements PointerStore {
   /**
    * One round trip, one statement: the publish function checks the mark in the pointer row
    * and moves the pointer in one implicit transaction; a refusal raises, so nothing commits.
-   *
-   * Group commit (decision 024): while a call is in flight, publishes wait, and go together
-   * in the next one (one round trip, one commit, each in its own subtransaction). A publish
-   * with none in flight goes at once. Nobody is answered before the commit of its call.
    */
   async publish(req: PublishRequest): Promise<PublishResult> {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
     await this.ensureReady();
-    return new Promise<PublishResult>((resolve, reject) => {
-      this.queue.push({ req, resolve, reject });
-      if (!this.inFlight) this.send();
-    });
-  }
-
-  /** Sends what is queued as one call; when it ends, the next turn sends what queued meanwhile. */
-  private send(): void {
-    const batch = this.queue.splice(0, MAX_BATCH);
-    if (batch.length === 0) {
-      this.inFlight = false;
-      for (const wake of this.idleWaiters.splice(0)) wake();
-      return;
-    }
-    this.inFlight = true;
-    // After a call of several, the next waits one loop turn, so that the callers it answered
-    // can publish again and join it; after a lone publish, at once (its caller goes alone).
-    const done =
-      batch.length === 1
-        ? (): void => this.send()
-        : (): void => {
-            setImmediate(() => this.send());
-          };
-    if (batch.length === 1) {
-      const one = batch[0]!;
-      void this.publishOne(one.req).then(one.resolve, one.reject).finally(done);
-    } else {
-      // publishMany answers every publish itself; a throw there would be a bug: answer it too.
-      void this.publishMany(batch)
-        .catch((err: unknown) => {
-          for (const q of batch) q.reject(err);
-        })
-        .finally(done);
-    }
-  }
-
-  private async publishOne(req: PublishRequest): Promise<PublishResult> {
     const statement = renderSql(this.sql.PUBLISH, [
       req.name,
       req.handle,
@@ -275,71 +217,12 @@ export class PostgresPointers implements PointerStore {
     if (row === undefined) {
       throw new LeaseholdError('ERR_PROTOCOL', 'the catalog publish answered no row');
     }
-    return applied(row);
-  }
-
-  /**
-   * Several publishes in one call, in name order (so that two calls lock pointer rows in one
-   * order); publishes of one name keep the order they were asked in. A refusal answers its
-   * publish alone; an error of the call answers every publish of it.
-   */
-  private async publishMany(batch: Queued[]): Promise<void> {
-    const sorted = batch
-      .map((q, i) => ({ q, i }))
-      .sort((a, b) =>
-        a.q.req.name < b.q.req.name ? -1 : a.q.req.name > b.q.req.name ? 1 : a.i - b.i,
-      )
-      .map((x) => x.q);
-    const column = (
-      f: (r: PublishRequest) => string | number | bigint | undefined,
-    ): (string | null)[] =>
-      sorted.map((q) => {
-        const v = f(q.req);
-        return v === undefined ? null : String(v);
-      });
-    let rows: Record<string, unknown>[];
-    try {
-      const statement = renderSql(this.sql.PUBLISH_MANY, [
-        column((r) => r.name),
-        column((r) => r.handle),
-        column((r) => r.token),
-        column((r) => r.leaseKey),
-        column((r) => r.leaseId),
-        column((r) => r.expectedVersion),
-        column((r) => r.idempotencyKey),
-        this.strict,
-      ]);
-      rows = lastResult(await this.pool.query(timeoutPrefix(this.timeoutMs) + statement)).rows;
-    } catch (err) {
-      const e = unavailable('PostgreSQL catalog', err);
-      for (const q of sorted) q.reject(e);
-      return;
-    }
-    sorted.forEach((q, i) => {
-      const row = rows.find((r) => Number(r['ord']) === i + 1);
-      if (row === undefined) {
-        q.reject(new LeaseholdError('ERR_PROTOCOL', 'the catalog publish answered no row'));
-        return;
-      }
-      if (row['refused_state'] === null || row['refused_state'] === undefined) {
-        q.resolve(applied(row));
-        return;
-      }
-      try {
-        q.resolve(
-          refusalOf(
-            {
-              code: row['refused_state'],
-              message: row['refused_message'],
-              detail: row['refused_detail'],
-            },
-            q.req,
-          ),
-        );
-      } catch (err) {
-        q.reject(err);
-      }
-    });
+    return {
+      status: 'applied',
+      version: Number(row['version']),
+      previousHandle:
+        typeof row['previous_handle'] === 'string' ? row['previous_handle'] : undefined,
+    };
   }
 
   async pointer(name: string): Promise<CatalogEntry | undefined> {
@@ -373,8 +256,6 @@ export class PostgresPointers implements PointerStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Publishes already asked for are sent and answered before the pool ends.
-    if (this.inFlight) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     await this.fence.close();
     if (this.ownPool) await this.pool.end().catch(() => undefined);
   }
@@ -420,14 +301,6 @@ export class PostgresPointers implements PointerStore {
  */
 function withHandles(sql: string, handles: readonly string[]): string {
   return sql.replace('$1', `ARRAY[${handles.map(quoteLiteral).join(', ')}]::text[]`);
-}
-
-function applied(row: Record<string, unknown>): PublishResult {
-  return {
-    status: 'applied',
-    version: Number(row['version']),
-    previousHandle: typeof row['previous_handle'] === 'string' ? row['previous_handle'] : undefined,
-  };
 }
 
 function entryOf(row: Record<string, unknown>): CatalogEntry {
