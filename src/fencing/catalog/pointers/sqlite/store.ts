@@ -29,9 +29,16 @@ export interface SqlitePointerStoreOptions {
 }
 
 /** The pointer store's migrations, in order. Released files are never edited: add a new one. */
-export const SQLITE_CATALOG_MIGRATIONS = ['0001_catalog.sql', '0002_mark_in_pointer.sql'] as const;
+export const SQLITE_CATALOG_MIGRATIONS = [
+  '0001_catalog.sql',
+  '0002_mark_in_pointer.sql',
+  '0003_publish_fast_path.sql',
+] as const;
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+
+/** Most publishes in one group commit; more wait for the next. */
+const MAX_BATCH = 256;
 
 /** Thrown inside the publish transaction to roll back whatever it wrote, with a result. */
 class Refusal extends Error {
@@ -39,6 +46,9 @@ class Refusal extends Error {
     super(result.status);
   }
 }
+
+/** One publish's outcome in a group commit: its result, or the error only it ran into. */
+type Outcome = { readonly result: PublishResult } | { readonly error: unknown };
 
 interface PointerRow {
   name: string;
@@ -55,10 +65,12 @@ interface PointerRow {
 
 /**
  * The catalog's pointer store in SQLite: the pointer, history and object registry in one
- * database file. A publish is one `BEGIN IMMEDIATE` transaction that decides as
- * {@link SqliteFence} decides, against the mark kept in the name's pointer row (decision
- * 021), and moves the pointer with it. Single machine, like the SQLite lease store;
- * `synchronous = FULL` when it opens the file, so an acknowledged publish survives a crash.
+ * database file. A publish decides as {@link SqliteFence} decides, against the mark kept in
+ * the name's pointer row (decision 021), and moves the pointer with it, in a `BEGIN
+ * IMMEDIATE` transaction; the publishes that meet (see {@link SqlitePointerStore.publish}) share that
+ * transaction and its commit, each in its own savepoint (decision 024). Single machine, like
+ * the SQLite lease store; `synchronous = FULL` when it opens the file, and a publish is
+ * answered only after its commit, so an acknowledged publish survives a crash.
  *
  * @example
  * const pointers = new SqlitePointerStore({ path: '/var/lib/reports/catalog.db' });
@@ -68,7 +80,13 @@ export class SqlitePointerStore implements PointerStore {
   private readonly db: Database.Database;
   private readonly ownsDb: boolean;
   private readonly strict: boolean;
-  private readonly publishTx: (req: PublishRequest) => PublishResult;
+  private readonly commitPublishes: (reqs: PublishRequest[]) => Outcome[];
+  /** Publishes asked for since the last commit; committed by a queued microtask. */
+  private queued: {
+    readonly req: PublishRequest;
+    readonly resolve: (o: Outcome) => void;
+    readonly reject: (err: unknown) => void;
+  }[] = [];
   private readonly now: () => number;
   private readonly s: Record<Exclude<keyof typeof Q, 'CREATE_MIGRATIONS'>, Database.Statement>;
   private readonly gcTx: (cutoff: number, limit: number) => Tombstone[];
@@ -158,8 +176,31 @@ export class SqlitePointerStore implements PointerStore {
       );
     });
     this.gcTx = (cutoff, limit) => gc.immediate(cutoff, limit);
-    const publish = this.db.transaction((req: PublishRequest) => this.decide(req));
-    this.publishTx = (req) => publish.immediate(req);
+    // Nested in the batch's transaction, better-sqlite3 runs `one` in a savepoint: a refusal
+    // or an error rolls back that publish alone.
+    const one = this.db.transaction((req: PublishRequest) => this.decide(req));
+    const many = this.db.transaction((reqs: PublishRequest[]): Outcome[] =>
+      reqs.map((req) => {
+        try {
+          return { result: one(req) };
+        } catch (err) {
+          if (err instanceof Refusal) return { result: err.result };
+          // SQLite ends the whole transaction on some errors (SQLITE_FULL, SQLITE_IOERR,
+          // …): the publishes before this one are gone too, so none may be answered.
+          if (!this.db.inTransaction) throw err;
+          return { error: err };
+        }
+      }),
+    );
+    this.commitPublishes = (reqs): Outcome[] => {
+      if (reqs.length > 1) return many.immediate(reqs);
+      try {
+        return [{ result: one.immediate(reqs[0]!) }];
+      } catch (err) {
+        if (err instanceof Refusal) return [{ result: err.result }];
+        return [{ error: err }];
+      }
+    };
   }
 
   register(handle: string, name: string, token: bigint, leaseId: string): Promise<void> {
@@ -177,27 +218,74 @@ export class SqlitePointerStore implements PointerStore {
     });
   }
 
-  publish(req: PublishRequest): Promise<PublishResult> {
-    return this.run((): PublishResult => {
-      try {
-        return this.publishTx(req);
-      } catch (err) {
-        if (err instanceof Refusal) return err.result;
-        throw err;
-      }
+  /**
+   * Joins the next group commit and resolves once it has committed: with `synchronous =
+   * FULL`, once it is on disk. The commit runs in a microtask queued by the first publish
+   * since the last commit, so it takes every publish asked for before the microtasks pending
+   * then have run (callers a commit answered that publish again at once meet there). A
+   * microtask, not a loop turn: a lone publish makes no extra system call and gives up no
+   * time slice on a busy machine (measured at load 7–9: with a `setImmediate` here a
+   * 1-worker publish fell from 0.62× to 0.38× of the raw UPDATE).
+   */
+  async publish(req: PublishRequest): Promise<PublishResult> {
+    if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
+    const outcome = await new Promise<Outcome>((resolve, reject) => {
+      this.queued.push({ req, resolve, reject });
+      if (this.queued.length === 1) queueMicrotask(() => this.flushPublishes());
     });
+    if ('error' in outcome) throw storeError(outcome.error);
+    return outcome.result;
+  }
+
+  /** Commits the queued publishes in one transaction and answers each. */
+  private flushPublishes(): void {
+    const batch = this.queued.splice(0, MAX_BATCH);
+    if (this.queued.length > 0) queueMicrotask(() => this.flushPublishes());
+    if (batch.length === 0) return;
+    let outcomes: Outcome[];
+    try {
+      outcomes = this.commitPublishes(batch.map((q) => q.req));
+    } catch (err) {
+      const e = storeError(err);
+      for (const q of batch) q.reject(e);
+      return;
+    }
+    batch.forEach((q, i) => q.resolve(outcomes[i]!));
   }
 
   /**
-   * One publish, inside its immediate transaction: the fence's decision in the fence's order
-   * (a key already applied under this token is `duplicate`; then a lower token, or an equal
-   * one under `'>'`, is `stale_fence`), against the mark in the pointer row; then the object,
-   * the key and the expected version; then the pointer, history and registry move. A
-   * Refusal rolls back whatever was written.
+   * One publish, inside its immediate transaction (or its savepoint of a group commit): the
+   * fence's decision in the fence's order (a key already applied under this token is
+   * `duplicate`; then a lower token, or an equal one under `'>'`, is `stale_fence`), against
+   * the mark in the pointer row; then the object, the key and the expected version; then the
+   * pointer, history and registry move. A Refusal rolls back whatever was written.
+   *
+   * Without an idempotency key the common publish takes one UPDATE that checks all of that
+   * and moves the pointer (PUBLISH_FAST) instead of two reads and an UPDATE, then the history
+   * row and the registry rows. When that UPDATE changes no row it wrote nothing, and the
+   * full decision below answers.
    */
   private decide(req: PublishRequest): PublishResult {
     const key = req.idempotencyKey;
-    if (key !== undefined) {
+    if (key === undefined) {
+      const now = this.wallNow();
+      const moved = this.s.PUBLISH_FAST.get({
+        name: req.name,
+        handle: req.handle,
+        token: req.token,
+        leaseKey: req.leaseKey,
+        leaseId: req.leaseId,
+        expected: req.expectedVersion ?? null,
+        strict: this.strict ? 1 : 0,
+        now,
+      }) as { version: bigint; previous_handle: string | null } | undefined;
+      if (moved !== undefined) {
+        this.s.INSERT_HISTORY_OF_POINTER.run({ name: req.name });
+        const previousHandle = moved.previous_handle ?? undefined;
+        this.reference(req.handle, previousHandle, now);
+        return { status: 'applied', version: Number(moved.version), previousHandle };
+      }
+    } else {
       const seen = this.s.SELECT_OP.get({ name: req.name, token: req.token, idempotencyKey: key });
       if (seen !== undefined) return this.duplicate(req.name, req.token, key);
     }
@@ -263,12 +351,17 @@ export class SqlitePointerStore implements PointerStore {
     if (cur === undefined) this.s.INSERT_POINTER.run(row);
     else this.s.UPDATE_POINTER.run(row);
     this.s.INSERT_HISTORY.run({ ...row, idempotencyKey: req.idempotencyKey ?? null });
-    this.s.MARK_REFERENCED.run({ handle: req.handle });
     const previousHandle = cur?.handle;
-    if (previousHandle !== undefined && previousHandle !== req.handle) {
+    this.reference(req.handle, previousHandle, now);
+    return { status: 'applied', version, previousHandle };
+  }
+
+  /** The registry side of a pointer move: the new object referenced, the previous one unreferenced from now. */
+  private reference(handle: string, previousHandle: string | undefined, now: number): void {
+    this.s.MARK_REFERENCED.run({ handle });
+    if (previousHandle !== undefined && previousHandle !== handle) {
       this.s.MARK_UNREFERENCED.run({ handle: previousHandle, now });
     }
-    return { status: 'applied', version, previousHandle };
   }
 
   pointer(name: string): Promise<CatalogEntry | undefined> {
@@ -317,6 +410,8 @@ export class SqlitePointerStore implements PointerStore {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      // Publishes already asked for commit (and are answered) before the handle closes.
+      while (this.queued.length > 0) this.flushPublishes();
       if (this.ownsDb) this.db.close();
     }
     return Promise.resolve();
@@ -338,17 +433,20 @@ export class SqlitePointerStore implements PointerStore {
     try {
       return Promise.resolve(step());
     } catch (err) {
-      const code = (err as { code?: unknown } | null)?.code;
-      if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-        return Promise.reject(
-          new LeaseholdError('ERR_UNAVAILABLE', `catalog database is locked: ${String(err)}`, {
-            cause: err,
-          }),
-        );
-      }
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      return Promise.reject(storeError(err));
     }
   }
+}
+
+/** A locked database is ERR_UNAVAILABLE, as everywhere; other errors pass as they are. */
+function storeError(err: unknown): Error {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
+    return new LeaseholdError('ERR_UNAVAILABLE', `catalog database is locked: ${String(err)}`, {
+      cause: err,
+    });
+  }
+  return err instanceof Error ? err : new Error(String(err));
 }
 
 function entryOf(row: PointerRow): CatalogEntry {
