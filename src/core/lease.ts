@@ -73,6 +73,8 @@ export class Lease implements AsyncDisposable, RenewalOwner {
   /** What every renewal of this lease sends (its fields never change). */
   private renewRef: StoreRenewRequest | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
+  /** {@link clockNow} for the schedule, made once: `arm` runs twice per renewal. */
+  private readonly readClock = (): number | undefined => this.clockNow();
 
   /** @internal Made by the client's registry of held leases, never by hand. */
   constructor(ctx: LeaseContext, grant: LeaseGrant, hooks: LeaseHooks) {
@@ -449,7 +451,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
   /** (Re)arms the lease's one timer for the earlier of the next renewal and the deadline. */
   private arm(): void {
     if (this.statusValue !== 'held') return;
-    this.schedule.arm(this.currentDeadline, () => this.clockNow());
+    this.schedule.arm(this.currentDeadline, this.readClock);
   }
 
   private onTimer(): void {
