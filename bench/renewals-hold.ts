@@ -159,6 +159,11 @@ async function main(): Promise<void> {
       session.disconnect();
     }
     const lost = held.filter((l) => l.status !== 'held').length;
+    const reasons: Record<string, number> = {};
+    for (const l of held) {
+      if (l.status !== 'held')
+        reasons[l.lossReason ?? '?'] = (reasons[l.lossReason ?? '?'] ?? 0) + 1;
+    }
     const { calls, leases: renewed } = store.counts;
     const cpuMs = (cpu.user + cpu.system) / 1000;
     console.log(
@@ -172,6 +177,7 @@ async function main(): Promise<void> {
         cpuPercent: +((cpuMs / elapsed) * 100).toFixed(2),
         usPerRenewal: renewed > 0 ? +((cpuMs * 1000) / renewed).toFixed(2) : null,
         lost,
+        reasons,
         load: (await import('node:os')).loadavg().map((x) => +x.toFixed(2)),
       }),
     );
