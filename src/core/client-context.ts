@@ -59,7 +59,7 @@ export class ClientContext {
     this.maxHandOffRun = options.maxHandOffRun;
     this.tokenBlock = options.tokenBlock;
     this.renewals = isBatchRenewingLeaseStore(options.store)
-      ? new RenewalBatcher(options.store, options.clock)
+      ? new RenewalBatcher(options.store, options.clock, this.timeouts)
       : undefined;
     // Every pending acquire listens on the close signal; many at once is normal, not a leak.
     nodeProcess()?.getBuiltinModule('node:events').setMaxListeners(0, this.closing.signal);

@@ -1,9 +1,11 @@
 import { LeaseholdError } from './errors.js';
 import { leaseIdPrefix } from './ids.js';
-import { boundedRequest, isProgrammerError } from './runtime/request.js';
+import { boundedRequest, isProgrammerError, type Settled } from './runtime/request.js';
 import type { LeaseContext, LeaseGrant, LeaseHooks } from './lease-grant.js';
+import { BatchedRenewal, type RenewalOwner } from './renewal-batch.js';
 import { RenewalSchedule, renewTimeoutMs } from './renewal.js';
 import type { LossReason, ReleaseResult, RenewResult } from './results.js';
+import type { StoreRenewRequest, StoreRenewResult } from './store.js';
 import type { Token } from './types.js';
 
 const RELEASED: ReleaseResult = Object.freeze({ status: 'released' });
@@ -28,7 +30,7 @@ export type LeaseStatus = 'held' | 'lost' | 'released';
  * const staged = await catalog.stage(lease, 'reports/july', body); // leasehold/catalog
  * await catalog.publish(lease, 'reports/july', staged.handle);
  */
-export class Lease implements AsyncDisposable {
+export class Lease implements AsyncDisposable, RenewalOwner {
   readonly key: string;
   readonly leaseId: string;
   readonly ownerId: string;
@@ -55,8 +57,24 @@ export class Lease implements AsyncDisposable {
   private statusValue: LeaseStatus = 'held';
   private reason: LossReason | undefined;
   private readonly schedule: RenewalSchedule;
+  /** A renewal in flight on a store without renewMany (one bounded request each). */
   private inflight: Promise<RenewResult> | undefined;
+  /**
+   * A renewal in flight in the client's batches, with no promise of its own unless someone
+   * waits for it ({@link renew} by hand, {@link release}): a background renewal costs no
+   * promise (see BatchedRenewal).
+   */
+  private renewal: BatchedRenewal | undefined;
+  private renewalPromise: Promise<RenewResult> | undefined;
+  private renewalSettle:
+    { resolve: (r: RenewResult) => void; reject: (e: unknown) => void } | undefined;
+  /** The background timer is waiting for {@link renewal}: an unexpected error ends the lease. */
+  private renewalInBackground = false;
+  /** What every renewal of this lease sends (its fields never change). */
+  private renewRef: StoreRenewRequest | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
+  /** {@link clockNow} for the schedule, made once: `arm` runs twice per renewal. */
+  private readonly readClock = (): number | undefined => this.clockNow();
 
   /** @internal Made by the client's registry of held leases, never by hand. */
   constructor(ctx: LeaseContext, grant: LeaseGrant, hooks: LeaseHooks) {
@@ -187,7 +205,9 @@ export class Lease implements AsyncDisposable {
 
   private async doRelease(): Promise<ReleaseResult> {
     this.schedule.take();
-    if (this.inflight) await this.inflight.catch(() => undefined);
+    const renewing =
+      this.inflight ?? (this.renewal !== undefined ? this.renewalResult() : undefined);
+    if (renewing !== undefined) await renewing.catch(() => undefined);
     const heldMs = this.heldMs();
     const wasHeld = this.statusValue === 'held';
     this.end('released');
@@ -234,12 +254,96 @@ export class Lease implements AsyncDisposable {
   }
 
   private renewOnce(): Promise<RenewResult> {
+    if (this.ctx.renewals !== undefined) {
+      if (this.renewal === undefined) {
+        const immediate = this.startBatchedRenewal();
+        if (immediate !== undefined) return Promise.resolve(immediate);
+      }
+      return this.renewalResult();
+    }
     if (this.inflight) return this.inflight;
     const p = this.doRenew().finally(() => {
       if (this.inflight === p) this.inflight = undefined;
     });
     this.inflight = p;
     return p;
+  }
+
+  /** The background timer's renewal: never leaks a rejection (see {@link failClosed}). */
+  private renewInBackground(): void {
+    if (this.ctx.renewals !== undefined) {
+      if (this.renewal === undefined && this.startBatchedRenewal() !== undefined) return;
+      this.renewalInBackground = true;
+      return;
+    }
+    this.renewOnce().catch((err: unknown) => this.failClosed(err));
+  }
+
+  /** What every renewal of this lease sends: made once, its fields never change. */
+  private renewRequest(): StoreRenewRequest {
+    this.renewRef ??= {
+      key: this.key,
+      leaseId: this.leaseId,
+      token: this.storeToken,
+      ttlMs: this.ttlMs,
+    };
+    return this.renewRef;
+  }
+
+  /**
+   * Hands a renewal to the client's batcher, or answers at once (undefined when handed):
+   * the same checks and timeout as {@link doRenew}.
+   */
+  private startBatchedRenewal(): RenewResult | undefined {
+    const sentAt = this.clockNow();
+    if (sentAt === undefined) return { status: 'lost', reason: 'clock' };
+    const left = this.currentDeadline - sentAt;
+    if (left <= 0) {
+      this.end('expired');
+      return { status: 'lost', reason: 'expired' };
+    }
+    const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
+    const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
+    const renewal = new BatchedRenewal(this.renewRequest(), timeoutMs, sentAt, scheduledFor, this);
+    this.renewal = renewal;
+    this.ctx.renewals!.submit(renewal);
+    return undefined;
+  }
+
+  /** A promise for the batched renewal in flight, made for whoever waits for it. */
+  private renewalResult(): Promise<RenewResult> {
+    this.renewalPromise ??= new Promise<RenewResult>((resolve, reject) => {
+      this.renewalSettle = { resolve, reject };
+    });
+    return this.renewalPromise;
+  }
+
+  /** @internal The batched renewal's answer, failure or timeout (RenewalOwner). */
+  renewalSettled(renewal: BatchedRenewal, settled: Settled<StoreRenewResult>): void {
+    if (this.renewal !== renewal) return;
+    let result: RenewResult | undefined;
+    let error: unknown;
+    let threw = false;
+    try {
+      result = this.finishRenew(renewal.sentAt, renewal.scheduledFor, settled);
+    } catch (err) {
+      threw = true;
+      error = err;
+    }
+    // Cleared after the outcome is applied, as the unbatched path's `finally` does: whoever
+    // asks for the renewal while it is being applied gets this one's answer.
+    this.renewal = undefined;
+    const settle = this.renewalSettle;
+    const background = this.renewalInBackground;
+    this.renewalSettle = undefined;
+    this.renewalPromise = undefined;
+    this.renewalInBackground = false;
+    if (!threw) {
+      settle?.resolve(result!);
+      return;
+    }
+    settle?.reject(error);
+    if (background) this.failClosed(error);
   }
 
   private async doRenew(): Promise<RenewResult> {
@@ -253,11 +357,22 @@ export class Lease implements AsyncDisposable {
     }
     const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
     const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
-    const ref = { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs };
-    const batched = this.ctx.renewals;
+    const ref = this.renewRequest();
     const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
-      batched !== undefined ? batched.renew(ref, o) : store.renew(ref, o),
+      store.renew(ref, o),
     );
+    return this.finishRenew(sentAt, scheduledFor, settled);
+  }
+
+  /**
+   * Applies a renewal's outcome (sent at `sentAt`, due at `scheduledFor`): the deadline moves
+   * only on a confirmed `renewed` that arrives before it. Throws only a programmer error.
+   */
+  private finishRenew(
+    sentAt: number,
+    scheduledFor: number,
+    settled: Settled<StoreRenewResult>,
+  ): RenewResult {
     if (this.statusValue !== 'held') {
       // A late answer never resurrects a lease the client has already given up.
       return { status: 'lost', reason: this.reason ?? 'lost' };
@@ -336,7 +451,7 @@ export class Lease implements AsyncDisposable {
   /** (Re)arms the lease's one timer for the earlier of the next renewal and the deadline. */
   private arm(): void {
     if (this.statusValue !== 'held') return;
-    this.schedule.arm(this.currentDeadline, () => this.clockNow());
+    this.schedule.arm(this.currentDeadline, this.readClock);
   }
 
   private onTimer(): void {
@@ -346,17 +461,21 @@ export class Lease implements AsyncDisposable {
     if (left <= 0) return;
     if (this.schedule.isDue(left, this.currentDeadline)) {
       this.schedule.take();
-      // A background renewal must never leak a rejection: anything unexpected ends the lease
-      // (fail closed) and is logged.
-      this.renewOnce().catch((err: unknown) => {
-        this.ctx.logger.error(
-          { key: this.key, token: this.token.toString(), err: String(err) },
-          'lease renewal failed unexpectedly; treating the lease as lost',
-        );
-        this.end('lost');
-      });
+      this.renewInBackground();
     }
     this.arm();
+  }
+
+  /**
+   * A background renewal must never leak a rejection: anything unexpected ends the lease
+   * (fail closed) and is logged.
+   */
+  private failClosed(err: unknown): void {
+    this.ctx.logger.error(
+      { key: this.key, token: this.token.toString(), err: String(err) },
+      'lease renewal failed unexpectedly; treating the lease as lost',
+    );
+    this.end('lost');
   }
 
   private scheduleRetry(): void {

@@ -187,6 +187,56 @@ describe('renewals in batches (a store with renewMany)', () => {
     await client.close();
   });
 
+  it('a renewal whose own timeout passes fails alone; the call goes on and renews the other lease', async () => {
+    const clock = new ManualClock({ startMs: 1_000 });
+    const state = new MemoryLeaseState();
+    const calls: Array<{ keys: string[]; options: StoreRequestOptions }> = [];
+    let answer!: () => void;
+    const store = new (class extends CountingStore {
+      override renewMany(leases: readonly StoreRenewRequest[], options: StoreRequestOptions) {
+        calls.push({ keys: leases.map((l) => l.key), options });
+        // Held until the test lets it answer: the store is slow for both leases.
+        return new Promise<void>((resolve) => (answer = resolve)).then(() =>
+          super.renewMany(leases, options),
+        );
+      }
+    })(clock, state);
+    const client = new LeaseClient({ store, clock, ownerId: 'timeouts' });
+    // Renewed by hand only, so that nothing but these two renewals reaches the store.
+    const long = await client.acquire('job/long', { ttl: TTL, autoRenew: false });
+    const short = await client.acquire('job/short', { ttl: 1_000, autoRenew: false });
+    assert.equal(long.status, 'acquired');
+    assert.equal(short.status, 'acquired');
+    const longLease = (long as { lease: Lease }).lease;
+    const shortLease = (short as { lease: Lease }).lease;
+    const longBefore = longLease.deadline;
+    const shortBefore = shortLease.deadline;
+    await clock.advance(100);
+    const longRenew = longLease.renew();
+    const shortRenew = shortLease.renew();
+    // Gathered into one call. The short lease's renewal may wait half of what is left of its
+    // second (under 500 ms), the long one's the request timeout (5 s).
+    await clock.advance(10);
+    assert.equal(calls.length, 1, 'one call for both');
+    assert.deepEqual(calls[0]!.keys.sort(), ['job/long', 'job/short']);
+    await clock.advance(550);
+    const shortResult = await shortRenew;
+    assert.equal(shortResult.status, 'unavailable', 'the short renewal timed out');
+    assert.match(
+      String((shortResult as { cause: unknown }).cause),
+      /did not answer within 4\d\dms/,
+    );
+    assert.equal(shortLease.status, 'held', 'a timed-out renewal is not a lost lease');
+    assert.equal(shortLease.deadline, shortBefore, 'and it did not move the deadline');
+    assert.equal(calls[0]!.options.signal.aborted, false, 'the call goes on for the other');
+    answer();
+    const longResult = await longRenew;
+    assert.equal(longResult.status, 'renewed');
+    assert.ok(longLease.deadline > longBefore, 'the long lease was renewed by the same call');
+    assert.equal(shortLease.deadline, shortBefore, 'the late answer for the short one is not used');
+    await client.close();
+  });
+
   it('puts a renewal on the grid line at or before its own due time, never after', () => {
     for (const every of [1, 7, 100, 3333, 10_000]) {
       const grid = renewalGridMs(every);

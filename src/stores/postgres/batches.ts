@@ -38,7 +38,26 @@ export interface AcquirePlan {
  * opposite orders.
  */
 export function byteOrder(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  // Compared as UTF-16 code units, without encoding: below the first difference both keys
+  // encode alike, and two units that are not surrogates compare as their code points, which
+  // is UTF-8's byte order. Only a surrogate there (a pair, or a lone one, which UTF-8
+  // encodes as U+FFFD) needs the bytes. Encoding both keys for every comparison was a third
+  // of a client's CPU renewing 10,000 leases (sorting each renewMany call of 2,000).
+  const n = a.length < b.length ? a.length : b.length;
+  let i = 0;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  if (i === n && a.length === b.length) return 0;
+  const x = i < a.length ? a.charCodeAt(i) : -1;
+  const y = i < b.length ? b.charCodeAt(i) : -1;
+  const before = i > 0 ? a.charCodeAt(i - 1) : 0;
+  if (isSurrogate(x) || isSurrogate(y) || isSurrogate(before)) {
+    return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  }
+  return x < y ? -1 : 1;
+}
+
+function isSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdfff;
 }
 
 /**
