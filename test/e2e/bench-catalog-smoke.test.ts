@@ -17,7 +17,7 @@ describe('npm run bench -- --quick --only catalog still runs', () => {
       await new Promise<void>((resolve, reject) => {
         execFile(
           process.execPath,
-          [RUN, '--quick', '--only', 'catalog', '--json', json],
+          [RUN, '--quick', '--duration', '200', '--only', 'catalog', '--json', json],
           { timeout: 170_000, maxBuffer: 16 * 1024 * 1024 },
           (err, _stdout, stderr) =>
             err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(),
