@@ -33,7 +33,16 @@ describe('npm run bench -- --quick still runs', () => {
         await new Promise<void>((resolve, reject) => {
           execFile(
             process.execPath,
-            [RUN, '--quick', '--duration', '200', '--only', 'sqlite,redis,postgres', '--json', json],
+            [
+              RUN,
+              '--quick',
+              '--duration',
+              '200',
+              '--only',
+              'sqlite,redis,postgres',
+              '--json',
+              json,
+            ],
             { timeout: 220_000, maxBuffer: 16 * 1024 * 1024 },
             (err, _stdout, stderr) =>
               err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(),
