@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { EXIT } from '../../src/cli/exit-codes.js';
 import { DRIVER_PACKAGES } from '../../src/stores/open-store.js';
 import { CLI, spawnCli } from '../support/cli.js';
+import { freePort } from '../support/ports.js';
 import { PG_URL, dropSchema, uniqueSchema, withPgClient } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -18,15 +18,6 @@ async function cli(
   const p = spawnCli(args, cwd === undefined ? {} : { cwd });
   const code = await p.exited;
   return { code, out: p.stdout(), err: p.stderr() };
-}
-
-/** A loopback port nothing listens on (it was free a moment ago). */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
 }
 
 describe('read-only CLI commands create nothing; store errors say what to do', () => {

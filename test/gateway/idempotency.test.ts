@@ -1,20 +1,10 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { createGateway } from '../../src/fencing/gateway/index.js';
 import { Gate } from '../support/gate.js';
+import { freePort } from '../support/ports.js';
 import { MARK_BACKENDS } from './marks-env.js';
 import { startUpstream } from './support.js';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const ROUTES = [{ methods: ['PUT', 'POST'], path: '/reports/:id', scope: 'report/{id}' }];
 

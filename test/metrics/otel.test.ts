@@ -24,7 +24,7 @@ import { createLeaseTelemetry, SPAN_ATTRIBUTES as A, SPAN_NAMES } from '../../sr
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/index.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/index.js';
 import { ManualClock } from '../../src/testing.js';
-import { freePort } from '../support/etcd-cluster.js';
+import { freePort } from '../support/ports.js';
 import { AsyncLocalContextManager } from './async-context.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
 

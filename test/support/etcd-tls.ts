@@ -1,7 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from './etcd-cluster.js';
+import { freePort } from './ports.js';
 import { etcdctl } from './etcdctl.js';
 import { eventually } from './time.js';
 import { tempDir } from './tmp.js';

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freePort } from './etcd-cluster.js';
+import { freePort } from './ports.js';
 import { PG_URL } from './postgres.js';
 import { eventually } from './time.js';
 import { tempDir } from './tmp.js';

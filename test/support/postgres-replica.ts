@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { TcpProxy } from './tcp-proxy.js';
-import { freePort, pgBin } from './throwaway-postgres.js';
+import { freePort } from './ports.js';
+import { pgBin } from './throwaway-postgres.js';
 import { eventually } from './time.js';
 import { tempDir } from './tmp.js';
 

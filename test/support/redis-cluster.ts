@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Cluster, type ClusterOptions, type Redis } from 'ioredis';
-import { freePort, startRedis, type RedisProcess } from './redis-server.js';
+import { freePort } from './ports.js';
+import { startRedis, type RedisProcess } from './redis-server.js';
 import { eventually } from './time.js';
 
 const run = promisify(execFile);

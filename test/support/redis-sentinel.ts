@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
-import { freePort, startRedis, type RedisProcess } from './redis-server.js';
+import { freePort } from './ports.js';
+import { startRedis, type RedisProcess } from './redis-server.js';
 import { eventually } from './time.js';
 import { tempDir } from './tmp.js';
 

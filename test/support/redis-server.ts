@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 import { Redis } from 'ioredis';
 import { tempDir } from './tmp.js';
 import { eventually } from './time.js';
@@ -22,17 +22,10 @@ export interface RedisProcess {
   stop(): Promise<void>;
 }
 
-/** A free TCP port on 127.0.0.1 (bound to port 0, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
+class ExitedEarly extends Error {
+  constructor(port: number) {
+    super(`redis-server on port ${port} exited before answering PING (see its redis.log)`);
+  }
 }
 
 /**
@@ -41,7 +34,7 @@ export function freePort(): Promise<number> {
  */
 export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisProcess> {
   const tmp = tempDir('redis');
-  const port = await freePort();
+  let port = await freePort();
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
 
@@ -67,6 +60,9 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
     child = proc;
     exited = new Promise((resolve) => proc.once('exit', () => resolve()));
     proc.once('error', () => undefined);
+    // A server that exits (its port was taken, say) will never answer: stop waiting then.
+    let gone = false;
+    void exited.then(() => (gone = true));
     await eventually(
       `redis-server on port ${port} to answer PING`,
       async () => {
@@ -78,6 +74,7 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
           retryStrategy: () => null,
         });
         probe.on('error', () => undefined);
+        if (gone) throw new ExitedEarly(port);
         try {
           await probe.connect();
           return (await probe.ping()) === 'PONG' ? true : undefined;
@@ -91,7 +88,16 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
     );
   };
 
-  await launch();
+  // Only the first start may move to another port: a restart must come back where it was.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await launch();
+      break;
+    } catch (err) {
+      if (!(err instanceof ExitedEarly) || attempt >= 3) throw err;
+      port = await freePort();
+    }
+  }
   const self: RedisProcess = {
     port,
     url: `redis://127.0.0.1:${port}`,

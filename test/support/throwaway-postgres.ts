@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 import { join } from 'node:path';
 import { tempDir } from './tmp.js';
 
@@ -33,19 +33,6 @@ export function pgBin(): string {
   throw new Error(
     'no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (package postgresql)',
   );
-}
-
-/** A loopback port free at the time of the call. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** Creates and starts a throwaway PostgreSQL. Always `destroy()` it in teardown. */
