@@ -140,9 +140,12 @@ describe('PostgresLeaseStore wakes its own watchers from its answers (decision 0
         [key],
       )
     ).rows[0]!.x;
+    // Read up to the flush position of now (pg_walinspect reads no further; other sessions
+    // may have inserted WAL beyond it): a commit flushed only after the grant answered is
+    // still found, and told apart by `flushed`.
     const commits = await admin.query<{ xid: string; end_lsn: string; flushed: boolean }>(
       `SELECT xid::text AS xid, end_lsn::text AS end_lsn, end_lsn <= $2::pg_lsn AS flushed
-       FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_insert_lsn())
+       FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
        WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'`,
       [start, flushed],
     );
