@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL pointer store's statements. `{{pointer}}`, `{{history}}`, `{{object}}`,
- * `{{publish_v3_fn}}` are escaped schema-qualified names; `$n` are parameters.
+ * `{{publish_v4_fn}}` are escaped schema-qualified names; `$n` are parameters.
  */
 
 /** $1 handle, $2 name, $3 token, $4 lease id. A staged row, incomplete, unreferenced since now. */
@@ -13,13 +13,15 @@ UPDATE {{object}} SET size = $2::bigint, checksum = $3
 WHERE handle = $1 AND state = 'staged' AND size IS NULL RETURNING 1 AS ok`;
 
 /**
- * One publish (migration 0003's function: the mark's check in the pointer row, the move,
+ * One publish (migration 0005's function: the mark's check in the pointer row, the move,
  * the history and the registry; a refusal raises). $1 name, $2 handle, $3 token, $4 lease
  * key, $5 lease id, $6 expected version or NULL, $7 idempotency key or NULL, $8 'true' for
- * the '>' policy.
+ * the '>' policy, $9 the lock timeout in ms. Returns `published`: the new version, one space,
+ * the handle shown before (empty for none). A statement of its own, without the `SET LOCAL`
+ * timeouts the other statements carry: the function bounds its lock waits itself, and it
+ * does nothing else that could wait (decision 025).
  */
-export const PUBLISH = `SELECT version::text, previous_handle
-FROM {{publish_v3_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7, $8::boolean)`;
+export const PUBLISH = `SELECT {{publish_v4_fn}}($1, $2, $3::bigint, $4, $5, $6::bigint, $7, $8::boolean, $9::integer) AS published`;
 
 const ENTRY_COLUMNS = `name, handle, token::text, lease_key, lease_id, version::text, size::text, checksum,
   (extract(epoch FROM published_at) * 1000)::bigint::text AS published_ms`;

@@ -28,14 +28,17 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
   readonly schema?: string;
   /**
    * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
-   * `_history`, `_object`, `_publish_v3` (a function) and `_fence` / `_fence_op` (a
+   * `_history`, `_object`, `_publish_v3` and `_publish_v4` (functions) and `_fence` / `_fence_op` (a
    * {@link PostgresFence}'s tables: marks of names not yet published, idempotency keys).
    * Defaults to `leasehold_catalog`.
    */
   readonly tablePrefix?: string;
   /** `'>='`: several publishes per lease; `'>'`: one per grant. Defaults to `'>='`. */
   readonly policy?: '>=' | '>';
-  /** Bound of each statement and lock wait. Defaults to `5s`. */
+  /**
+   * Bound of each lock wait, and of each statement but the publish (a fixed number of
+   * key lookups and writes, whose only waits are lock waits). Defaults to `5s`.
+   */
   readonly timeout?: Duration;
 }
 
@@ -45,6 +48,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0002_publish_or_raise.sql',
   '0003_mark_in_pointer.sql',
   '0004_publish_fast_path.sql',
+  '0005_publish_scalar.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
@@ -58,6 +62,7 @@ function catalogFiller(schema: string, prefix: string): (text: string) => string
     publish_fn: t('publish'),
     publish_or_raise_fn: t('publish_or_raise'),
     publish_v3_fn: t('publish_v3'),
+    publish_v4_fn: t('publish_v4'),
     fence: t('fence'),
     fence_op: t('fence_op'),
     object_gc_index: quoteIdent(`${prefix}_object_gc`),
@@ -194,6 +199,7 @@ export class PostgresPointers implements PointerStore {
   /**
    * One round trip, one statement: the publish function checks the mark in the pointer row
    * and moves the pointer in one implicit transaction; a refusal raises, so nothing commits.
+   * The function bounds its own lock waits by the timeout (decision 025).
    */
   async publish(req: PublishRequest): Promise<PublishResult> {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
@@ -207,22 +213,25 @@ export class PostgresPointers implements PointerStore {
       req.expectedVersion ?? null,
       req.idempotencyKey ?? null,
       this.strict,
+      this.timeoutMs,
     ]);
-    let row: Record<string, unknown> | undefined;
+    let published: unknown;
     try {
-      row = lastResult(await this.pool.query(timeoutPrefix(this.timeoutMs) + statement)).rows[0];
+      published = lastResult(await this.pool.query(statement)).rows[0]?.['published'];
     } catch (err) {
       return refusalOf(err, req);
     }
-    if (row === undefined) {
-      throw new LeaseholdError('ERR_PROTOCOL', 'the catalog publish answered no row');
+    // "<version> <previous handle>": handles contain no space.
+    const space = typeof published === 'string' ? published.indexOf(' ') : -1;
+    const version = space > 0 ? Number((published as string).slice(0, space)) : NaN;
+    if (!Number.isSafeInteger(version) || version < 1) {
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        `the catalog publish answered ${JSON.stringify(published)}, not a version and a handle`,
+      );
     }
-    return {
-      status: 'applied',
-      version: Number(row['version']),
-      previousHandle:
-        typeof row['previous_handle'] === 'string' ? row['previous_handle'] : undefined,
-    };
+    const previous = (published as string).slice(space + 1);
+    return { status: 'applied', version, previousHandle: previous === '' ? undefined : previous };
   }
 
   async pointer(name: string): Promise<CatalogEntry | undefined> {
