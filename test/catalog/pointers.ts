@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { PointerStore } from '../../src/fencing/catalog/pointer-store.js';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
@@ -145,4 +146,23 @@ export async function markOf(config: PointerConfig, name: string): Promise<bigin
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A complete staged registry row in a PostgreSQL catalog (`objectTable`, escaped), as
+ * stage() leaves it, without the bytes: for tests of the pointer store alone. Returns its handle.
+ */
+export async function stagedPostgresRow(
+  pool: pg.Pool,
+  objectTable: string,
+  name: string,
+  token: bigint,
+): Promise<string> {
+  const handle = `${name}@${token}-${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+  await pool.query(
+    `INSERT INTO ${objectTable} (handle, name, state, token, lease_id, size, checksum)
+     VALUES ($1, $2, 'staged', $3, 'lease', 3, 'sum')`,
+    [handle, name, token.toString()],
+  );
+  return handle;
 }

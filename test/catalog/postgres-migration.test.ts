@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
@@ -7,6 +6,7 @@ import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/po
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { runMigrations } from '../../src/stores/postgres/migrate.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
+import { stagedPostgresRow } from './pointers.js';
 
 // A catalog made by an older leasehold (pointer store versions 1 and 2: the mark in the
 // fence table, the pointer moved by the version-1 function inside a PostgresFence write) is
@@ -25,14 +25,8 @@ describe('PostgreSQL catalog: migration of a version-2 catalog to version 3', ()
   let store: PostgresPointerStore;
 
   /** A complete staged registry row, as stage() leaves it. */
-  async function staged(name: string, token: bigint): Promise<string> {
-    const handle = `${name}@${token}-${randomUUID().replaceAll('-', '').slice(0, 24)}`;
-    await pool.query(
-      `INSERT INTO ${t('object')} (handle, name, state, token, lease_id, size, checksum)
-       VALUES ($1, $2, 'staged', $3, 'lease', 3, 'sum')`,
-      [handle, name, token.toString()],
-    );
-    return handle;
+  function staged(name: string, token: bigint): Promise<string> {
+    return stagedPostgresRow(pool, t('object'), name, token);
   }
 
   /** A publish the way pointer store version 1 made it: the fence's write, then the function. */

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
+import { stagedPostgresRow } from './pointers.js';
 
 // The publish statement of pointer store version 5 (decision 025): one scalar call that
 // bounds its own lock waits by the store's timeout, and that writes exactly what version 4's
@@ -20,14 +20,8 @@ describe('PostgreSQL catalog publish (version 5 function)', () => {
   let store: PostgresPointerStore;
 
   /** A complete staged registry row, as stage() leaves it. */
-  async function staged(name: string, token: bigint): Promise<string> {
-    const handle = `${name}@${token}-${randomUUID().replaceAll('-', '').slice(0, 24)}`;
-    await pool.query(
-      `INSERT INTO ${t('object')} (handle, name, state, token, lease_id, size, checksum)
-       VALUES ($1, $2, 'staged', $3, 'lease', 3, 'sum')`,
-      [handle, name, token.toString()],
-    );
-    return handle;
+  function staged(name: string, token: bigint): Promise<string> {
+    return stagedPostgresRow(pool, t('object'), name, token);
   }
 
   function publish(name: string, handle: string, token: bigint, idempotencyKey?: string) {
