@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
 import { RealHarness } from '../../src/sim/real/harness.js';
@@ -10,7 +9,7 @@ import {
   FAULT_TIMEOUT_MS,
   STORE_START_TIMEOUT_MS,
 } from '../support/fault-env.js';
-import { ResourceServer } from '../support/resource-server.js';
+import { logCount, ResourceServer } from '../support/resource-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { eventually } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';
@@ -18,15 +17,6 @@ import { tempDir } from '../support/tmp.js';
 // F3: A's write to the resource is held in the network (a TCP proxy) past its lease. A gives
 // up on it and releases; B takes the lease and writes; then the proxy delivers A's write —
 // twice, as a network that re-sends would.
-
-function logCount(path: string): number {
-  const db = new Database(path, { readonly: true });
-  try {
-    return (db.prepare('SELECT count(*) AS n FROM job_log').get() as { n: number }).n;
-  } finally {
-    db.close();
-  }
-}
 
 // A fault of the resource path, not of the store: SQLite unless LEASEHOLD_FAULT_STORES asks.
 for (const store of faultStores(['sqlite'])) {

@@ -3,6 +3,16 @@ import { createServer, type Server } from 'node:net';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { INSERT_LOG, RESOURCE_SCHEMA, sharedNow, UPSERT_JOB } from '../../src/sim/real/protocol.js';
 
+/** Rows in the resource's `job_log` at `path` (its database file), read from a connection of its own. */
+export function logCount(path: string): number {
+  const db = new Database(path, { readonly: true });
+  try {
+    return (db.prepare('SELECT count(*) AS n FROM job_log').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
 /**
  * A protected resource reachable over TCP (one JSON object per line in each direction), for
  * fault tests that put a proxy between a worker and the resource. Each request
