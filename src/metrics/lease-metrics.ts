@@ -4,7 +4,12 @@ import { invalidArgument } from '../core/errors.js';
 import type { FenceDecisionHook } from '../fencing/decision.js';
 import { wrapFence, type FencedWriteEnd } from './fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from './key-groups.js';
-import { observeLeadership, observeLeaseClient } from './lease-observer.js';
+import {
+  observeLeadership,
+  observeLeaseClient,
+  requireElection,
+  requireLeaseClient,
+} from './lease-observer.js';
 import {
   recordFenceDecision,
   recordFencedWrite,
@@ -147,8 +152,7 @@ export class LeaseMetrics {
    * that stops (safe to call more than once). Leases the client already holds are picked up.
    */
   attach(client: LeaseClient): () => void {
-    if (typeof client?.on !== 'function')
-      throw invalidArgument('client', 'must be a LeaseClient', client);
+    requireLeaseClient(client);
     this.clients.add(client);
     const unsubscribe = observeLeaseClient(client, (o) =>
       recordLease(this.recorder, o, this.groups.of(o.event.key)),
@@ -168,10 +172,8 @@ export class LeaseMetrics {
    * value, so attach only elections you have few of. Returns a function that stops.
    */
   attachElection(client: LeaseClient, election: ElectionLike): () => void {
-    if (typeof client?.on !== 'function')
-      throw invalidArgument('client', 'must be a LeaseClient', client);
-    if (typeof election?.name !== 'string' || typeof election.key !== 'string')
-      throw invalidArgument('election', 'must be an Election', election);
+    requireLeaseClient(client);
+    requireElection(election);
     const labels = { election: election.name };
     this.leader.set(labels, client.heldLeases().some((l) => l.key === election.key) ? 1 : 0);
     return observeLeadership(client, election.key, (change) => {

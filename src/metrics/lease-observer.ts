@@ -2,6 +2,7 @@ import type { LeaseClient } from '../core/client.js';
 import type { LeaseEvent, LeaseEventOf } from '../core/events.js';
 import type { Lease } from '../core/lease.js';
 import type { Token } from '../core/types.js';
+import { invalidArgument } from '../core/errors.js';
 
 /**
  * One thing a lease client did, as the metrics and traces count it: the client's own event
@@ -146,4 +147,16 @@ export function observeLeadership(
       report('stepped_down');
     }
   });
+}
+
+/** Throws `ERR_INVALID_ARGUMENT` unless `client` is a LeaseClient (what an attach takes). */
+export function requireLeaseClient(client: LeaseClient): void {
+  if (typeof client?.on !== 'function')
+    throw invalidArgument('client', 'must be a LeaseClient', client);
+}
+
+/** Throws `ERR_INVALID_ARGUMENT` unless `election` has a name and a key (what an attach reads). */
+export function requireElection(election: { readonly name: string; readonly key: string }): void {
+  if (typeof election?.name !== 'string' || typeof election.key !== 'string')
+    throw invalidArgument('election', 'must be an Election', election);
 }

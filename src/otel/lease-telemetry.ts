@@ -5,7 +5,12 @@ import type { FenceDecisionHook } from '../fencing/decision.js';
 import { wrapFence, type FenceWatcher } from '../metrics/fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from '../metrics/key-groups.js';
 import type { ElectionLike } from '../metrics/lease-metrics.js';
-import { observeLeadership, observeLeaseClient } from '../metrics/lease-observer.js';
+import {
+  observeLeadership,
+  observeLeaseClient,
+  requireElection,
+  requireLeaseClient,
+} from '../metrics/lease-observer.js';
 import {
   recordFenceDecision,
   recordFencedWrite,
@@ -96,8 +101,7 @@ export class LeaseTelemetry {
 
   /** Starts tracing and measuring `client`. Returns a function that stops (safe to call twice). */
   attach(client: LeaseClient): () => void {
-    if (typeof client?.on !== 'function')
-      throw invalidArgument('client', 'must be a LeaseClient', client);
+    requireLeaseClient(client);
     this.clients.add(client);
     const { spans, instruments } = this;
     const unsubscribe = observeLeaseClient(client, (o) => {
@@ -118,10 +122,8 @@ export class LeaseTelemetry {
    * The election's name becomes an attribute value. Returns a function that stops.
    */
   attachElection(client: LeaseClient, election: ElectionLike): () => void {
-    if (typeof client?.on !== 'function')
-      throw invalidArgument('client', 'must be a LeaseClient', client);
-    if (typeof election?.name !== 'string' || typeof election.key !== 'string')
-      throw invalidArgument('election', 'must be an Election', election);
+    requireLeaseClient(client);
+    requireElection(election);
     const name = election.name;
     this.leaders.set(name, client.heldLeases().some((l) => l.key === election.key) ? 1 : 0);
     const stop = observeLeadership(client, election.key, (change) => {

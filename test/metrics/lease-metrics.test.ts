@@ -247,6 +247,14 @@ describe('leasehold/metrics scraped by prom-client', () => {
       () => createLeaseMetrics({ maxKeyGroups: 0 }),
       (e) => isLeaseholdError(e, 'ERR_INVALID_ARGUMENT') && /maxKeyGroups/.test(e.message),
     );
+    assert.throws(
+      () => metrics.attach({} as unknown as LeaseClient),
+      (e) => isLeaseholdError(e, 'ERR_INVALID_ARGUMENT') && /client/.test(e.message),
+    );
+    assert.throws(
+      () => metrics.attachElection(a, { name: 'x' } as unknown as Election),
+      (e) => isLeaseholdError(e, 'ERR_INVALID_ARGUMENT') && /election/.test(e.message),
+    );
     assert.equal(metrics.registry, registry);
     await a.close();
     await b.close();
