@@ -47,6 +47,11 @@ export class WriteCoalescer {
       this.queued = 1;
       return;
     }
+    // Nothing in flight on the connection: no reply can arrive in this turn to resolve more
+    // commands, so this one is most likely alone (one worker) and goes out at once, without
+    // the cork, the nextTick and the deferred write. Any command sent after it in this turn
+    // finds it in flight and corks as before, so a burst still leaves in writes of 8.
+    if (inFlight(this.redis) === 0) return;
     const stream = socketOf(this.redis);
     if (stream === undefined) return;
     stream.cork();
@@ -58,6 +63,16 @@ export class WriteCoalescer {
 
 /** The most commands one coalesced write carries (measured best of 2, 4, 6, 8, 16, 32). */
 export const FLUSH_EVERY = 8;
+
+/**
+ * Commands sent on the connection whose replies have not been read yet (ioredis' own
+ * `commandQueue`, which shifts a command before its reply resolves it); unknown (a client
+ * without that queue) counts as some, so that such clients cork as before.
+ */
+function inFlight(redis: RedisClient): number {
+  const queue = (redis as { commandQueue?: { length?: unknown } }).commandQueue;
+  return typeof queue?.length === 'number' ? queue.length : 1;
+}
 
 function socketOf(redis: RedisClient): Corkable | undefined {
   // `stream` is ioredis' socket (net or TLS) while connected; a Cluster has none of its own.
