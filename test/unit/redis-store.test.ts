@@ -49,6 +49,42 @@ describe('RedisLeaseStore specifics', () => {
     );
   });
 
+  it('after a release, a record without its holder id is free though its expiry is still ahead', async () => {
+    const key = 'released-fields';
+    const rec = store.keysOf(key).record;
+    const leaseId = randomUUID();
+    const r = await store.tryAcquire(
+      { key, leaseId, ownerId: 'o', ttlMs: 60_000, value: 'addr' },
+      OPTS(),
+    );
+    assert.equal(r.status, 'acquired');
+    const token = (r as { token: bigint }).token;
+    assert.equal((await store.release({ key, leaseId, token }, OPTS())).status, 'released');
+    // Release drops the holder's id and value; owner and the future expiry may stay behind.
+    const fields = await redis.hgetall(rec);
+    assert.equal(fields['token'], token.toString());
+    assert.equal(fields['id'], undefined);
+    assert.equal(fields['v'], undefined);
+    const [sec] = (await redis.time()) as [number, number];
+    assert.ok(Number(fields['exp']) > Number(sec) * 1000, 'the expiry left, still ahead');
+    const seen = await store.inspect(key, OPTS());
+    assert.equal(seen.holder, undefined);
+    assert.equal(seen.lastToken, token);
+    assert.equal(
+      (await store.renew({ key, leaseId, token, ttlMs: 60_000 }, OPTS())).status,
+      'lost',
+    );
+    assert.equal((await store.release({ key, leaseId, token }, OPTS())).status, 'not_owner');
+    // The same lease id asking again is a new grant with a new token, not an idempotent re-grant.
+    const again = await store.tryAcquire(
+      { key, leaseId, ownerId: 'o', ttlMs: 60_000, value: undefined },
+      OPTS(),
+    );
+    assert.ok(again.status === 'acquired' && again.token > token, 'a new, higher token');
+    const next = await grant(key);
+    assert.equal(next.status, 'busy');
+  });
+
   it('grants a first token of at least Redis TIME in ms × 1024 (the floor)', async () => {
     const [s0, us0] = (await redis.time()) as [number, number];
     const r = await grant('floor');
@@ -353,7 +389,7 @@ describe('RedisLeaseStore specifics', () => {
     const burst = (s: RedisLeaseStore, tag: string) =>
       Array.from({ length: 32 }, (_, i) => grant(`coalesce/${tag}/${i}`, s));
 
-    it('sends the 32 acquires of one turn in 4 socket writes of 8, and answers each', async () => {
+    it('sends the 32 acquires of one turn in 5 socket writes: the first at once, then 8 each, and answers each', async () => {
       const { redis: r, flushes } = await countedClient();
       const s = new RedisLeaseStore({ redis: r, prefix: PREFIX, evictionCheck: 'off' });
       try {
@@ -364,8 +400,28 @@ describe('RedisLeaseStore specifics', () => {
           results.map((x) => x.status),
           results.map(() => 'acquired'),
         );
-        // Writes of FLUSH_EVERY let Redis start on the first commands while the rest are made.
-        assert.equal(flushes() - before, 32 / FLUSH_EVERY, 'one flush per 8 commands');
+        // The first finds nothing in flight and leaves at once; the other 31 find it in flight
+        // and leave in writes of FLUSH_EVERY, so Redis starts on them while the rest are made.
+        assert.equal(flushes() - before, 1 + Math.ceil(31 / FLUSH_EVERY), 'one flush, then 8 each');
+      } finally {
+        await s.close();
+        r.disconnect();
+      }
+    });
+
+    it('writes a command with nothing in flight at once, without corking the socket', async () => {
+      const { redis: r, flushes } = await countedClient();
+      const s = new RedisLeaseStore({ redis: r, prefix: PREFIX, evictionCheck: 'off' });
+      try {
+        await grant('coalesce/lone-warm', s);
+        for (let i = 0; i < 3; i++) {
+          const before = flushes();
+          const pending = grant(`coalesce/lone/${i}`, s);
+          // Written within the call: no cork waiting for the end of the turn.
+          assert.equal(flushes() - before, 1, `acquire ${i} written at once`);
+          assert.equal(r.stream.writableCorked, 0, 'socket left uncorked');
+          assert.equal((await pending).status, 'acquired');
+        }
       } finally {
         await s.close();
         r.disconnect();

@@ -9,6 +9,12 @@ local function lease_release(record, id, token)
   local rec = redis.call('HMGET', record, 'id', 'token', 'own')
   if rec[1] ~= id then return 0 end
   if lease_holder_token(id, rec[2], rec[3]) ~= token then return 0 end
-  redis.call('HDEL', record, 'id', 'owner', 'exp', 'v')
+  -- Without `id` the record has no holder: every reader (acquire, renew, release, inspect,
+  -- epoch-raise, and earlier versions' scripts) finds the holder by `id` first, so `owner`
+  -- and `exp` may stay until the next grant overwrites them (`v` goes: a value may be 1 KiB).
+  -- Deleting two fields rather than four, and the grant then overwriting two rather than
+  -- inserting four, is about 0.5 µs less server CPU per cycle (2.8 → 2.3 µs for the HSET +
+  -- HDEL pair, 300,000 in one EVAL, /proc CPU, loaded 2-core machine, 2026-12-03).
+  redis.call('HDEL', record, 'id', 'v')
   return 1
 end
