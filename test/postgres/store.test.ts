@@ -377,13 +377,14 @@ describe('PostgresLeaseStore migrations and names', () => {
         'coordination_lease/0002_acquire_function.sql',
         'coordination_lease/0003_token_block.sql',
         'coordination_lease/0004_waiter_interest.sql',
+        'coordination_lease/0005_grant_release_functions.sql',
       ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 4);
+      assert.equal(rows.rowCount, 5);
     } finally {
       await dropSchema(schema);
     }
