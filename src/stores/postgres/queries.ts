@@ -2,7 +2,8 @@
  * The PostgreSQL statements of the lease store, one per operation and one round trip each.
  * `{{lease}}` / `{{acquire_fn}}` are replaced once, at open, by escaped names; `$n` are rendered as
  * literals per request (see `renderSql`). Every statement is sent after `SET LOCAL`
- * statement and lock timeouts derived from the request's timeout.
+ * statement and lock timeouts derived from the request's timeout (a lone grant or release
+ * sets its lock timeout inside its call instead: GRANT, RELEASE_ONE).
  *
  * Time is the database's `clock_timestamp()` (not `now()`, which is frozen at transaction
  * start). A lease is live while `lease_until > clock_timestamp()` — the seed's definition,
@@ -73,11 +74,13 @@ FROM {{grant_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int, $7::int, $8)`;
 /**
  * A release that comes alone (migration 0005): RELEASE in a call that also sets the
  * transaction's lock_timeout ($4 ms) and synchronous_commit ($5; NULL leaves it). The table's
- * trigger notifies as for RELEASE. Params: $1 key, $2 lease id, $3 token. Returns one row,
- * `released` (bool).
+ * trigger notifies as for RELEASE. Params: $1 key, $2 lease id, $3 token. Returns one row
+ * (released) or none (not owner), as RELEASE does: the answer is the row count, not a
+ * boolean value, which a global pg type parser could change. The call is the query's only
+ * condition and has no FROM, so it is evaluated exactly once.
  */
 export const RELEASE_ONE = `
-SELECT {{release_fn}}($1, $2::uuid, $3::bigint, $4::int, $5) AS released`;
+SELECT 1 AS released WHERE {{release_fn}}($1, $2::uuid, $3::bigint, $4::int, $5)`;
 
 /**
  * The first character of a grant's NOTIFY payload (the key follows). Keys never contain

@@ -447,13 +447,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
   private async releaseOne(ref: StoreLeaseRef, timeoutMs: number): Promise<boolean> {
     const ms = timeoutSettingMs(timeoutMs);
     const text = this.lone.release([ref.key, ref.leaseId, ref.token, ms, this.commitMode.release]);
-    const released = lastResult(await this.query(this.statementTimeout(ms) + text)).rows[0]?.[
-      'released'
-    ];
-    if (typeof released !== 'boolean') {
-      throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned no answer for the release');
-    }
-    return released;
+    return lastResult(await this.query(this.statementTimeout(ms) + text)).rows.length === 1;
   }
 
   /** `SET LOCAL statement_timeout = ms; `, kept for the last ms (every request shares one). */
