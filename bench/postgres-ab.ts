@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { LeaseClient } from '../src/core/client.js';
 import { PostgresLeaseStore } from '../src/stores/postgres/store.js';
-import { median, SEED_TABLE, seedLoop, type Loop } from './postgres-probes.js';
+import { backendCpuMs, median, SEED_TABLE, seedLoop, type Loop } from './postgres-probes.js';
 
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const [otherDir, w = '1', r = '5', s = '3', k = 'distinct'] = process.argv.slice(2);
@@ -19,6 +19,8 @@ const workers = Number(w);
 const rounds = Number(r);
 const durationMs = Number(s) * 1000;
 const keys = k === 'hot' ? 'hot' : 'distinct';
+/** Per-round lines are left out with many rounds (`LEASEHOLD_AB_QUIET=1`). */
+const quiet = process.env['LEASEHOLD_AB_QUIET'] === '1';
 
 interface StoreModule {
   PostgresLeaseStore: typeof PostgresLeaseStore;
@@ -38,13 +40,16 @@ const admin = new pg.Client({ connectionString: PG_URL });
 await admin.connect();
 await admin.query(`CREATE SCHEMA "${seedSchema}"; ${SEED_TABLE(seedTable)}`);
 
+// Each subject's connections carry their own application_name, so that the CPU of their
+// backends can be read from /proc (backendCpuMs).
+const app = (subject: string): string => `lh-ab-${process.pid}-${subject}`;
 const mine = new PostgresLeaseStore({
-  connectionString: PG_URL,
+  connection: { connectionString: PG_URL, application_name: app('mine') },
   schema: schemas.mine,
   maxConnections: workers,
 });
 const theirs = new other.PostgresLeaseStore({
-  connectionString: PG_URL,
+  connection: { connectionString: PG_URL, application_name: app('other') },
   schema: schemas.other,
   maxConnections: workers,
 });
@@ -58,7 +63,11 @@ const otherClients = Array.from(
   { length: workers },
   (_, i) => new otherClient.LeaseClient({ store: theirs, ownerId: `o-${i}` }),
 );
-const seedPool = new pg.Pool({ connectionString: PG_URL, max: workers });
+const seedPool = new pg.Pool({
+  connectionString: PG_URL,
+  max: workers,
+  application_name: app('seed'),
+});
 
 const leaseLoop =
   (clients: LeaseClient[], prefix: string): Loop =>
@@ -86,8 +95,17 @@ const loops: Record<Subject, Loop> = {
   seed: seedLoop(seedPool, seedTable, `ab/${tag}/seed`, keys),
 };
 
-async function measure(loop: Loop): Promise<{ rate: number; p50: number; cpuUs: number }> {
+interface Got {
+  rate: number;
+  p50: number;
+  cpuUs: number;
+  serverUs: number;
+}
+
+async function measure(subject: Subject): Promise<Got> {
+  const loop = loops[subject];
   const samples: number[] = [];
+  const server0 = await backendCpuMs(admin, app(subject));
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const until = t0 + durationMs;
@@ -97,38 +115,70 @@ async function measure(loop: Loop): Promise<{ rate: number; p50: number; cpuUs: 
   const elapsed = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
   const cycles = done.reduce((a, d) => a + d.cycles, 0);
+  const serverMs = (await backendCpuMs(admin, app(subject))) - server0;
   return {
     rate: (cycles / elapsed) * 1000,
     p50: median(samples),
     cpuUs: (cpu.user + cpu.system) / Math.max(1, cycles),
+    serverUs: (serverMs * 1000) / Math.max(1, cycles),
   };
 }
 
 const ratios: Record<string, number[]> = { 'mine/seed': [], 'other/seed': [], 'mine/other': [] };
+const perCycle: Record<Subject, { client: number[]; server: number[] }> = {
+  mine: { client: [], server: [] },
+  other: { client: [], server: [] },
+  seed: { client: [], server: [] },
+};
+// Unmeasured warm-up of each subject (JIT, connections, first rows), as bench/postgres.ts.
+for (const subject of ['seed', 'mine', 'other'] as Subject[]) {
+  await loops[subject](0, performance.now() + 500, []);
+}
 const order: Subject[] = ['seed', 'mine', 'other'];
 for (let round = 0; round < rounds; round++) {
-  const got = {} as Record<Subject, { rate: number; p50: number; cpuUs: number }>;
+  const got = {} as Record<Subject, Got>;
+  // Short rounds, many of them, keep the subjects side by side on a machine whose load
+  // changes from second to second (`… 1 40 0.3`).
   for (let i = 0; i < order.length; i++) {
     const subject = order[(i + round) % order.length]!;
-    got[subject] = await measure(loops[subject]);
+    got[subject] = await measure(subject);
+    perCycle[subject].client.push(got[subject].cpuUs);
+    perCycle[subject].server.push(got[subject].serverUs);
   }
   ratios['mine/seed']!.push(got.mine.rate / got.seed.rate);
   ratios['other/seed']!.push(got.other.rate / got.seed.rate);
   ratios['mine/other']!.push(got.mine.rate / got.other.rate);
-  console.log(
-    `round ${round + 1}: ` +
-      order
-        .map(
-          (sub) =>
-            `${sub} ${Math.round(got[sub].rate)}/s p50 ${got[sub].p50.toFixed(2)} ms client ${Math.round(got[sub].cpuUs)} µs/cycle`,
-        )
-        .join(' | '),
-  );
+  if (!quiet)
+    console.log(
+      `round ${round + 1}: ` +
+        order
+          .map(
+            (sub) =>
+              `${sub} ${Math.round(got[sub].rate)}/s p50 ${got[sub].p50.toFixed(2)} ms client ${Math.round(got[sub].cpuUs)} server ${Math.round(got[sub].serverUs)} µs/cycle`,
+          )
+          .join(' | '),
+    );
 }
 console.log(
   `${workers} worker(s), ${keys}, ${rounds} rounds of ${durationMs / 1000} s; medians of per-round ratios: ` +
     Object.entries(ratios)
       .map(([n, xs]) => `${n} ${median(xs).toFixed(2)}×`)
+      .join(', '),
+);
+const cpuRatio = (a: Subject, b: Subject, side: 'client' | 'server'): string =>
+  median(perCycle[a][side].map((x, i) => x / perCycle[b][side][i]!)).toFixed(2);
+console.log(
+  `medians of per-round CPU ratios (client / backend): mine/other ${cpuRatio('mine', 'other', 'client')} / ${cpuRatio('mine', 'other', 'server')}, ` +
+    `mine/seed ${cpuRatio('mine', 'seed', 'client')} / ${cpuRatio('mine', 'seed', 'server')}, ` +
+    `other/seed ${cpuRatio('other', 'seed', 'client')} / ${cpuRatio('other', 'seed', 'server')}`,
+);
+console.log(
+  'medians of CPU per cycle (client / backend, µs): ' +
+    order
+      .map(
+        (sub) =>
+          `${sub} ${Math.round(median(perCycle[sub].client))} / ${Math.round(median(perCycle[sub].server))}`,
+      )
       .join(', '),
 );
 

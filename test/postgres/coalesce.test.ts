@@ -27,8 +27,11 @@ function countingPool(pool: pg.Pool): PgPool & { grants: number; releases: numbe
     releases: 0,
     options: pool.options,
     query: (text: string) => {
-      if (/_acquire\(|_acquire"\(/.test(text)) counted.grants++;
-      if (text.includes("lease_until = '-infinity'")) counted.releases++;
+      // A batch names the grant function, a lone grant its wrapper (migration 0005).
+      if (/_acquire\(|_acquire"\(|_grant"\(/.test(text)) counted.grants++;
+      if (text.includes("lease_until = '-infinity'") || text.includes('_release"(')) {
+        counted.releases++;
+      }
       return pool.query(text);
     },
     connect: () => pool.connect(),

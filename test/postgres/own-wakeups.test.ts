@@ -156,4 +156,66 @@ describe('PostgresLeaseStore wakes its own watchers from its answers (decision 0
     assert.ok(release, `the release's commit record (xid ${releaseXid}) is in the WAL`);
     assert.equal(release.flushed, true, "the release's commit was flushed with the grant's");
   });
+
+  it("keeps a lone grant durable and a lone release asynchronous when the session's default is off", async () => {
+    // A user may set the database's default to off; a grant must still be flushed before its
+    // token is returned (migration 0005 sets the commit mode inside the call, not by SET).
+    const ext = await admin.query(`SELECT 1 FROM pg_extension WHERE extname = 'pg_walinspect'`);
+    if (ext.rows.length === 0) await admin.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+    const offStore = new PostgresLeaseStore({
+      connection: { connectionString: PG_URL, options: '-c synchronous_commit=off' },
+      schema,
+      maxConnections: 1,
+    });
+    try {
+      const key = uniqueKey('durable-off');
+      const start = (
+        await admin.query<{ l: string }>('SELECT pg_current_wal_insert_lsn()::text AS l')
+      ).rows[0]!.l;
+      const first = ask(key);
+      const t1 = tokenOf(await offStore.tryAcquire(first, OPTS()));
+      // Read at once after the answer: nothing else of ours wrote since.
+      const flushed = (
+        await admin.query<{ l: string }>('SELECT pg_current_wal_flush_lsn()::text AS l')
+      ).rows[0]!.l;
+      const xmin = (
+        await admin.query<{ x: string }>(
+          `SELECT xmin::text AS x FROM ${table} WHERE resource_key = $1`,
+          [key],
+        )
+      ).rows[0]!.x;
+      const commits = await admin.query<{ xid: string; flushed: boolean }>(
+        `SELECT xid::text AS xid, end_lsn <= $2::pg_lsn AS flushed
+         FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_insert_lsn())
+         WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'`,
+        [start, flushed],
+      );
+      const grant = commits.rows.find((c) => c.xid === xmin);
+      assert.ok(grant, `the grant's commit record (xid ${xmin}) is in the WAL`);
+      assert.equal(grant.flushed, true, "the grant's commit was flushed before it answered");
+      // The commit modes are the transaction's own: the session's default is untouched.
+      const checked = await (offStore as unknown as { pool: pg.Pool }).pool.query<{
+        s: string;
+      }>("SELECT current_setting('synchronous_commit') AS s");
+      assert.equal(checked.rows[0]?.s, 'off');
+      assert.equal(
+        (await offStore.release({ key, leaseId: first.leaseId, token: t1 }, OPTS())).status,
+        'released',
+      );
+      const after = await (offStore as unknown as { pool: pg.Pool }).pool.query<{
+        s: string;
+        l: string;
+      }>("SELECT current_setting('synchronous_commit') AS s, current_setting('lock_timeout') AS l");
+      const plain = (
+        await admin.query<{ l: string }>("SELECT current_setting('lock_timeout') AS l")
+      ).rows[0]!.l;
+      assert.deepEqual(
+        after.rows[0],
+        { s: 'off', l: plain },
+        'nothing leaks to the next statement',
+      );
+    } finally {
+      await offStore.close();
+    }
+  });
 });

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { StoreRequestOptions } from '../../src/core/store.js';
-import { quoteIdent, renderSql } from '../../src/stores/postgres/client.js';
+import { quoteIdent, quoteLiteral, renderSql } from '../../src/stores/postgres/client.js';
 import {
   acquireFunctionName,
   grantNoticeFunctionName,
@@ -205,6 +205,67 @@ describe('PostgresLeaseStore', () => {
     assert.equal(b.status, 'acquired', 'once the lock is gone the grant goes through');
   });
 
+  it("sets the lone grant's and release's lock timeout inside their calls (migration 0005)", async () => {
+    // The statement timeout (5 s) is far above the lock timeout given to the call (150 ms),
+    // so a lock wait that ends in 55P03 well before 5 s was bounded by the call's setting.
+    const key = uniqueKey('lock-in-call');
+    const leaseId = randomUUID();
+    const first = await store.tryAcquire(
+      { key, leaseId, ownerId: 'a', ttlMs: 60_000, value: undefined },
+      OPTS(),
+    );
+    assert.equal(first.status, 'acquired');
+    const token = (first as { token: bigint }).token;
+    // A free row (granted and released) for the grant to wait on.
+    const free = uniqueKey('lock-in-call-free');
+    const other = {
+      key: free,
+      leaseId: randomUUID(),
+      ownerId: 'a',
+      ttlMs: 60_000,
+      value: undefined,
+    };
+    const granted = await store.tryAcquire(other, OPTS());
+    assert.equal(granted.status, 'acquired');
+    const released = await store.release(
+      { key: free, leaseId: other.leaseId, token: (granted as { token: bigint }).token },
+      OPTS(),
+    );
+    assert.equal(released.status, 'released');
+    const blocker = new pg.Client({ connectionString: PG_URL });
+    const caller = new pg.Client({ connectionString: PG_URL });
+    await blocker.connect();
+    await caller.connect();
+    const grantFn = `${quoteIdent(schema)}.${quoteIdent('coordination_lease_grant')}`;
+    const releaseFn = `${quoteIdent(schema)}.${quoteIdent('coordination_lease_release')}`;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(
+        `SELECT 1 FROM ${table} WHERE resource_key = ANY($1::text[]) ORDER BY resource_key FOR UPDATE`,
+        [[key, free]],
+      );
+      const calls = [
+        // The release waits for the row lock of its UPDATE.
+        `SET LOCAL statement_timeout = 5000; SELECT ${releaseFn}(${quoteLiteral(key)}, '${leaseId}'::uuid, ${token}::bigint, 150, 'off')`,
+        // A free row, locked: the grant waits in its upsert.
+        `SET LOCAL statement_timeout = 5000; SELECT * FROM ${grantFn}(${quoteLiteral(free)}, '${randomUUID()}'::uuid, 1000, 'b', NULL, 1, 150, 'on')`,
+      ];
+      for (const text of calls) {
+        const started = performance.now();
+        await assert.rejects(caller.query(text), (err: unknown) => {
+          assert.equal((err as { code?: string }).code, '55P03', String(err));
+          return true;
+        });
+        const took = performance.now() - started;
+        assert.ok(took < 4000, `the call gave up after ${took.toFixed(0)} ms`);
+      }
+    } finally {
+      await blocker.query('ROLLBACK');
+      await blocker.end();
+      await caller.end();
+    }
+  });
+
   it('hands a key on in one transaction: an outside contender never gets in between', async () => {
     const key = uniqueKey('handoff');
     const outsider = new PostgresLeaseStore({
@@ -377,13 +438,14 @@ describe('PostgresLeaseStore migrations and names', () => {
         'coordination_lease/0002_acquire_function.sql',
         'coordination_lease/0003_token_block.sql',
         'coordination_lease/0004_waiter_interest.sql',
+        'coordination_lease/0005_grant_release_functions.sql',
       ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 4);
+      assert.equal(rows.rowCount, 5);
     } finally {
       await dropSchema(schema);
     }

@@ -111,6 +111,7 @@ describe('PostgresLeaseStore token blocks', () => {
       assert.deepEqual((await store.migrate()).applied, [
         'coordination_lease/0003_token_block.sql',
         'coordination_lease/0004_waiter_interest.sql',
+        'coordination_lease/0005_grant_release_functions.sql',
       ]);
       assert.equal(await fileNode(), nodeBefore, 'the table was not rewritten');
       assert.deepEqual(await rowOf('k'), {

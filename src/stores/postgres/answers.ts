@@ -1,4 +1,4 @@
-import { invalidArgument } from '../../core/errors.js';
+import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
 import { LIMITS } from '../../core/validate.js';
 import type { StoreAcquireRequest, StoreAcquireResult } from '../../core/store.js';
@@ -54,5 +54,29 @@ export function holderOf(row: Record<string, unknown>, token: bigint): HolderInf
     remainingMs: Number(row['remaining_ms'] ?? 0),
     leaseIdPrefix: leaseIdPrefix(typeof ownerId === 'string' ? ownerId : ''),
     value: detailsOk && typeof value === 'string' ? value : undefined,
+  };
+}
+
+/**
+ * GRANT's packed row (migration 0005) as the row ACQUIRE returns, for {@link acquireAnswer}:
+ * `answer` holds status, token, expires_ms, remaining_ms, owner_id and details_ok separated
+ * by single spaces (none of them contains one), an absent value empty.
+ */
+export function unpackGrant(row: Record<string, unknown>): Record<string, unknown> {
+  const packed = row['answer'];
+  const f = typeof packed === 'string' ? packed.split(' ') : [];
+  if (f.length !== 6) {
+    throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL returned a malformed grant answer');
+  }
+  return {
+    status: f[0],
+    token: f[1],
+    // Absent stays undefined: Number(undefined) is NaN, so no expiry is reported from it.
+    expires_ms: f[2] === '' ? undefined : f[2],
+    remaining_ms: f[3] === '' ? null : f[3],
+    owner_id: f[4] === '' ? null : f[4],
+    owner_name: row['holder_name'],
+    value: row['holder_value'],
+    details_ok: f[5] === 't',
   };
 }

@@ -188,6 +188,18 @@ export type RunStatement = (
 ) => Promise<PgResult>;
 
 /**
+ * Sends one grant on its own (GRANT, migration 0005): its rows in ACQUIRE's shape
+ * (`unpackGrant`), none after repeated lost races.
+ */
+export type GrantOne = (
+  params: readonly SqlParam[],
+  timeoutMs: number,
+) => Promise<ReadonlyArray<Record<string, unknown>>>;
+
+/** Sends one release on its own (RELEASE_ONE, migration 0005): whether it released. */
+export type ReleaseOne = (ref: StoreLeaseRef, timeoutMs: number) => Promise<boolean>;
+
+/**
  * Told of each key a committed statement granted (`'granted'`) or released (no argument),
  * before any of its requests is answered (decision 022).
  */
@@ -197,25 +209,26 @@ export type OnChange = (key: string, change?: 'granted') => void;
 const isGrant = (row: Record<string, unknown> | undefined): boolean =>
   row?.['status'] === 'acquired' || row?.['status'] === 'held';
 
-/** The store's grants: ACQUIRE alone, ACQUIRE_MANY for several keys. */
+/** The store's grants: GRANT alone, ACQUIRE_MANY for several keys. */
 export function acquireCoalescer(
   run: RunStatement,
-  sql: { readonly one: string; readonly many: string },
+  sql: { readonly many: string },
+  grantOne: GrantOne,
   onChange?: OnChange,
 ): Coalescer<AcquireAsk, StoreAcquireResult | undefined> {
   return new Coalescer(
     {
       one: async (ask, timeoutMs) => {
-        const row = (await run(sql.one, ask.params, timeoutMs)).rows[0];
+        const row = (await grantOne(ask.params, timeoutMs))[0];
         if (isGrant(row)) onChange?.(ask.request.key, 'granted');
         return acquireAnswer(row);
       },
       many: async (asks, timeoutMs) => {
         const plan = planAcquires(asks);
-        // Every request on one key (a hot key): the plain statement, for one of them.
+        // Every request on one key (a hot key): the lone grant, for one of them.
         const rows =
           plan.sent.length === 1
-            ? (await run(sql.one, plan.sent[0]!.params, timeoutMs)).rows.map((r) => ({
+            ? (await grantOne(plan.sent[0]!.params, timeoutMs)).map((r) => ({
                 ...r,
                 i: 1,
               }))
@@ -237,10 +250,11 @@ export function acquireCoalescer(
   );
 }
 
-/** The store's releases: RELEASE alone, RELEASE_MANY for several. */
+/** The store's releases: RELEASE_ONE alone, RELEASE_MANY for several. */
 export function releaseCoalescer(
   run: RunStatement,
-  sql: { readonly one: string; readonly many: string },
+  sql: { readonly many: string },
+  releaseOne: ReleaseOne,
   onChange?: OnChange,
 ): Coalescer<StoreLeaseRef, StoreReleaseResult> {
   const answer = (released: boolean): StoreReleaseResult =>
@@ -248,9 +262,9 @@ export function releaseCoalescer(
   return new Coalescer(
     {
       one: async (ref, timeoutMs) => {
-        const rows = (await run(sql.one, [ref.key, ref.leaseId, ref.token], timeoutMs)).rows;
-        if (rows.length === 1) onChange?.(ref.key);
-        return answer(rows.length === 1);
+        const released = await releaseOne(ref, timeoutMs);
+        if (released) onChange?.(ref.key);
+        return answer(released);
       },
       many: async (refs, timeoutMs) => {
         const plan = planReleases(refs);

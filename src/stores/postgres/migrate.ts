@@ -25,6 +25,7 @@ export const LEASE_MIGRATION_FILES = [
   '0002_acquire_function.sql',
   '0003_token_block.sql',
   '0004_waiter_interest.sql',
+  '0005_grant_release_functions.sql',
 ] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
@@ -41,6 +42,8 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
     channel: quoteLiteral(channelName(schema, table)),
     interest: interestTableName(schema, table),
     grant_notice_fn: grantNoticeFunctionName(schema, table),
+    grant_fn: grantFunctionName(schema, table),
+    release_fn: releaseFunctionName(schema, table),
   };
   return LEASE_MIGRATION_FILES.map((file) => {
     const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
@@ -64,6 +67,22 @@ export function interestTableName(schema: string, table: string): string {
 /** The escaped name of the function that sends a grant's notice (migration 0004). */
 export function grantNoticeFunctionName(schema: string, table: string): string {
   return `${quoteIdent(schema)}.${quoteIdent(`${table}_grant_notice`)}`;
+}
+
+/**
+ * The escaped name of the grant that sets its own lock timeout and commit mode (migration
+ * 0005).
+ */
+export function grantFunctionName(schema: string, table: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(`${table}_grant`)}`;
+}
+
+/**
+ * The escaped name of the release that sets its own lock timeout and commit mode (migration
+ * 0005).
+ */
+export function releaseFunctionName(schema: string, table: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(`${table}_release`)}`;
 }
 
 /** What {@link runMigrations} did. */
