@@ -51,6 +51,9 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   tokenBlocks: true,
 });
 
+/** A renewal's `lost` answer: one frozen object for all of them. */
+const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
+
 /** Reads and conditional writes per grant before a contended key answers unavailable. */
 const MAX_GRANT_ATTEMPTS = 3;
 
@@ -255,23 +258,16 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
     if (this.writes !== undefined) return Promise.all(leases.map((l) => this.renew(l, options)));
     return this.run(() => {
       const nowUs = machineMonotonicUs();
-      const wallNow = Date.now();
-      const changes = this.tx.renewMany(
-        leases.map((lease) => ({
-          key: lease.key,
-          leaseId: lease.leaseId,
-          token: lease.token,
-          bootId: this.bootId,
-          nowUs,
-          expiresUs: nowUs + BigInt(lease.ttlMs) * 1000n,
-          expiresWallMs: wallNow + lease.ttlMs,
-        })),
-      );
-      return changes.map((n, i): StoreRenewResult =>
-        n === 1
-          ? { status: 'renewed', expiresAtWallMs: wallNow + leases[i]!.ttlMs }
-          : { status: 'lost' },
-      );
+      const wallMs = Date.now();
+      const changes = this.tx.renewMany({ leases, bootId: this.bootId, nowUs, wallMs });
+      const results = new Array<StoreRenewResult>(leases.length);
+      for (let i = 0; i < leases.length; i++) {
+        results[i] =
+          changes[i] === 1
+            ? { status: 'renewed', expiresAtWallMs: wallMs + leases[i]!.ttlMs }
+            : LOST;
+      }
+      return results;
     });
   }
 
