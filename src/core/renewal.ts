@@ -11,9 +11,9 @@ export class RenewalSchedule extends Timed {
   private timerAt = Number.POSITIVE_INFINITY;
   /**
    * When the next background renewal is due; +Infinity while none is scheduled (not
-   * undefined: a field that only ever holds numbers keeps them unboxed, while one that may
-   * hold undefined stores each new time as a fresh heap number, which lives until the next
-   * renewal and so was promoted to the old generation, for a full collection to clear).
+   * undefined: V8 keeps a field that only ever holds numbers as a mutable double, while one
+   * that may hold undefined stores each new time as a fresh heap number that lives until the
+   * next renewal, long enough to be promoted).
    */
   private renewAt = Number.POSITIVE_INFINITY;
   /** The renewal grid where the store renews in batches (renewal-batch.ts); 0 for none. */
