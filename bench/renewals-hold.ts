@@ -57,6 +57,7 @@ const { values } = parseArgs({
     mode: { type: 'string', default: 'renewMany' },
     profile: { type: 'string' },
     'heap-profile': { type: 'string' },
+    url: { type: 'string' },
   },
 });
 const leases = Number(values.leases);
@@ -111,6 +112,12 @@ async function open(kind: string): Promise<{ store: LeaseStore; close: () => Pro
       return { store, close };
     }
     case 'http': {
+      if (values.url !== undefined) {
+        // A server started by hand (e.g. under --cpu-prof, for a profile of its side).
+        const store = await HttpLeaseStore.connect({ url: values.url });
+        closers.push(() => store.close());
+        return { store, close };
+      }
       const proc = spawnCli([
         'serve',
         '--port',
