@@ -256,6 +256,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
    * turns of the event loop. A call is one transaction already, and a renewal needs no sync,
    * so it has nothing to share; it runs before the writes queued for the next group, which is
    * one order their concurrent callers could have seen (none of them is answered yet).
+   * `leasehold serve` with 10,000 leases of one client: server CPU 8.93% → 5.63% of a core
+   * (renewals-ab --store http, median of 4 interleaved rounds, with the client's changes).
    */
   async renewMany(
     leases: readonly StoreRenewRequest[],
