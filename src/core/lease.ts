@@ -65,6 +65,8 @@ export class Lease implements AsyncDisposable, RenewalOwner {
    * promise (see BatchedRenewal).
    */
   private renewal: BatchedRenewal | undefined;
+  /** This lease's batched renewals, one object for all of them (see BatchedRenewal). */
+  private batched: BatchedRenewal | undefined;
   private renewalPromise: Promise<RenewResult> | undefined;
   private renewalSettle:
     { resolve: (r: RenewResult) => void; reject: (e: unknown) => void } | undefined;
@@ -269,10 +271,13 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     return p;
   }
 
-  /** The background timer's renewal: never leaks a rejection (see {@link failClosed}). */
-  private renewInBackground(): void {
+  /**
+   * The background timer's renewal: never leaks a rejection (see {@link failClosed}). `now`
+   * is the timer's reading of the clock, taken before anything is sent.
+   */
+  private renewInBackground(now: number): void {
     if (this.ctx.renewals !== undefined) {
-      if (this.renewal === undefined && this.startBatchedRenewal() !== undefined) return;
+      if (this.renewal === undefined && this.startBatchedRenewal(now) !== undefined) return;
       this.renewalInBackground = true;
       return;
     }
@@ -292,10 +297,12 @@ export class Lease implements AsyncDisposable, RenewalOwner {
 
   /**
    * Hands a renewal to the client's batcher, or answers at once (undefined when handed):
-   * the same checks and timeout as {@link doRenew}.
+   * the same checks and timeout as {@link doRenew}. `now`, when given, is a reading of the
+   * clock taken just before (the background timer's): the renewal counts as sent then, a
+   * few microseconds early, which only makes its deadline earlier.
    */
-  private startBatchedRenewal(): RenewResult | undefined {
-    const sentAt = this.clockNow();
+  private startBatchedRenewal(now?: number): RenewResult | undefined {
+    const sentAt = now ?? this.clockNow();
     if (sentAt === undefined) return { status: 'lost', reason: 'clock' };
     const left = this.currentDeadline - sentAt;
     if (left <= 0) {
@@ -304,7 +311,8 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     }
     const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
     const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
-    const renewal = new BatchedRenewal(this.renewRequest(), timeoutMs, sentAt, scheduledFor, this);
+    const renewal = (this.batched ??= new BatchedRenewal(this.renewRequest(), this));
+    renewal.begin(timeoutMs, sentAt, scheduledFor);
     this.renewal = renewal;
     this.ctx.renewals!.submit(renewal);
     return undefined;
@@ -412,7 +420,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     this.lastRenewSentAt = sentAt;
     this.currentDeadline = Math.max(this.currentDeadline, sentAt + this.ttlMs - this.driftMs);
     this.schedule.next(this.schedule.dueAfter(sentAt));
-    this.arm(); // the deadline moved even when renewals are by hand
+    this.arm(now); // the deadline moved even when renewals are by hand
     if (this.ctx.events.active) {
       this.ctx.events.emit({
         type: 'renewed',
@@ -448,22 +456,34 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     }
   }
 
-  /** (Re)arms the lease's one timer for the earlier of the next renewal and the deadline. */
-  private arm(): void {
+  /**
+   * (Re)arms the lease's one timer for the earlier of the next renewal and the deadline.
+   * `now`, when given, is a reading of the clock just taken (the timer's own time then runs
+   * from it, so it fires at the same instant either way); otherwise the clock is read only if
+   * the timer must move. Reading it once per step rather than once per use: the clock was
+   * five readings per background renewal, about a quarter of the client's own time besides
+   * the garbage collector's (profile of 10,000 leases over a store that answers at once).
+   */
+  private arm(now?: number): void {
     if (this.statusValue !== 'held') return;
-    this.schedule.arm(this.currentDeadline, this.readClock);
+    this.schedule.arm(this.currentDeadline, now ?? this.readClock);
   }
 
   private onTimer(): void {
     // Re-read the clock: a timer may fire early or late, the deadline is what counts.
     if (this.statusValue !== 'held') return;
-    const left = this.remainingMs();
-    if (left <= 0) return;
+    const now = this.clockNow();
+    if (now === undefined) return;
+    const left = this.currentDeadline - now;
+    if (left <= 0) {
+      this.end('expired');
+      return;
+    }
     if (this.schedule.isDue(left, this.currentDeadline)) {
       this.schedule.take();
-      this.renewInBackground();
+      this.renewInBackground(now);
     }
-    this.arm();
+    this.arm(now);
   }
 
   /**

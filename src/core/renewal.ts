@@ -9,8 +9,13 @@ import { Timed, type TimeoutQueue } from './runtime/timeout-queue.js';
  */
 export class RenewalSchedule extends Timed {
   private timerAt = Number.POSITIVE_INFINITY;
-  /** When the next background renewal is due; undefined while none is scheduled. */
-  private renewAt: number | undefined;
+  /**
+   * When the next background renewal is due; +Infinity while none is scheduled (not
+   * undefined: V8 keeps a field that only ever holds numbers as a mutable double, while one
+   * that may hold undefined stores each new time as a fresh heap number that lives until the
+   * next renewal, long enough to be promoted).
+   */
+  private renewAt = Number.POSITIVE_INFINITY;
   /** The renewal grid where the store renews in batches (renewal-batch.ts); 0 for none. */
   private readonly gridMs: number;
 
@@ -49,12 +54,13 @@ export class RenewalSchedule extends Timed {
    * renewAt at fractional readings, and the timer then re-armed at 0 ms forever.
    */
   isDue(left: number, deadline: number): boolean {
-    return this.renewAt !== undefined && left <= deadline - this.renewAt;
+    // With none scheduled, deadline − Infinity is −Infinity: never due.
+    return left <= deadline - this.renewAt;
   }
 
   /** Marks the due renewal as started: none is scheduled until it answers. */
   take(): void {
-    this.renewAt = undefined;
+    this.renewAt = Number.POSITIVE_INFINITY;
   }
 
   /** Schedules the next background renewal (nothing when renewals are by hand). */
@@ -70,14 +76,17 @@ export class RenewalSchedule extends Timed {
     return this.next(now + Math.min(this.everyMs, Math.max(25, Math.floor(this.ttlMs / 10))));
   }
 
-  /** (Re)arms the one timer for the earlier of the next renewal and `deadline`. */
-  arm(deadline: number, now: () => number | undefined): void {
-    const at = Math.min(this.renewAt ?? Number.POSITIVE_INFINITY, deadline);
+  /**
+   * (Re)arms the one timer for the earlier of the next renewal and `deadline`. `now` is a
+   * reading of the clock, or a function that reads it (called only if the timer must move).
+   */
+  arm(deadline: number, now: number | (() => number | undefined)): void {
+    const at = Math.min(this.renewAt, deadline);
     if (this.timers.has(this)) {
       if (at === this.timerAt) return;
       this.timers.remove(this);
     }
-    const t = now();
+    const t = typeof now === 'number' ? now : now();
     if (t === undefined) return;
     this.timerAt = at;
     this.timers.add(this, Math.max(0, at - t), t);
@@ -85,7 +94,7 @@ export class RenewalSchedule extends Timed {
 
   /** Stops for good: no renewal, no timer. */
   stop(): void {
-    this.renewAt = undefined;
+    this.renewAt = Number.POSITIVE_INFINITY;
     this.timers.remove(this);
   }
 

@@ -237,6 +237,51 @@ describe('renewals in batches (a store with renewMany)', () => {
     await client.close();
   });
 
+  it("a timed-out renewal's late answer is not used for the lease's next renewal (renewed or lost)", async () => {
+    for (const late of ['renewed', 'lost'] as const) {
+      const clock = new ManualClock({ startMs: 1_000 });
+      const state = new MemoryLeaseState();
+      const answers: Array<(results: StoreRenewManyResult[]) => void> = [];
+      const sizes: number[] = [];
+      const store = new (class extends CountingStore {
+        override renewMany(leases: readonly StoreRenewRequest[]) {
+          sizes.push(leases.length);
+          // Each call answers only when the test says so, with what the test says.
+          return new Promise<StoreRenewManyResult[]>((resolve) => answers.push(resolve));
+        }
+      })(clock, state);
+      const client = new LeaseClient({ store, clock, ownerId: 'late', requestTimeout: '1s' });
+      const r = await client.acquire('job/late', { ttl: TTL, autoRenew: false });
+      assert.equal(r.status, 'acquired');
+      const lease = (r as { lease: Lease }).lease;
+      const before = lease.deadline;
+      const first = lease.renew();
+      await clock.advance(1_100);
+      assert.equal(answers.length, 1, 'the first renewal went out');
+      assert.equal((await first).status, 'unavailable', 'and timed out');
+      await clock.advance(100);
+      const sentSecond = clock.now();
+      const second = lease.renew();
+      await clock.advance(10);
+      assert.equal(answers.length, 2, 'the second renewal went out');
+      // The first call answers now, while the second renewal of the same lease waits.
+      answers[0]!([late === 'renewed' ? { status: 'renewed' } : { status: 'lost' }]);
+      await clock.advance(1);
+      assert.equal(lease.status, 'held', `a late '${late}' for the first renewal is not used`);
+      assert.equal(lease.deadline, before, 'nor does it move the deadline');
+      answers[1]!([{ status: 'renewed' }]);
+      const result = await second;
+      assert.equal(result.status, 'renewed');
+      assert.ok(
+        lease.deadline <= sentSecond + TTL,
+        'the deadline runs from the second renewal, which the store confirmed',
+      );
+      assert.ok(lease.deadline > before);
+      assert.deepEqual(sizes, [1, 1]);
+      await client.close();
+    }
+  });
+
   it('puts a renewal on the grid line at or before its own due time, never after', () => {
     for (const every of [1, 7, 100, 3333, 10_000]) {
       const grid = renewalGridMs(every);

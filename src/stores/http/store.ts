@@ -248,7 +248,7 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore, BatchRene
     this.assertOpen();
     return renewInRequests(
       {
-        sendBatch: (body, o) => this.request('POST', '/v1/batch', body, 'idempotent', o),
+        sendBatch: (text, o) => this.request('POST', '/v1/batch', text, 'idempotent', o),
         renewOne: (lease, o) => this.renew(lease, o),
       },
       leases,
@@ -343,7 +343,7 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore, BatchRene
   private async request(
     method: 'GET' | 'POST',
     path: string,
-    body: Record<string, unknown> | undefined,
+    body: Record<string, unknown> | string | undefined,
     retry: Retry,
     options: Pick<StoreRequestOptions, 'timeoutMs'>,
     extra?: RequestExtras,
@@ -351,7 +351,8 @@ export class HttpLeaseStore implements LeaseStore, QueueingLeaseStore, BatchRene
     this.assertOpen();
     const deadline = performance.now() + options.timeoutMs;
     const headers = extra?.headers ?? (body === undefined ? this.headers : this.jsonHeaders);
-    const text = body === undefined ? undefined : JSON.stringify(body);
+    // A string is the body's JSON text already (a batch of renewals, see renew-many.ts).
+    const text = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
     let lastError: unknown;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
       const left = Math.ceil(deadline - performance.now());

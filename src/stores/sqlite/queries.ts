@@ -47,6 +47,18 @@ UPDATE {{table}} SET expires_us = @expiresUs, expires_wall_ms = @expiresWallMs
 WHERE key = @key AND lease_id = @leaseId AND token = @token
   AND boot_id = @bootId AND expires_us > @nowUs`;
 
+/**
+ * RENEW with positional parameters, for renewMany: expiresUs, expiresWallMs, key, leaseId,
+ * token, bootId, nowUs. Changes 1 row or 0 (lost). Bound by position because better-sqlite3
+ * looks each named parameter up on the object by name: 3.40 → 2.41 µs of CPU per renewal
+ * for the whole transaction (median of 12 interleaved rounds, 10,000 rows, 1,250 per
+ * transaction, WAL, synchronous = NORMAL).
+ */
+export const RENEW_BY_POSITION = `
+UPDATE {{table}} SET expires_us = ?, expires_wall_ms = ?
+WHERE key = ? AND lease_id = ? AND token = ?
+  AND boot_id = ? AND expires_us > ?`;
+
 /** Params: key, leaseId, token. Keeps the row and its token. Changes 1 row or 0 (not owner). */
 export const RELEASE = `
 UPDATE {{table}} SET lease_id = NULL, owner_id = NULL, value = NULL, expires_us = 0, expires_wall_ms = 0

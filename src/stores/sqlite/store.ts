@@ -51,6 +51,9 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   tokenBlocks: true,
 });
 
+/** A renewal's `lost` answer: one frozen object for all of them. */
+const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
+
 /** Reads and conditional writes per grant before a contended key answers unavailable. */
 const MAX_GRANT_ATTEMPTS = 3;
 
@@ -246,32 +249,33 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
     return result!;
   }
 
-  /** Renews leases in one fsync-free transaction (with group commit: in the next group). */
+  /**
+   * Renews leases in one fsync-free transaction of their own, with or without group commit.
+   * With group commit they used to join the next groups one write (and one promise) each, at
+   * most 256 per group: a server's batch of 1,250 renewals was five transactions over five
+   * turns of the event loop. A call is one transaction already, and a renewal needs no sync,
+   * so it has nothing to share; it runs before the writes queued for the next group, which is
+   * one order their concurrent callers could have seen (none of them is answered yet).
+   * `leasehold serve` with 10,000 leases of one client: server CPU 8.93% → 5.63% of a core
+   * (renewals-ab --store http, median of 4 interleaved rounds, with the client's changes).
+   */
   async renewMany(
     leases: readonly StoreRenewRequest[],
-    options?: StoreRequestOptions,
+    _options?: StoreRequestOptions,
   ): Promise<readonly StoreRenewResult[]> {
     if (leases.length === 0) return [];
-    if (this.writes !== undefined) return Promise.all(leases.map((l) => this.renew(l, options)));
     return this.run(() => {
       const nowUs = machineMonotonicUs();
-      const wallNow = Date.now();
-      const changes = this.tx.renewMany(
-        leases.map((lease) => ({
-          key: lease.key,
-          leaseId: lease.leaseId,
-          token: lease.token,
-          bootId: this.bootId,
-          nowUs,
-          expiresUs: nowUs + BigInt(lease.ttlMs) * 1000n,
-          expiresWallMs: wallNow + lease.ttlMs,
-        })),
-      );
-      return changes.map((n, i): StoreRenewResult =>
-        n === 1
-          ? { status: 'renewed', expiresAtWallMs: wallNow + leases[i]!.ttlMs }
-          : { status: 'lost' },
-      );
+      const wallMs = Date.now();
+      const changes = this.tx.renewMany({ leases, bootId: this.bootId, nowUs, wallMs });
+      const results = new Array<StoreRenewResult>(leases.length);
+      for (let i = 0; i < leases.length; i++) {
+        results[i] =
+          changes[i] === 1
+            ? { status: 'renewed', expiresAtWallMs: wallMs + leases[i]!.ttlMs }
+            : LOST;
+      }
+      return results;
     });
   }
 

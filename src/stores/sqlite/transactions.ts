@@ -1,3 +1,4 @@
+import type { StoreRenewRequest } from '../../core/store.js';
 import type { SqliteDatabase, SqliteStatement } from './client.js';
 import type { RestoreGuard } from './epoch.js';
 import { exhaustedError } from './errors.js';
@@ -7,11 +8,33 @@ import * as Q from './queries.js';
 /** Named parameters of a statement (`@key`, `@leaseId` …). */
 export type Params = Record<string, unknown>;
 
+/** RENEW_BY_POSITION's parameters, in order (queries.ts). */
+type RenewPositions = [
+  expiresUs: bigint,
+  expiresWallMs: number,
+  key: string,
+  leaseId: string,
+  token: bigint,
+  bootId: string,
+  nowUs: bigint,
+];
+
+/** What {@link LeaseTransactions.renewMany} renews: each lease for its own TTL from `nowUs`. */
+export interface RenewManyParams {
+  readonly leases: readonly StoreRenewRequest[];
+  readonly bootId: string;
+  /** The store's time (machine monotonic, µs), read once for the whole call. */
+  readonly nowUs: bigint;
+  /** Wall-clock now in ms, for the display-only expiry. */
+  readonly wallMs: number;
+}
+
 /** The store's prepared statements (queries.ts), for one lease table. */
 export interface LeaseStatements {
   readonly select: SqliteStatement<[{ key: string }], LeaseRow>;
   readonly acquire: SqliteStatement<[Params], { token: bigint }>;
   readonly renew: SqliteStatement<[Params]>;
+  readonly renewByPosition: SqliteStatement<RenewPositions>;
   readonly release: SqliteStatement<[Params]>;
   readonly list: SqliteStatement<[Params], LeaseRow & { key: string }>;
 }
@@ -39,7 +62,7 @@ export interface LeaseTransactions {
   readonly immediate: <A, R>(fn: (a: A) => R) => (a: A) => R;
   readonly acquire: (params: Params) => { token: bigint } | undefined;
   /** Several renewals in one transaction: each one's changed-row count, in order. */
-  readonly renewMany: (params: readonly Params[]) => number[];
+  readonly renewMany: (params: RenewManyParams) => number[];
   readonly release: (params: Params) => number;
   readonly handOff: (params: HandOffParams) => HandOffOutcome;
 }
@@ -62,6 +85,7 @@ export function prepareLeaseTransactions(
     select: db.prepare(sql(Q.SELECT_LEASE)),
     acquire: db.prepare(sql(Q.ACQUIRE)),
     renew: db.prepare(sql(Q.RENEW)),
+    renewByPosition: db.prepare(sql(Q.RENEW_BY_POSITION)),
     release: db.prepare(sql(Q.RELEASE)),
     list: db.prepare(sql(Q.LIST_LIVE)),
   };
@@ -69,7 +93,7 @@ export function prepareLeaseTransactions(
   // handler) before anything is read. An autocommit write would start as a reader and fail
   // at once with SQLITE_BUSY when another process commits in between (a stale WAL snapshot
   // cannot be upgraded, and the busy handler is not consulted for that).
-  const { acquire, renew, release } = stmt;
+  const { acquire, release } = stmt;
   const immediate = <A, R>(fn: (a: A) => R): ((a: A) => R) => {
     const tx = db.transaction(fn);
     return (a: A) => tx.immediate(a);
@@ -116,7 +140,31 @@ export function prepareLeaseTransactions(
       }
       return { released, granted, holder };
     }),
-    renewMany: relaxed((ps: readonly Params[]) => ps.map((p) => renew.run(p).changes)),
+    renewMany: relaxed(({ leases, bootId, nowUs, wallMs }: RenewManyParams): number[] => {
+      const { renewByPosition } = stmt;
+      const changes = new Array<number>(leases.length);
+      // The expiry as a bigint, made once per TTL rather than once per lease (a call's leases
+      // nearly always share one TTL).
+      let ttlMs = Number.NaN;
+      let expiresUs = 0n;
+      for (let i = 0; i < leases.length; i++) {
+        const lease = leases[i]!;
+        if (lease.ttlMs !== ttlMs) {
+          ttlMs = lease.ttlMs;
+          expiresUs = nowUs + BigInt(ttlMs) * 1000n;
+        }
+        changes[i] = renewByPosition.run(
+          expiresUs,
+          wallMs + ttlMs,
+          lease.key,
+          lease.leaseId,
+          lease.token,
+          bootId,
+          nowUs,
+        ).changes;
+      }
+      return changes;
+    }),
     release: relaxed((p: Params) => release.run(p).changes),
   };
 }
