@@ -10,6 +10,7 @@ import {
   FAULT_TIMEOUT_MS,
   STORE_START_TIMEOUT_MS,
 } from '../support/fault-env.js';
+import { Barrier, Gate } from '../support/barrier.js';
 import { FenceHistory, type ResourceLogEntry } from '../support/fence-history.js';
 import { startRedis, type RedisProcess } from '../support/redis-server.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../support/throwaway-postgres.js';
@@ -19,14 +20,48 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from '../support/throw
 // fence's check and advance are atomic with the write, so the resource's log (in commit
 // order, written with the data) shows non-decreasing applied tokens; the check-then-write
 // control (read the mark, then write data and mark in separate statements) lets racing
-// writes land out of order.
+// writes land out of order. The control's race is driven, not hoped for: in each round every
+// writer reads the mark first, then those whose check passed write one after another,
+// highest token first (a {@link Round}), so every control run shows the anomaly however the
+// machine schedules the writers.
 
 const SCOPE = 'job';
 const WRITERS = 4;
 const PER_WRITER = 15;
 
 type Outcome = { status: string; highWaterMark?: bigint };
-type Send = (writer: number, op: string, token: bigint) => Promise<Outcome>;
+type Send = (writer: number, op: string, token: bigint, round: Round) => Promise<Outcome>;
+
+/**
+ * One round of the control arm: each writer's check, then the passed writers' writes in
+ * descending token order, each after the one before it has finished.
+ */
+class Round {
+  private readonly checked = new Barrier(WRITERS);
+  private readonly passed = new Map<number, bigint>();
+  private readonly writtenBy = new Map<number, Gate>();
+
+  /** After writer `w`'s check: waits for every writer's check, then for `w`'s turn to write. */
+  async checkedAndTurn(w: number, token: bigint, ok: boolean): Promise<void> {
+    if (ok) this.passed.set(w, token);
+    await this.checked.arrive();
+    if (!ok) return;
+    const order = [...this.passed].sort((a, b) => (b[1] > a[1] ? 1 : b[1] < a[1] ? -1 : 0));
+    const at = order.findIndex(([writer]) => writer === w);
+    if (at > 0) await this.gate(order[at - 1]![0]).promise;
+  }
+
+  /** Writer `w`'s write has finished (or failed): the next one may go. */
+  written(w: number): void {
+    this.gate(w).open();
+  }
+
+  private gate(w: number): Gate {
+    let g = this.writtenBy.get(w);
+    if (g === undefined) this.writtenBy.set(w, (g = new Gate()));
+    return g;
+  }
+}
 
 function shuffledTokens(): bigint[] {
   const tokens = Array.from({ length: WRITERS * PER_WRITER }, (_, i) => BigInt(i + 1));
@@ -37,15 +72,16 @@ function shuffledTokens(): bigint[] {
   return tokens;
 }
 
-/** Every writer sends its share of the shuffled tokens in turn, all writers at once. */
+/** Every writer sends its share of the shuffled tokens in turn, all writers at once (the control arm in rounds). */
 async function race(h: FenceHistory, fenced: boolean, send: Send): Promise<void> {
   const tokens = shuffledTokens();
+  const rounds = Array.from({ length: PER_WRITER }, () => new Round());
   await Promise.all(
     Array.from({ length: WRITERS }, async (_, w) => {
       for (let k = 0; k < PER_WRITER; k++) {
         const token = tokens[w * PER_WRITER + k]!;
         const op = h.invoke(`p${w}`, SCOPE, token, fenced);
-        const r = await send(w, op, token);
+        const r = await send(w, op, token, rounds[k]!);
         h.answer(`p${w}`, op, SCOPE, token, r.status === 'applied' ? 'ok' : 'stale');
       }
     }),
@@ -88,7 +124,7 @@ describe('F27 racing writes at a PostgreSQL resource', () => {
             const fence = new PostgresFence({ pool: db, schema });
             const h = new FenceHistory('F27');
             try {
-              await race(h, fenced, async (_w, op, token) => {
+              await race(h, fenced, async (w, op, token, round) => {
                 if (fenced) {
                   const r = await fence.write({ scope: SCOPE, token }, async (tx) => {
                     await tx.query('SELECT pg_sleep(0.002)');
@@ -106,14 +142,18 @@ describe('F27 racing writes at a PostgreSQL resource', () => {
                   [SCOPE],
                 );
                 const hwm = BigInt(rows[0]?.hwm ?? '0');
+                await round.checkedAndTurn(w, token, token >= hwm);
                 if (token < hwm) return { status: 'stale_fence', highWaterMark: hwm };
-                await db.query('SELECT pg_sleep(0.002)');
-                await db.query(dataWrite, [SCOPE, String(token), op]);
-                await db.query(
-                  `INSERT INTO ${schema}.mark (scope, hwm) VALUES ($1, $2)
-                   ON CONFLICT (scope) DO UPDATE SET hwm = EXCLUDED.hwm`,
-                  [SCOPE, String(token)],
-                );
+                try {
+                  await db.query(dataWrite, [SCOPE, String(token), op]);
+                  await db.query(
+                    `INSERT INTO ${schema}.mark (scope, hwm) VALUES ($1, $2)
+                     ON CONFLICT (scope) DO UPDATE SET hwm = EXCLUDED.hwm`,
+                    [SCOPE, String(token)],
+                  );
+                } finally {
+                  round.written(w);
+                }
                 return { status: 'applied' };
               });
               const { rows } = await db.query<{
@@ -178,7 +218,7 @@ describe('F27 racing writes at a Redis resource', () => {
             const markKey = `${prefix}{${SCOPE}}:mark`;
             const fences = conns.map((redis) => new RedisFence({ redis, prefix }));
             const h = new FenceHistory('F27');
-            await race(h, fenced, async (w, op, token) => {
+            await race(h, fenced, async (w, op, token, round) => {
               const redis = conns[w]!;
               const entry = JSON.stringify({ op, token: String(token), action: 'applied' });
               if (fenced) {
@@ -200,10 +240,14 @@ describe('F27 racing writes at a Redis resource', () => {
                 return r;
               }
               const hwm = BigInt((await redis.get(markKey)) ?? '0');
+              await round.checkedAndTurn(w, token, token >= hwm);
               if (token < hwm) return { status: 'stale_fence', highWaterMark: hwm };
-              await redis.ping();
-              await redis.multi().set(data, String(token)).rpush(logKey, entry).exec();
-              await redis.set(markKey, String(token));
+              try {
+                await redis.multi().set(data, String(token)).rpush(logKey, entry).exec();
+                await redis.set(markKey, String(token));
+              } finally {
+                round.written(w);
+              }
               return { status: 'applied' };
             });
             const log = (await conns[0]!.lrange(logKey, 0, -1)).map(
