@@ -18,9 +18,8 @@ import { deletePrefix } from '../test/contract/harnesses/redis.js';
 import { dropSchema } from '../test/support/postgres.js';
 import { tempDir } from '../test/support/tmp.js';
 import type { BenchOptions, BenchResult } from './lib.js';
+import { acquirePaced, EVERY_MS, TTL_MS } from './paced-acquire.js';
 
-const TTL_MS = 10_000;
-const EVERY_MS = Math.floor(TTL_MS / 3);
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env['LEASEHOLD_BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
@@ -40,22 +39,7 @@ async function holdMany(
   const held: Lease[] = [];
   const run = randomBytes(3).toString('hex');
   try {
-    const spacing = EVERY_MS / leases;
-    const start = performance.now();
-    for (let i = 0; i < leases; i++) {
-      const r = await client.acquire(`bench/renew/${run}/${i}`, {
-        ttl: TTL_MS,
-        renewEvery: EVERY_MS,
-      });
-      if (r.status !== 'acquired') throw new Error(`acquire ${i}: ${r.status}`);
-      held.push(r.lease);
-      const wait = start + (i + 1) * spacing - performance.now();
-      // Behind schedule (a slow store) it still yields to timers: acquisitions that answer
-      // within a microtask would otherwise run as one task for as long as they take, and the
-      // first leases expired before their renewal timers could fire (seen on a loaded
-      // machine: 763 of 10,000 leases lost on SQLite, whose grants wait for an fsync).
-      await new Promise((res) => (wait > 0 ? setTimeout(res, wait) : setImmediate(res)));
-    }
+    await acquirePaced(client, `bench/renew/${run}`, leases, held);
     store.reset();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
