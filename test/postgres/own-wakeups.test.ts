@@ -49,6 +49,35 @@ describe('PostgresLeaseStore wakes its own watchers from its answers (decision 0
     await dropSchema(schema);
   });
 
+  /**
+   * The commit records since `start`, each with whether it was flushed when this is called
+   * (right after the answer being checked), and the xid of `key`'s row (its last writer). The
+   * read ends at the flush position of now: pg_walinspect reads no further, and other sessions
+   * may have inserted WAL beyond it; a commit flushed only after the answer is still found,
+   * and told apart by `flushed`.
+   */
+  async function grantCommit(
+    key: string,
+    start: string,
+  ): Promise<{ xmin: string; commits: { xid: string; flushed: boolean }[] }> {
+    const flushed = (
+      await admin.query<{ l: string }>('SELECT pg_current_wal_flush_lsn()::text AS l')
+    ).rows[0]!.l;
+    const xmin = (
+      await admin.query<{ x: string }>(
+        `SELECT xmin::text AS x FROM ${table} WHERE resource_key = $1`,
+        [key],
+      )
+    ).rows[0]!.x;
+    const commits = await admin.query<{ xid: string; flushed: boolean }>(
+      `SELECT xid::text AS xid, end_lsn <= $2::pg_lsn AS flushed
+       FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
+       WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'`,
+      [start, flushed],
+    );
+    return { xmin, commits: commits.rows };
+  }
+
   it('wakes a watcher before its own release is answered, once, and still wakes on a foreign release', async () => {
     const mine = uniqueKey('mine');
     const foreign = uniqueKey('foreign');
@@ -130,29 +159,12 @@ describe('PostgresLeaseStore wakes its own watchers from its answers (decision 0
     const second = ask(key);
     const t2 = tokenOf(await store.tryAcquire(second, OPTS()));
     assert.equal(t2, t1 + 1n);
-    const flushed = (
-      await admin.query<{ l: string }>('SELECT pg_current_wal_flush_lsn()::text AS l')
-    ).rows[0]!.l;
     // The commit records of the release and of the grant, found by their transaction ids.
-    const xmin = (
-      await admin.query<{ x: string }>(
-        `SELECT xmin::text AS x FROM ${table} WHERE resource_key = $1`,
-        [key],
-      )
-    ).rows[0]!.x;
-    // Read up to the flush position of now (pg_walinspect reads no further; other sessions
-    // may have inserted WAL beyond it): a commit flushed only after the grant answered is
-    // still found, and told apart by `flushed`.
-    const commits = await admin.query<{ xid: string; end_lsn: string; flushed: boolean }>(
-      `SELECT xid::text AS xid, end_lsn::text AS end_lsn, end_lsn <= $2::pg_lsn AS flushed
-       FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
-       WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'`,
-      [start, flushed],
-    );
-    const grant = commits.rows.find((c) => c.xid === xmin);
+    const { xmin, commits } = await grantCommit(key, start);
+    const grant = commits.find((c) => c.xid === xmin);
     assert.ok(grant, `the grant's commit record (xid ${xmin}) is in the WAL`);
     assert.equal(grant.flushed, true, "the grant's commit was flushed before it answered");
-    const release = commits.rows.find((c) => c.xid === releaseXid);
+    const release = commits.find((c) => c.xid === releaseXid);
     assert.ok(release, `the release's commit record (xid ${releaseXid}) is in the WAL`);
     assert.equal(release.flushed, true, "the release's commit was flushed with the grant's");
   });
@@ -175,22 +187,8 @@ describe('PostgresLeaseStore wakes its own watchers from its answers (decision 0
       const first = ask(key);
       const t1 = tokenOf(await offStore.tryAcquire(first, OPTS()));
       // Read at once after the answer: nothing else of ours wrote since.
-      const flushed = (
-        await admin.query<{ l: string }>('SELECT pg_current_wal_flush_lsn()::text AS l')
-      ).rows[0]!.l;
-      const xmin = (
-        await admin.query<{ x: string }>(
-          `SELECT xmin::text AS x FROM ${table} WHERE resource_key = $1`,
-          [key],
-        )
-      ).rows[0]!.x;
-      const commits = await admin.query<{ xid: string; flushed: boolean }>(
-        `SELECT xid::text AS xid, end_lsn <= $2::pg_lsn AS flushed
-         FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_insert_lsn())
-         WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'`,
-        [start, flushed],
-      );
-      const grant = commits.rows.find((c) => c.xid === xmin);
+      const { xmin, commits } = await grantCommit(key, start);
+      const grant = commits.find((c) => c.xid === xmin);
       assert.ok(grant, `the grant's commit record (xid ${xmin}) is in the WAL`);
       assert.equal(grant.flushed, true, "the grant's commit was flushed before it answered");
       // The commit modes are the transaction's own: the session's default is untouched.
