@@ -8,12 +8,13 @@ import { stagedPostgresRow } from './pointers.js';
 
 // The publish statement of pointer store version 5 (decision 025): one scalar call that
 // bounds its own lock waits by the store's timeout, and that writes exactly what version 4's
-// function writes, so processes of either version can publish to one catalog.
+// function writes, so processes of either version can publish to one catalog. Version 6
+// (decision 027): both registry rows in one statement, updated in place (no collector index).
 
 const KEY = 'report/publish';
 const P = 'leasehold_catalog';
 
-describe('PostgreSQL catalog publish (version 5 function)', () => {
+describe('PostgreSQL catalog publish (version 5 call, version 6 function)', () => {
   const schema = uniqueSchema('catalog_pub');
   const t = (s: string): string => `"${schema}".${P}_${s}`;
   let pool: pg.Pool;
@@ -139,4 +140,108 @@ describe('PostgreSQL catalog publish (version 5 function)', () => {
       }
     });
   }
+
+  /** The registry rows of `name`: handle → [state, referenced (unreferenced_at is NULL)]. */
+  async function registry(name: string): Promise<Map<string, [string, boolean]>> {
+    const r = await pool.query<{ handle: string; state: string; referenced: boolean }>(
+      `SELECT handle, state, unreferenced_at IS NULL AS referenced FROM ${t('object')} WHERE name = $1`,
+      [name],
+    );
+    return new Map(r.rows.map((x) => [x.handle, [x.state, x.referenced]]));
+  }
+
+  it('the registry rows: the new one published and referenced, the replaced one unreferenced; the same handle again; a replaced row already gone', async () => {
+    const name = 'reports/registry';
+    const h1 = await staged(name, 5n);
+    const h2 = await staged(name, 5n);
+    await publish(name, h1, 5n);
+    assert.equal((await publish(name, h2, 5n)).status, 'applied');
+    assert.deepEqual(
+      await registry(name),
+      new Map([
+        [h1, ['published', false]],
+        [h2, ['published', true]],
+      ]),
+    );
+    // The visible handle once more: one row in the statement, still referenced.
+    assert.deepEqual(await publish(name, h2, 5n), {
+      status: 'applied',
+      version: 3,
+      previousHandle: h2,
+    });
+    assert.deepEqual((await registry(name)).get(h2), ['published', true]);
+    // A replaced row that is gone (removed by hand) does not stop the publish.
+    await pool.query(`DELETE FROM ${t('object')} WHERE handle = $1`, [h2]);
+    assert.deepEqual(await publish(name, h1, 5n), {
+      status: 'applied',
+      version: 4,
+      previousHandle: h2,
+    });
+    assert.deepEqual(await registry(name), new Map([[h1, ['published', true]]]));
+  });
+
+  it("a collector's tombstone that commits while the publish waits on the object row: not_staged, nothing moved", async () => {
+    const name = 'reports/tombstoned-mid-publish';
+    const h1 = await staged(name, 5n);
+    await publish(name, h1, 5n);
+    const h2 = await staged(name, 5n);
+    // A store whose lock timeout outlasts the hold below (this suite's store has 300 ms).
+    const patient = new PostgresPointerStore({ connectionString: PG_URL, schema, timeout: '30s' });
+    const collector = await pool.connect();
+    try {
+      await collector.query('BEGIN');
+      await collector.query(`UPDATE ${t('object')} SET state = 'tombstoned' WHERE handle = $1`, [
+        h2,
+      ]);
+      // The publish reads h2 as staged (the tombstone is not committed), moves the pointer,
+      // then waits for h2's row lock: seen in pg_stat_activity, not guessed.
+      const publishing = patient.publish({
+        name,
+        handle: h2,
+        token: 5n,
+        leaseKey: KEY,
+        leaseId: 'lease',
+        expectedVersion: undefined,
+        idempotencyKey: undefined,
+      });
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const w = await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`,
+          [`${P}_publish_v4`],
+        );
+        if (w.rows.length > 0) break;
+        assert.ok(Date.now() < deadline, 'the publish never waited on the object row');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await collector.query('COMMIT');
+      const r = await publishing;
+      assert.equal(r.status, 'not_staged');
+      // The whole publish rolled back: the pointer, the history and h1's row are as before.
+      const pointer = await store.pointer(name);
+      assert.equal(pointer?.handle, h1);
+      assert.equal(pointer?.version, 1);
+      assert.equal((await store.history(name, 10)).length, 1);
+      assert.deepEqual((await registry(name)).get(h1), ['published', true]);
+    } finally {
+      collector.release();
+      await patient.close();
+    }
+  });
+
+  it('the registry has no index but its primary key, and room for in-place updates', async () => {
+    const r = await pool.query<{ indexname: string }>(
+      `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = $2`,
+      [schema, `${P}_object`],
+    );
+    assert.deepEqual(
+      r.rows.map((x) => x.indexname),
+      [`${P}_object_pkey`],
+    );
+    const o = await pool.query<{ reloptions: string[] | null }>(
+      `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`,
+      [t('object')],
+    );
+    assert.deepEqual(o.rows[0]!.reloptions, ['fillfactor=80']);
+  });
 });

@@ -4,6 +4,7 @@ import { parseDuration, type Duration } from '../../../../core/duration.js';
 import { parseInt8Text } from '../../../../core/validate.js';
 import {
   checkIdentifier,
+  compileSql,
   lastResult,
   quoteIdent,
   quoteLiteral,
@@ -49,6 +50,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0003_mark_in_pointer.sql',
   '0004_publish_fast_path.sql',
   '0005_publish_scalar.sql',
+  '0006_publish_hot_registry.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
@@ -66,6 +68,8 @@ function catalogFiller(schema: string, prefix: string): (text: string) => string
     fence: t('fence'),
     fence_op: t('fence_op'),
     object_gc_index: quoteIdent(`${prefix}_object_gc`),
+    // The same index schema-qualified, for statements other than CREATE INDEX.
+    object_gc_index_qualified: `${q}.${quoteIdent(`${prefix}_object_gc`)}`,
   };
   return (text) => text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
 }
@@ -149,6 +153,8 @@ export class PostgresPointers implements PointerStore {
   private readonly timeoutMs: number;
   private readonly migrations: Migration[];
   private readonly sql: Record<keyof typeof Q, string>;
+  /** The publish statement, split at its `$n` once (it runs for every publish). */
+  private readonly publishSql: ReturnType<typeof compileSql>;
   private readonly strict: string;
   private ready: Promise<void> | undefined;
   private closed = false;
@@ -182,6 +188,7 @@ export class PostgresPointers implements PointerStore {
     this.sql = Object.fromEntries(
       Object.entries(Q).map(([k, v]) => [k, fill(v)]),
     ) as typeof this.sql;
+    this.publishSql = compileSql(this.sql.PUBLISH);
     this.description = `postgres:${this.schema}.${prefix}`;
   }
 
@@ -204,7 +211,7 @@ export class PostgresPointers implements PointerStore {
   async publish(req: PublishRequest): Promise<PublishResult> {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the catalog pointer store was closed');
     await this.ensureReady();
-    const statement = renderSql(this.sql.PUBLISH, [
+    const statement = this.publishSql([
       req.name,
       req.handle,
       req.token,
