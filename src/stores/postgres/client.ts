@@ -228,6 +228,9 @@ export function compileSql(sql: string): (params: readonly SqlParam[]) => string
   };
 }
 
+/** What {@link quoteLiteral} changes or refuses in a string. */
+const NEEDS_QUOTING = /['\\\u0000]/;
+
 function renderParam(params: readonly SqlParam[], digits: string): string {
   const i = Number(digits) - 1;
   if (i < 0 || i >= params.length) throw new Error(`statement refers to missing $${digits}`);
@@ -235,6 +238,11 @@ function renderParam(params: readonly SqlParam[], digits: string): string {
   if (v === null || v === undefined) return 'NULL';
   if (typeof v === 'object') {
     if (v.length === 0) return `'{}'::text[]`;
+    // Elements with no quote, backslash or NUL quote as themselves: one scan of all of them
+    // instead of three per element (a renewMany of 2,000 leases renders four such arrays).
+    if (!v.includes(null) && !NEEDS_QUOTING.test(v.join(''))) {
+      return `ARRAY['${v.join("', '")}']::text[]`;
+    }
     return `ARRAY[${v.map((x) => (x === null ? 'NULL' : quoteLiteral(x))).join(', ')}]::text[]`;
   }
   if (typeof v === 'bigint') return v.toString();
