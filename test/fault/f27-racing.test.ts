@@ -8,7 +8,9 @@ import { tempDir } from '../support/tmp.js';
 // F27: concurrent writers race at the resource with tokens in shuffled order. The fence's
 // check and advance are one statement inside the write's transaction, so the applied tokens
 // form a non-decreasing serial order; a check-then-write control lets racing writes land out
-// of order.
+// of order. The control's race is driven, not hoped for: after the racing writes, one writer
+// passes the mark's check with a lower token and is stopped there (SIGSTOP), another writes
+// a higher token, then the first goes on (SIGCONT) and its write lands after the higher one.
 const WORKERS = 4;
 const PER_WORKER = 15;
 
@@ -48,6 +50,27 @@ async function race(variant: 'atomic' | 'check_then_write'): Promise<{
         }
       }),
     );
+    if (variant === 'check_then_write') {
+      const [low, high] = [workers[0]!, workers[1]!];
+      const write = (w: (typeof workers)[number], token: bigint, stop: boolean) =>
+        h.write(w, {
+          scope: 'job',
+          value: `${w.name}:${token}`,
+          fenced: true,
+          check: false,
+          token: String(token),
+          explicitToken: true,
+          variant,
+          ...(stop ? { stopAfterMarkCheck: true } : {}),
+        });
+      const next = BigInt(tokens.length);
+      const checked = low.next('checked');
+      const late = write(low, next + 1n, true);
+      await checked;
+      await write(high, next + 2n, false);
+      low.signal('SIGCONT');
+      await late;
+    }
     const { report } = await h.finish();
     return {
       staleAccepted: report.figures.staleWritesAccepted,

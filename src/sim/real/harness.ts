@@ -366,6 +366,7 @@ export class RealHarness {
       busyLoopMs?: number;
       busyUntilFile?: string;
       stopAfterData?: boolean;
+      stopAfterMarkCheck?: boolean;
       slowCommitMs?: number;
       explicitToken?: boolean;
       variant?: 'atomic' | 'split_mark' | 'check_then_write';
@@ -396,6 +397,9 @@ export class RealHarness {
       ...(req.busyLoopMs === undefined ? {} : { busyLoopMs: req.busyLoopMs }),
       ...(req.busyUntilFile === undefined ? {} : { busyUntilFile: req.busyUntilFile }),
       ...(req.stopAfterData === undefined ? {} : { stopAfterData: req.stopAfterData }),
+      ...(req.stopAfterMarkCheck === undefined
+        ? {}
+        : { stopAfterMarkCheck: req.stopAfterMarkCheck }),
       ...(req.slowCommitMs === undefined ? {} : { slowCommitMs: req.slowCommitMs }),
       ...(req.explicitToken === true ? { token: req.token } : {}),
       ...(req.variant === undefined ? {} : { variant: req.variant }),

@@ -55,6 +55,12 @@ export type WorkerRequest =
        * `data_committed` and stop this process with SIGSTOP (F26: the harness kills it there).
        */
       readonly stopAfterData?: boolean;
+      /**
+       * `check_then_write` only: after the mark's check passed and before the write, report
+       * `checked` and stop this process with SIGSTOP (F27: the harness lets a higher token
+       * write meanwhile, then sends SIGCONT). Outside any transaction, as `stopAfterCheck`.
+       */
+      readonly stopAfterMarkCheck?: boolean;
       /** Spin this long inside the write transaction, after reporting `writing` (F26). */
       readonly slowCommitMs?: number;
       /**

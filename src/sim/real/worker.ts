@@ -347,6 +347,10 @@ async function main(): Promise<void> {
             log.run(row('rejected', hwm.toString()));
             return { status: 'stale_fence', t: sharedNow(), token, validAfter };
           }
+          if (req.stopAfterMarkCheck === true) {
+            await send({ event: 'checked', t: sharedNow() } satisfies WorkerNotice);
+            process.kill(process.pid, 'SIGSTOP');
+          }
           if (req.slowCommitMs !== undefined) spin(req.slowCommitMs);
           db.transaction(() => {
             upsert.run({ scope: req.scope, body: req.value, token });
