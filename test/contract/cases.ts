@@ -578,6 +578,16 @@ export const contractCases: ContractCase[] = [
             });
           }
         };
+        const until = async (ok: () => boolean, what: string): Promise<void> => {
+          const deadline = performance.now() + 3000;
+          while (!ok()) {
+            assert.ok(performance.now() < deadline, `${what} within 3 s: ${calls.join(', ')}`);
+            await new Promise<void>((resolve) => {
+              notify = resolve;
+              setTimeout(resolve, 100);
+            });
+          }
+        };
         try {
           for (let i = 0; i < 3; i++) {
             const leaseId = randomUUID();
@@ -595,6 +605,11 @@ export const contractCases: ContractCase[] = [
               'released',
             );
             await next(`release ${i + 1}`, before + 1);
+            // A release is never told as a grant: one of its notifications has no value.
+            await until(
+              () => calls.slice(before).some((c) => c === undefined),
+              `release ${i + 1} told without 'granted'`,
+            );
           }
           // Whatever a store cannot tell apart it reports without a value; it never calls a
           // release a grant.

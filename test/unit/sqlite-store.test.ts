@@ -167,6 +167,58 @@ describe('SqliteLeaseStore with groupCommit', () => {
   });
   const walSize = (path: string): number => statSync(`${path}-wal`).size;
 
+  for (const groupCommit of [true, false]) {
+    it(`tells this process's watchers a grant as 'granted' and a release without a value, a hand-off that grants as 'granted' (groupCommit ${groupCommit})`, () =>
+      withDb(async (path) => {
+        const store = new SqliteLeaseStore({ path, groupCommit });
+        const watcher = new SqliteLeaseStore({ path });
+        const told: Array<string | undefined> = [];
+        const unwatch = await watcher.watch('k', (change) => told.push(change));
+        // Same-process notifications are microtasks queued at the commit: a turn is enough.
+        // The sidecar's file events (for other processes) may add calls without a value at
+        // any time, so the checks count the 'granted' ones.
+        const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
+        const grants = (): number => told.filter((c) => c === 'granted').length;
+        try {
+          const a = request('k');
+          const granted = await store.tryAcquire(a, opts());
+          assert.equal(granted.status, 'acquired');
+          if (granted.status !== 'acquired') return;
+          await settle();
+          assert.equal(grants(), 1, told.join());
+          assert.ok(told.every((c) => c === undefined || c === 'granted'));
+          const b = request('k');
+          const handed = await store.releaseAndAcquire(
+            { key: 'k', leaseId: a.leaseId, token: granted.token },
+            b,
+            opts(),
+          );
+          assert.equal(handed.acquired.status, 'acquired');
+          if (handed.acquired.status !== 'acquired') return;
+          await settle();
+          // Held again: a waiter of this process need not look.
+          assert.equal(grants(), 2, told.join());
+          const beforeRelease = told.length;
+          assert.equal(
+            (
+              await store.release(
+                { key: 'k', leaseId: b.leaseId, token: handed.acquired.token },
+                opts(),
+              )
+            ).status,
+            'released',
+          );
+          await settle();
+          assert.equal(grants(), 2, 'a release is never told as a grant');
+          assert.ok(told.slice(beforeRelease).includes(undefined));
+        } finally {
+          unwatch();
+          await store.close();
+          await watcher.close();
+        }
+      }));
+  }
+
   it('writes the grants asked for in one loop turn in one transaction: a fraction of the WAL frames', () =>
     withDb(async (path) => {
       const grouped = new SqliteLeaseStore({ path, groupCommit: true });

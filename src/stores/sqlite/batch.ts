@@ -113,8 +113,11 @@ export interface LeaseBatchContext {
   readonly bootId: string;
   /** The grants' durability barrier: an fdatasync of the WAL. */
   readonly wal: WalSync;
-  /** Called after the commit with the keys whose grants and releases committed. */
-  readonly changed: (keys: string[]) => void;
+  /**
+   * Called after the commit with the keys whose grants and releases committed, and those of
+   * them whose last write granted them.
+   */
+  readonly changed: (keys: string[], granted: ReadonlySet<string>) => void;
 }
 
 /**
@@ -155,7 +158,13 @@ export function createLeaseBatch(ctx: LeaseBatchContext): GroupCommit<Write, Wri
     const results = writeAll(writes);
     // Grants and releases wake waiters (in this process and, through the sidecar, others).
     const changed = writes.filter((w, i) => w.kind !== 'renew' && isDone(results[i]));
-    ctx.changed(changed.map((w) => (w.kind === 'grant' ? w.request.key : w.key)));
+    // Per key, whether its last write in this commit granted it (then it is held again).
+    const last = new Map<string, boolean>();
+    for (const w of changed)
+      last.set(w.kind === 'grant' ? w.request.key : w.key, w.kind === 'grant');
+    const granted = new Set<string>();
+    for (const [key, grant] of last) if (grant) granted.add(key);
+    ctx.changed([...last.keys()], granted);
     // The batch's grants share one sync, started here rather than by each caller a few
     // microtasks later, so that close() finds it running and waits for it.
     let durable: Promise<void> | undefined;

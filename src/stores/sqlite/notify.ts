@@ -11,8 +11,13 @@ import { basename, dirname } from 'node:path';
  * and then sleep through the release. The sidecar cannot say which key changed, so every
  * waiter on the file re-checks — a read, which costs no write.
  */
+/** What a listener is told: `'granted'` when the key's last committed write granted it. */
+type Listener = (change?: 'granted') => void;
+
+const NONE: ReadonlySet<string> = new Set();
+
 class ChangeFeed {
-  private readonly byKey = new Map<string, Set<() => void>>();
+  private readonly byKey = new Map<string, Set<Listener>>();
   private watcher: FSWatcher | undefined;
   private refs = 0;
   private scheduled = false;
@@ -23,15 +28,22 @@ class ChangeFeed {
     this.notifyPath = `${path}-notify`;
   }
 
-  /** Tells other processes that something on `key` committed. Call after the commit. */
-  announce(key: string): void {
-    this.announceAll([key]);
+  /**
+   * Tells this process's listeners and other processes that something on `key` committed.
+   * Call after the commit. `'granted'`: the key's last write granted it, so it is held (this
+   * process's waiters need not look; other processes cannot be told which, and look).
+   */
+  announce(key: string, change?: 'granted'): void {
+    this.announceAll([key], change === 'granted' ? new Set([key]) : NONE);
   }
 
-  /** {@link announce} for several keys that committed together: one touch of the sidecar. */
-  announceAll(keys: readonly string[]): void {
+  /**
+   * {@link announce} for several keys that committed together: one touch of the sidecar.
+   * `granted`: those of `keys` whose last write in the commit granted them.
+   */
+  announceAll(keys: readonly string[], granted: ReadonlySet<string> = NONE): void {
     if (keys.length === 0) return;
-    for (const key of keys) this.notifyKey(key);
+    for (const key of keys) this.notifyKey(key, granted.has(key) ? 'granted' : undefined);
     try {
       if (this.notifyFd === undefined) this.notifyFd = openSync(this.notifyPath, 'a');
       const now = new Date();
@@ -58,7 +70,7 @@ class ChangeFeed {
     return false;
   }
 
-  subscribe(key: string, listener: () => void): () => void {
+  subscribe(key: string, listener: Listener): () => void {
     this.ensureWatcher();
     let set = this.byKey.get(key);
     if (set === undefined) this.byKey.set(key, (set = new Set()));
@@ -69,10 +81,10 @@ class ChangeFeed {
     };
   }
 
-  notifyKey(key: string): void {
+  notifyKey(key: string, change?: 'granted'): void {
     const set = this.byKey.get(key);
     if (set === undefined) return;
-    for (const fn of [...set]) queueMicrotask(fn);
+    for (const fn of [...set]) queueMicrotask(() => fn(change));
   }
 
   private notifyAll(): void {

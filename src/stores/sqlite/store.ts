@@ -12,6 +12,7 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
+  WatchChange,
 } from '../../core/store.js';
 import type { LeaseState, StoreCapabilities } from '../../core/types.js';
 import {
@@ -135,7 +136,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
         guard: this.guard,
         bootId: this.bootId,
         wal: this.wal,
-        changed: (keys) => this.feed.announceAll(keys),
+        changed: (keys, granted) => this.feed.announceAll(keys, granted),
       });
     }
     this.feed = retainChangeFeed(this.path);
@@ -160,7 +161,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
         const expiresWallMs = Date.now() + request.ttlMs;
         const granted = this.tx.acquire(grantParams(request, nowUs, expiresWallMs, this.bootId));
         if (granted !== undefined) {
-          this.feed.announce(request.key);
+          this.feed.announce(request.key, 'granted');
           return { status: 'acquired', token: granted.token, expiresAtWallMs: expiresWallMs };
         }
         // Another process won the key between our read and our write: read again.
@@ -316,7 +317,10 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
         release: { key: release.key, leaseId: release.leaseId, token: release.token },
         acquire: grantParams(acquire, nowUs, expiresWallMs, this.bootId),
       });
-      if (r.released || r.granted !== undefined) this.feed.announce(acquire.key);
+      // Granted: the key is held again, and this process's waiters are told so (they need
+      // not look); a release that granted nothing freed it.
+      if (r.granted !== undefined) this.feed.announce(acquire.key, 'granted');
+      else if (r.released) this.feed.announce(acquire.key);
       return { ...r, expiresWallMs, nowUs };
     });
     if (handed.granted !== undefined) await this.durable();
@@ -365,7 +369,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
     });
   }
 
-  watch(key: string, onChange: () => void): Promise<Unwatch> {
+  watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     if (this.closed) return Promise.reject(closedError());
     return Promise.resolve(this.feed.subscribe(key, onChange));
   }
