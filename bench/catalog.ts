@@ -26,6 +26,31 @@ const RAW_UPDATE_PG = `UPDATE report_catalog SET visible_object = $1, accepted_f
 const RAW_UPDATE_SQLITE = `UPDATE report_catalog SET visible_object = ?, accepted_fence = ?,
   published_at = unixepoch('subsec') WHERE report_id = ? AND accepted_fence <= ?`;
 
+/**
+ * The floor of any publish that keeps the issue's history: the pointer's move (with the mark's
+ * check) and one history row, in one PL/pgSQL call, and nothing else — no check of the object,
+ * no collector bookkeeping, so not safe to use. On the catalog's own tables, for names of its
+ * own. $1 name, $2 handle, $3 token, $4 lease id.
+ */
+const FLOOR_FN = (schema: string): string => `
+CREATE OR REPLACE FUNCTION ${schema}.bench_publish_floor(
+  p_name text, p_handle text, p_token bigint, p_lease_id text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE v bigint; prev text; t timestamptz := clock_timestamp();
+BEGIN
+  UPDATE ${schema}.leasehold_catalog_pointer p SET handle = p_handle, token = p_token,
+      lease_id = p_lease_id, version = p.version + 1, published_at = t, high_water = p_token,
+      previous_handle = p.handle
+    WHERE p.name = p_name AND p.high_water <= p_token
+    RETURNING p.version, p.previous_handle INTO v, prev;
+  INSERT INTO ${schema}.leasehold_catalog_history (name, version, handle, token, lease_key,
+      lease_id, size, checksum, published_at)
+    SELECT p_name, v, p_handle, p_token, p.lease_key, p_lease_id, p.size, p.checksum, t
+    FROM ${schema}.leasehold_catalog_pointer p WHERE p.name = p_name;
+  RETURN v::text || ' ' || COALESCE(prev, '');
+END
+$fn$`;
+
 function lease(token: bigint): CatalogLease {
   return { key: 'report/bench', leaseId: randomUUID(), token, remainingMs: () => 60_000 };
 }
@@ -204,6 +229,16 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const l = lease(5n);
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
+      // The floor's own names, each with a pointer row made by one real publish.
+      const floorNames = names.map((n) => n.replace('/bench-', '/floor-'));
+      const floorHandles = await prepare(catalog, floorNames, l);
+      for (const [w, n] of floorNames.entries()) {
+        const r = await catalog.publish(l, n, floorHandles[w]![0]!);
+        if (r.status !== 'applied') throw new Error(`bench floor setup: ${r.status}`);
+      }
+      await admin.query(FLOOR_FN(schema));
+      const floorPool = poolFor('floor');
+      const floorTurn = new Uint32Array(names.length);
       const cpuOf = (what: string) => (): Promise<number> => backendCpuMs(admin, app(what));
       const subjects: Subject[] = [
         {
@@ -225,6 +260,20 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
           },
         },
         {
+          subject: 'floor: pointer move + history row only (pg, not safe)',
+          notes:
+            'the same pointer UPDATE and history INSERT in one PL/pgSQL call, without the object check or the collector bookkeeping: what any publish that keeps a history costs at least',
+          serverCpuMs: cpuOf('floor'),
+          cycle: async (w) => {
+            const k = (floorTurn[w] = (floorTurn[w] ?? 0) + 1) % 2;
+            await floorPool.query(`SELECT ${schema}.bench_publish_floor($1, $2, 5, $3)`, [
+              floorNames[w],
+              floorHandles[w]![k],
+              l.leaseId,
+            ]);
+          },
+        },
+        {
           subject: 'leasehold catalog.publish (pg)',
           notes:
             'one call of the publish function (mark in the pointer row, pointer, history, registry): one round trip, one commit',
@@ -239,7 +288,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       results.push(...(await interleaved(subjects, 'publish pg', workers, o)));
       await catalog.close();
       await fence.close();
-      for (const p of [rawPool, fencePool, catalogPool]) await p.end();
+      for (const p of [rawPool, fencePool, floorPool, catalogPool]) await p.end();
     }
 
     // SQLite: synchronous, one handle each; WAL + synchronous FULL on both sides. With 4

@@ -37,28 +37,12 @@ export const SELECT_LIST = `
 SELECT ${ENTRY_COLUMNS} FROM {{pointer}} WHERE starts_with(name, $1) ORDER BY name LIMIT $2`;
 
 /**
- * $1 retention ms, $2 limit. Tombstones rows unreferenced for longer than the retention by
- * the database clock that no pointer shows, skipping rows a publish holds locked (the outer
- * WHERE is re-checked on the row's newest version, so a row a publish has just referenced is
- * never marked); then returns every tombstoned row, those of an earlier crashed run too.
+ * $1 retention ms, $2 limit. The collector's tombstoning (migration 0007's function): locks
+ * the rows unreferenced for longer than the retention by the database clock that no pointer
+ * shows, skipping rows a publish holds, re-checks them with a snapshot taken after the locks
+ * and tombstones them; then returns every tombstoned row, those of an earlier crashed run too.
  */
-export const TOMBSTONE = `
-WITH marked AS (
-  UPDATE {{object}} o SET state = 'tombstoned'
-  WHERE o.handle IN (
-      SELECT c.handle FROM {{object}} c
-      WHERE c.unreferenced_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
-        AND c.state <> 'tombstoned'
-      LIMIT $2 FOR UPDATE SKIP LOCKED)
-    AND o.unreferenced_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
-    AND o.state <> 'tombstoned'
-    AND NOT EXISTS (SELECT 1 FROM {{pointer}} p WHERE p.handle = o.handle)
-  RETURNING o.handle, COALESCE(o.size, 0) AS size
-)
-SELECT handle, size::text FROM marked
-UNION ALL
-(SELECT handle, COALESCE(size, 0)::text FROM {{object}}
- WHERE state = 'tombstoned' AND handle NOT IN (SELECT handle FROM marked) LIMIT $2)`;
+export const TOMBSTONE = `SELECT handle, size::text FROM {{tombstone_fn}}($1::bigint, $2::integer)`;
 
 /** $1 handles (text[]). */
 export const FORGET = `DELETE FROM {{object}} WHERE handle = ANY($1::text[]) AND state = 'tombstoned'`;

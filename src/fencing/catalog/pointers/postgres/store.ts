@@ -29,7 +29,9 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
   readonly schema?: string;
   /**
    * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
-   * `_history`, `_object`, `_publish_v3` and `_publish_v4` (functions) and `_fence` / `_fence_op` (a
+   * `_history`, `_object`, `_gc_mark` (how far the collector has read the history),
+   * `_publish_v3`, `_publish_v4`, `_tombstone` and `_tombstone_guard` (functions) and
+   * `_fence` / `_fence_op` (a
    * {@link PostgresFence}'s tables: marks of names not yet published, idempotency keys).
    * Defaults to `leasehold_catalog`.
    */
@@ -51,6 +53,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0004_publish_fast_path.sql',
   '0005_publish_scalar.sql',
   '0006_publish_hot_registry.sql',
+  '0007_publish_share_lock.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
@@ -65,6 +68,10 @@ function catalogFiller(schema: string, prefix: string): (text: string) => string
     publish_or_raise_fn: t('publish_or_raise'),
     publish_v3_fn: t('publish_v3'),
     publish_v4_fn: t('publish_v4'),
+    tombstone_fn: t('tombstone'),
+    gc_mark: t('gc_mark'),
+    tombstone_guard_fn: t('tombstone_guard'),
+    tombstone_guard: quoteIdent(`${prefix}_tombstone_guard`),
     fence: t('fence'),
     fence_op: t('fence_op'),
     object_gc_index: quoteIdent(`${prefix}_object_gc`),
