@@ -146,6 +146,20 @@ describe('PostgreSQL catalog publish (version 5 call, version 7 function)', () =
     });
   }
 
+  /** Resolves once a statement calling the catalog function `<prefix>_<fn>` waits on a lock (seen, not guessed). */
+  async function waitingOnLock(fn: string, never: string): Promise<void> {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const w = await pool.query(
+        `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`,
+        [`${P}_${fn}`],
+      );
+      if (w.rows.length > 0) return;
+      assert.ok(Date.now() < deadline, never);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
   /**
    * The registry rows of `name`: handle → [visible (the pointer shows it), the time its
    * retention counts from in ms (unreferenced_at), or null].
@@ -227,16 +241,7 @@ describe('PostgreSQL catalog publish (version 5 call, version 7 function)', () =
       await blocker.query('BEGIN');
       await blocker.query(`SELECT 1 FROM ${t('gc_mark')} WHERE name = $1 FOR UPDATE`, [name]);
       const collecting = patient.tombstone(60_000, 100);
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        const w = await pool.query(
-          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`,
-          [`${P}_tombstone`],
-        );
-        if (w.rows.length > 0) break;
-        assert.ok(Date.now() < deadline, 'the collection never waited on its mark');
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await waitingOnLock('tombstone', 'the collection never waited on its mark');
       // Meanwhile z replaces y (v3) and commits: y is unreferenced now, its row still says
       // an hour ago, and the collection's history read did not see v3.
       assert.equal((await publish(name, z, 5n)).status, 'applied');
@@ -286,16 +291,7 @@ describe('PostgreSQL catalog publish (version 5 call, version 7 function)', () =
         expectedVersion: undefined,
         idempotencyKey: undefined,
       });
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        const w = await pool.query(
-          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`,
-          [`${P}_publish_v4`],
-        );
-        if (w.rows.length > 0) break;
-        assert.ok(Date.now() < deadline, 'the publish never waited on the object row');
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await waitingOnLock('publish_v4', 'the publish never waited on the object row');
       await collector.query('COMMIT');
       const r = await publishing;
       assert.equal(r.status, 'not_staged');
@@ -331,11 +327,19 @@ describe('PostgreSQL catalog publish (version 5 call, version 7 function)', () =
         RETURNING o.handle
       )
       SELECT handle FROM marked`;
-    await assert.rejects(pool.query(oldTombstone), (err: unknown) => {
-      assert.equal((err as { code?: unknown }).code, 'LHC02');
-      assert.match(String(err), /upgrade the process that runs gc/);
-      return true;
-    });
+    const old = await pool.connect();
+    try {
+      await assert.rejects(old.query(oldTombstone), (err: unknown) => {
+        assert.equal((err as { code?: unknown }).code, 'LHC02');
+        assert.match(String(err), /upgrade the process that runs gc/);
+        return true;
+      });
+      // The server sends the error before it ends the statement's transaction (and releases
+      // the row locks its FOR UPDATE took): the next answer on the same connection comes after.
+      await old.query('SELECT 1');
+    } finally {
+      old.release();
+    }
     const r = await pool.query<{ state: string }>(
       `SELECT state FROM ${t('object')} WHERE handle = $1`,
       [h1],
