@@ -105,6 +105,47 @@ export const SELECT_LIST = `
 SELECT * FROM {{pointer}} WHERE name >= @lo AND name < @hi ORDER BY name LIMIT @limit`;
 
 /**
+ * The history rows the collector has not read (past each name's mark), from the row at the
+ * mark on (its handle is what the next row replaced), with the handle each one replaced.
+ */
+const UNREAD_HISTORY = `
+WITH names AS (
+  SELECT p.name, COALESCE(m.version, 0) AS wm
+  FROM {{pointer}} p LEFT JOIN {{gc_mark}} m ON m.name = p.name
+  WHERE p.version > COALESCE(m.version, 0)
+), unread AS (
+  SELECT h.name, n.wm, h.version, h.handle, h.published_ms,
+    lag(h.handle) OVER (PARTITION BY h.name ORDER BY h.version) AS replaced
+  FROM names n JOIN {{history}} h ON h.name = n.name AND h.version >= n.wm
+)`;
+
+/**
+ * No params. The collector's first step (decision 028): every object a publish replaced since
+ * the collector last read the history stopped being referenced at that publish (the latest
+ * one, if it was visible more than once); its retention starts then.
+ */
+export const START_RETENTION = `${UNREAD_HISTORY}, ends AS (
+  SELECT replaced AS handle, max(published_ms) AS t FROM unread
+  WHERE version > wm AND replaced IS NOT NULL AND replaced <> handle
+  GROUP BY replaced
+)
+UPDATE {{object}} AS o SET unreferenced_ms = e.t FROM ends AS e
+WHERE o.handle = e.handle AND o.state <> 'tombstoned'
+  AND (o.unreferenced_ms IS NULL OR o.unreferenced_ms < e.t)`;
+
+/** No params. Moves each name's mark to the last history row read (after START_RETENTION). */
+export const MOVE_GC_MARKS = `${UNREAD_HISTORY}
+INSERT INTO {{gc_mark}} (name, version)
+SELECT name, max(version) FROM unread WHERE true GROUP BY name
+ON CONFLICT (name) DO UPDATE SET version = max(version, excluded.version)`;
+
+/** No params. Lets this transaction tombstone rows (migration 0004's guard); removed before commit. */
+export const BEGIN_GC_SESSION = `INSERT INTO {{gc_session}} (id) VALUES (1)`;
+
+/** No params. */
+export const END_GC_SESSION = `DELETE FROM {{gc_session}}`;
+
+/**
  * Params: cutoff, limit. Marks rows unreferenced since before the cutoff that no pointer
  * shows. Runs inside the collector's immediate transaction, so no publish interleaves.
  */

@@ -33,6 +33,7 @@ export const SQLITE_CATALOG_MIGRATIONS = [
   '0001_catalog.sql',
   '0002_mark_in_pointer.sql',
   '0003_publish_fast_path.sql',
+  '0004_publish_without_registry.sql',
 ] as const;
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
@@ -143,6 +144,9 @@ export class SqlitePointerStore implements PointerStore {
       fence_op: `"${prefix}_fence_op"`,
       fence_closed_insert: `"${prefix}_fence_closed_insert"`,
       fence_closed_update: `"${prefix}_fence_closed_update"`,
+      gc_mark: `"${prefix}_gc_mark"`,
+      gc_session: `"${prefix}_gc_session"`,
+      tombstone_guard: `"${prefix}_tombstone_guard"`,
     };
     const fill = (text: string): string =>
       text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
@@ -166,14 +170,16 @@ export class SqlitePointerStore implements PointerStore {
         this.db.prepare(fill(sql)).safeIntegers(true),
       ]),
     ) as typeof this.s;
+    // One immediate transaction, so no publish runs in between: the retention starts from
+    // the history first, then the tombstones (decision 028).
     const gc = this.db.transaction((cutoff: number, limit: number): Tombstone[] => {
+      this.s.BEGIN_GC_SESSION.run();
+      this.s.START_RETENTION.run();
+      this.s.MOVE_GC_MARKS.run();
       this.s.TOMBSTONE.run({ cutoff, limit });
-      return (this.s.SELECT_TOMBSTONED.all({ limit }) as { handle: string; size: bigint }[]).map(
-        (r) => ({
-          handle: r.handle,
-          size: Number(r.size),
-        }),
-      );
+      const rows = this.s.SELECT_TOMBSTONED.all({ limit }) as { handle: string; size: bigint }[];
+      this.s.END_GC_SESSION.run();
+      return rows.map((r) => ({ handle: r.handle, size: Number(r.size) }));
     });
     this.gcTx = (cutoff, limit) => gc.immediate(cutoff, limit);
     // Nested in the batch's transaction, better-sqlite3 runs `one` in a savepoint: a refusal
@@ -262,8 +268,8 @@ export class SqlitePointerStore implements PointerStore {
    *
    * Without an idempotency key the common publish takes one UPDATE that checks all of that
    * and moves the pointer (PUBLISH_FAST) instead of two reads and an UPDATE, then the history
-   * row and the registry rows. When that UPDATE changes no row it wrote nothing, and the
-   * full decision below answers.
+   * row, and no registry row. When that UPDATE changes no row it wrote nothing, and the full
+   * decision below answers.
    */
   private decide(req: PublishRequest): PublishResult {
     const key = req.idempotencyKey;
@@ -280,9 +286,10 @@ export class SqlitePointerStore implements PointerStore {
         now,
       }) as { version: bigint; previous_handle: string | null } | undefined;
       if (moved !== undefined) {
+        // No registry row: the collector reads when the previous object was replaced from
+        // this history row (decision 028).
         this.s.INSERT_HISTORY_OF_POINTER.run({ name: req.name });
         const previousHandle = moved.previous_handle ?? undefined;
-        this.reference(req.handle, previousHandle, now);
         return { status: 'applied', version: Number(moved.version), previousHandle };
       }
     } else {
