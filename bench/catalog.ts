@@ -276,7 +276,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
         {
           subject: 'leasehold catalog.publish (pg)',
           notes:
-            'one call of the publish function (mark in the pointer row, pointer, history, registry): one round trip, one commit',
+            'one call of the publish function (the mark in the pointer row, pointer, history; the new object row locked, no registry row written, decision 028): one round trip, one commit',
           serverCpuMs: cpuOf('publish'),
           cycle: async (w) => {
             const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
@@ -305,6 +305,24 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       objects: new DirectoryObjectStore({ root: join(tmp.dir, 'sqlite-objects') }),
     });
     const l = lease(5n);
+    // The floor on SQLite: the pointer's move and the history row in one immediate
+    // transaction on the catalog's own file and tables (its own handle and names), nothing
+    // else — no object check, no collector bookkeeping, no group commit; not safe to use.
+    const floorDb = new Database(join(tmp.dir, 'catalog.db'));
+    floorDb.pragma('synchronous = FULL');
+    const floorMove = floorDb.prepare(`UPDATE leasehold_catalog_pointer SET handle = ?,
+      token = ?, lease_id = ?, version = version + 1, published_ms = ?, high_water = ?,
+      previous_handle = handle WHERE name = ? AND high_water <= ?`);
+    const floorHistory = floorDb.prepare(`INSERT INTO leasehold_catalog_history
+      (name, version, handle, token, lease_key, lease_id, size, checksum, published_ms, idempotency_key)
+      SELECT name, version, handle, token, lease_key, lease_id, size, checksum, published_ms, NULL
+      FROM leasehold_catalog_pointer WHERE name = ?`);
+    const floorPublish = floorDb
+      .transaction((name: string, handle: string): void => {
+        floorMove.run(handle, 5, l.leaseId, Date.now(), 5, name, 5);
+        floorHistory.run(name);
+      })
+      .immediate.bind(null);
     for (const workers of o.quick ? [1] : [1, 4]) {
       const names = Array.from({ length: workers }, (_, w) => `reports/bench-${workers}-${w}`);
       for (const n of names)
@@ -312,6 +330,13 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
       const flip = new Uint32Array(names.length);
+      const floorNames = names.map((n) => n.replace('/bench-', '/floor-'));
+      const floorHandles = await prepare(catalog, floorNames, l);
+      for (const [w, n] of floorNames.entries()) {
+        const r = await catalog.publish(l, n, floorHandles[w]![0]!);
+        if (r.status !== 'applied') throw new Error(`bench floor setup: ${r.status}`);
+      }
+      const floorTurn = new Uint32Array(names.length);
       results.push(
         ...(await interleaved(
           [
@@ -323,9 +348,19 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
               },
             },
             {
+              subject: 'floor: pointer move + history row only (sqlite, not safe)',
+              notes:
+                'the same UPDATE and history INSERT in one immediate transaction, without the object check, the collector bookkeeping or group commit: what any publish that keeps a history costs at least',
+              cycle: (w) => {
+                const k = (floorTurn[w] = (floorTurn[w] ?? 0) + 1) % 2;
+                floorPublish(floorNames[w]!, floorHandles[w]![k]!);
+                return Promise.resolve();
+              },
+            },
+            {
               subject: 'leasehold catalog.publish (sqlite)',
               notes:
-                'one immediate transaction (the mark in the pointer row, pointer, history, registry), shared by the publishes that meet, a savepoint each (decision 024)',
+                'one immediate transaction (the mark in the pointer row, pointer, history; no registry row, decision 028), shared by the publishes that meet, a savepoint each (decision 024)',
               cycle: async (w) => {
                 const k = (turn[w] = (turn[w] ?? 0) + 1) % 2;
                 const r = await catalog.publish(l, names[w]!, handles[w]![k]!);
@@ -340,6 +375,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       );
     }
     db.close();
+    floorDb.close();
 
     // Stage: a 64 KiB object vs writing the same file directly with the same durability.
     const body = randomBytes(64 * 1024);
