@@ -68,6 +68,24 @@ async function prepare(catalog: Catalog, names: string[], l: CatalogLease): Prom
 }
 
 /**
+ * The floor rows' own names (one per bench name), each with two staged handles and a pointer
+ * row made by one real publish, so the floor's statements find a row to move.
+ */
+async function floorSetup(
+  catalog: Catalog,
+  names: string[],
+  l: CatalogLease,
+): Promise<{ floorNames: string[]; floorHandles: string[][] }> {
+  const floorNames = names.map((n) => n.replace('/bench-', '/floor-'));
+  const floorHandles = await prepare(catalog, floorNames, l);
+  for (const [w, n] of floorNames.entries()) {
+    const r = await catalog.publish(l, n, floorHandles[w]![0]!);
+    if (r.status !== 'applied') throw new Error(`bench floor setup: ${r.status}`);
+  }
+  return { floorNames, floorHandles };
+}
+
+/**
  * The value a worker's next raw UPDATE writes: 0 and 1 in turn, per worker. One counter
  * shared by all workers (as before 2026-12-02) gave each of an even number of workers the
  * same value every time; SQLite does not rewrite a row whose bytes did not change, and a
@@ -229,13 +247,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const l = lease(5n);
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
-      // The floor's own names, each with a pointer row made by one real publish.
-      const floorNames = names.map((n) => n.replace('/bench-', '/floor-'));
-      const floorHandles = await prepare(catalog, floorNames, l);
-      for (const [w, n] of floorNames.entries()) {
-        const r = await catalog.publish(l, n, floorHandles[w]![0]!);
-        if (r.status !== 'applied') throw new Error(`bench floor setup: ${r.status}`);
-      }
+      const { floorNames, floorHandles } = await floorSetup(catalog, names, l);
       await admin.query(FLOOR_FN(schema));
       const floorPool = poolFor('floor');
       const floorTurn = new Uint32Array(names.length);
@@ -330,12 +342,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const handles = await prepare(catalog, names, l);
       const turn = new Uint32Array(names.length);
       const flip = new Uint32Array(names.length);
-      const floorNames = names.map((n) => n.replace('/bench-', '/floor-'));
-      const floorHandles = await prepare(catalog, floorNames, l);
-      for (const [w, n] of floorNames.entries()) {
-        const r = await catalog.publish(l, n, floorHandles[w]![0]!);
-        if (r.status !== 'applied') throw new Error(`bench floor setup: ${r.status}`);
-      }
+      const { floorNames, floorHandles } = await floorSetup(catalog, names, l);
       const floorTurn = new Uint32Array(names.length);
       results.push(
         ...(await interleaved(
