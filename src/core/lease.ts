@@ -332,8 +332,11 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     let result: RenewResult | undefined;
     let error: unknown;
     let threw = false;
+    // A background renewal nobody waits for answers no one: its result is not made (one
+    // object per renewal, the client's largest allocation with 10,000 leases held).
+    const want = this.renewalSettle !== undefined;
     try {
-      result = this.finishRenew(renewal.sentAt, renewal.scheduledFor, settled);
+      result = this.finishRenew(renewal.sentAt, renewal.scheduledFor, settled, want);
     } catch (err) {
       threw = true;
       error = err;
@@ -369,7 +372,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
       store.renew(ref, o),
     );
-    return this.finishRenew(sentAt, scheduledFor, settled);
+    return this.finishRenew(sentAt, scheduledFor, settled, true)!; // wanted: always a result
   }
 
   /**
@@ -380,7 +383,8 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     sentAt: number,
     scheduledFor: number,
     settled: Settled<StoreRenewResult>,
-  ): RenewResult {
+    want = true,
+  ): RenewResult | undefined {
     if (this.statusValue !== 'held') {
       // A late answer never resurrects a lease the client has already given up.
       return { status: 'lost', reason: this.reason ?? 'lost' };
@@ -432,7 +436,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
         lateMs: Math.max(0, sentAt - scheduledFor),
       });
     }
-    return { status: 'renewed', deadline: this.currentDeadline };
+    return want ? { status: 'renewed', deadline: this.currentDeadline } : undefined;
   }
 
   private heldMs(): number {

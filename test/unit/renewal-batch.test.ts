@@ -3,7 +3,15 @@ import { describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import type { LeaseEvent } from '../../src/core/events.js';
 import type { Lease } from '../../src/core/lease.js';
-import { MAX_RENEWALS_PER_CALL, onGrid, renewalGridMs } from '../../src/core/renewal-batch.js';
+import {
+  BatchedRenewal,
+  MAX_RENEWALS_PER_CALL,
+  onGrid,
+  RENEWAL_GATHER_MS,
+  RenewalBatcher,
+  renewalGridMs,
+} from '../../src/core/renewal-batch.js';
+import { TimeoutQueue } from '../../src/core/runtime/timeout-queue.js';
 import type {
   BatchRenewingLeaseStore,
   StoreRenewManyResult,
@@ -280,6 +288,47 @@ describe('renewals in batches (a store with renewMany)', () => {
       assert.deepEqual(sizes, [1, 1]);
       await client.close();
     }
+  });
+
+  it('sends a key at most once per call: a second renewal of it goes in the next call, and every renewal is answered', async () => {
+    const clock = new ManualClock({ startMs: 1_000 });
+    const calls: string[][] = [];
+    const store = {
+      renewMany(leases: readonly StoreRenewRequest[]): Promise<readonly StoreRenewManyResult[]> {
+        calls.push(leases.map((l) => `${l.key} ${l.leaseId}`));
+        return Promise.resolve(leases.map(() => ({ status: 'renewed' as const })));
+      },
+    } as unknown as BatchRenewingLeaseStore;
+    const timeouts = new TimeoutQueue(clock);
+    const batcher = new RenewalBatcher(store, clock, timeouts);
+    const answers: string[] = [];
+    const owner = {
+      renewalSettled(r: BatchedRenewal, settled: { ok: boolean; value?: StoreRenewResult }): void {
+        answers.push(`${r.request.leaseId} ${settled.ok ? settled.value!.status : 'failed'}`);
+      },
+    };
+    const renewal = (key: string, leaseId: string): BatchedRenewal =>
+      new BatchedRenewal({ key, leaseId, token: 1n, ttlMs: TTL }, owner);
+    const submit = (...rs: BatchedRenewal[]): void => {
+      for (const r of rs) {
+        r.begin(1_000, clock.now(), clock.now());
+        batcher.submit(r);
+      }
+    };
+    // A lease and its local successor on one key, and a lease on another key.
+    const [a, b, c] = [renewal('job/x', 'a'), renewal('job/x', 'b'), renewal('job/y', 'c')];
+    submit(a, b, c);
+    await clock.advance(RENEWAL_GATHER_MS);
+    assert.deepEqual(calls, [['job/x a', 'job/y c']], 'the second renewal of job/x waits');
+    await clock.advance(RENEWAL_GATHER_MS);
+    assert.deepEqual(calls[1], ['job/x b'], 'and goes out in the next call');
+    assert.deepEqual(answers.sort(), ['a renewed', 'b renewed', 'c renewed']);
+    // The next renewals of the same keys meet again in one call: a key sent in an earlier
+    // call is not held back.
+    submit(a, c);
+    await clock.advance(RENEWAL_GATHER_MS);
+    assert.deepEqual(calls[2], ['job/x a', 'job/y c']);
+    assert.equal(calls.length, 3);
   });
 
   it('puts a renewal on the grid line at or before its own due time, never after', () => {
