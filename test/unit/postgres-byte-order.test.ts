@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { byteOrder } from '../../src/stores/postgres/batches.js';
+import { byteOrder, sortByKeyBytes } from '../../src/stores/postgres/batches.js';
 
 const bytes = (a: string, b: string): number =>
   Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
@@ -35,5 +35,40 @@ describe('byteOrder (the order PostgreSQL batches lock rows in)', () => {
       fc.property(key, key, (a, b) => Math.sign(byteOrder(a, b)) === Math.sign(bytes(a, b))),
       { numRuns: 20_000 },
     );
+  });
+
+  it('sorts a batch into that order, with or without surrogates in its keys', () => {
+    const plain = fc.constantFrom(
+      'a',
+      'z',
+      '/',
+      '0',
+      '9',
+      'é',
+      '\u07ff',
+      '\u0800',
+      '\ue000',
+      '\uffff',
+    );
+    const surrogate = fc.constantFrom('\ud800', '\udc00', '\u{10000}', '\u{10ffff}');
+    for (const unit of [plain, fc.oneof(plain, surrogate)]) {
+      const key = fc.array(unit, { maxLength: 5 }).map((u) => `tenant/${u.join('')}`);
+      fc.assert(
+        fc.property(fc.array(key, { maxLength: 40 }), (keys) => {
+          const order = sortByKeyBytes(
+            keys.map((_, i) => i),
+            (i) => keys[i]!,
+          );
+          assert.deepEqual(
+            [...order].sort((x, y) => x - y),
+            keys.map((_, i) => i),
+          );
+          for (let k = 1; k < order.length; k++) {
+            assert.ok(bytes(keys[order[k - 1]!]!, keys[order[k]!]!) <= 0, JSON.stringify(keys));
+          }
+        }),
+        { numRuns: 2_000 },
+      );
+    }
   });
 });

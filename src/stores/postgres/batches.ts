@@ -60,6 +60,33 @@ function isSurrogate(unit: number): boolean {
   return unit >= 0xd800 && unit <= 0xdfff;
 }
 
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+/**
+ * Sorts `indexes` (positions in `keyAt`'s list) so their keys are in {@link byteOrder}, and
+ * returns it. Without a surrogate in any key, UTF-16 code unit order is code point order,
+ * which is UTF-8's byte order: the engine's own string comparison sorts them, and the
+ * per-character comparator is left for batches that need it. Renewing 10,000 leases, the
+ * comparator was the largest single part of the PostgreSQL store's client CPU (keys with a
+ * long common prefix, 2,000 per call, about 22,000 comparisons).
+ */
+export function sortByKeyBytes(indexes: number[], keyAt: (i: number) => string): number[] {
+  let plain = true;
+  for (const i of indexes) {
+    if (SURROGATE.test(keyAt(i))) {
+      plain = false;
+      break;
+    }
+  }
+  return plain
+    ? indexes.sort((x, y) => {
+        const a = keyAt(x);
+        const b = keyAt(y);
+        return a < b ? -1 : a > b ? 1 : 0;
+      })
+    : indexes.sort((x, y) => byteOrder(keyAt(x), keyAt(y)));
+}
+
 /**
  * Plans an acquire batch. Several requests for one key (tasks spinning on a hot key) send
  * only the first: all of them were made before the statement was sent, so the one answer
@@ -75,7 +102,7 @@ export function planAcquires(asks: readonly AcquireAsk[]): AcquirePlan {
       firsts.push(i);
     }
   });
-  firsts.sort((x, y) => byteOrder(asks[x]!.request.key, asks[y]!.request.key));
+  sortByKeyBytes(firsts, (i) => asks[i]!.request.key);
   const slot = new Map<string, number>();
   firsts.forEach((askIndex, s) => slot.set(asks[askIndex]!.request.key, s));
   const sent = firsts.map((i) => asks[i]!);
@@ -146,7 +173,10 @@ export function planReleases(refs: readonly StoreLeaseRef[]): {
   readonly order: readonly number[];
   readonly params: SqlParam[];
 } {
-  const order = refs.map((_, i) => i).sort((x, y) => byteOrder(refs[x]!.key, refs[y]!.key));
+  const order = sortByKeyBytes(
+    refs.map((_, i) => i),
+    (i) => refs[i]!.key,
+  );
   const sorted = order.map((i) => refs[i]!);
   return {
     order,

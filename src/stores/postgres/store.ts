@@ -32,7 +32,7 @@ import {
 } from './client.js';
 import {
   acquireCoalescer,
-  byteOrder,
+  sortByKeyBytes,
   releaseCoalescer,
   type AcquireAsk,
   type OnChange,
@@ -331,22 +331,27 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     leases: readonly StoreRenewRequest[],
     options: StoreRequestOptions,
   ): Promise<readonly StoreRenewResult[]> {
-    const results: StoreRenewResult[] = leases.map(() => LOST);
-    // A lease id that is not a UUID was never granted here (renew answers lost too).
-    const sent = leases
-      .map((lease, i) => ({ lease, i }))
-      .filter(({ lease }) => UUID.test(lease.leaseId))
-      // Keys in the byte order the coalesced grants and releases lock rows in (decision 017).
-      .sort((a, b) => byteOrder(a.lease.key, b.lease.key));
+    const results = new Array<StoreRenewResult>(leases.length).fill(LOST);
+    // A lease id that is not a UUID was never granted here (renew answers lost too). Keys in
+    // the byte order the coalesced grants and releases lock rows in (decision 017).
+    const sent: number[] = [];
+    for (let i = 0; i < leases.length; i++) if (UUID.test(leases[i]!.leaseId)) sent.push(i);
     if (sent.length === 0) return results;
+    sortByKeyBytes(sent, (i) => leases[i]!.key);
+    const keys = new Array<string>(sent.length);
+    const ids = new Array<string>(sent.length);
+    const tokens = new Array<string>(sent.length);
+    const ttls = new Array<string>(sent.length);
+    for (let k = 0; k < sent.length; k++) {
+      const lease = leases[sent[k]!]!;
+      keys[k] = lease.key;
+      ids[k] = lease.leaseId;
+      tokens[k] = lease.token.toString();
+      ttls[k] = String(lease.ttlMs);
+    }
     const answer = await this.run(
       this.sql.renewMany,
-      [
-        sent.map((s) => s.lease.key),
-        sent.map((s) => s.lease.leaseId),
-        sent.map((s) => s.lease.token.toString()),
-        sent.map((s) => String(s.lease.ttlMs)),
-      ],
+      [keys, ids, tokens, ttls],
       options.timeoutMs,
       'durable',
     );
@@ -355,7 +360,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       if (at === undefined)
         throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL renewed a lease it was not asked to');
       const expiresAtWallMs = Number(row['expires_ms']);
-      results[at.i] = Number.isFinite(expiresAtWallMs)
+      results[at] = Number.isFinite(expiresAtWallMs)
         ? { status: 'renewed', expiresAtWallMs }
         : { status: 'renewed' };
     }
