@@ -7,6 +7,11 @@ export function leaseKeys(prefix: string, key: string): LeaseKeys {
   return { record: `${base}:lease`, channel: `${base}:released` };
 }
 
+/** The record's name alone ({@link leaseKeys}' `record`), for renewals of many leases. */
+export function leaseRecord(prefix: string, key: string): string {
+  return `${prefix}{${key}}:lease`;
+}
+
 /**
  * The part of a Redis key name that Redis Cluster hashes to pick its slot: the text between
  * the first `{` and the next `}` when that is not empty, else the whole name (the Cluster

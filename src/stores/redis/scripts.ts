@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { StoreRenewRequest } from '../../core/store.js';
 import type { RedisClient } from './client.js';
 
 // The fences (src/fencing/redis.ts) import the client type from here, with the scripts.
@@ -196,34 +197,40 @@ export async function runRenew(
   return typeof reply === 'string' ? Number(reply) : undefined;
 }
 
-/** One lease of a renew-many.lua call. */
-export interface RenewManyItem {
-  readonly record: string;
-  readonly leaseId: string;
-  readonly token: bigint;
-  readonly ttlMs: number;
+/** The answer of one renew-many.lua call. */
+export interface RenewManyReply {
+  /** Redis TIME in ms when the call ran. */
+  readonly serverMs: number;
+  /** Whether the call's `k`-th lease was renewed (else it is lost). */
+  readonly renewed: (k: number) => boolean;
 }
 
 /**
- * Runs renew-many.lua: for each lease, the server's time in ms when renewed, undefined when
- * lost. Every record must be in one Cluster slot (see `sameSlotGroups`).
+ * Runs renew-many.lua for `leases` (whose record names are `records`, by position), or for
+ * those at the positions in `at` only (one Cluster slot's share), in that order.
  */
 export async function runRenewMany(
   redis: RedisClient,
-  items: readonly RenewManyItem[],
-): Promise<Array<number | undefined>> {
-  const keys: string[] = [];
-  const args: ScriptArg[] = [];
-  for (const item of items) {
-    keys.push(item.record);
-    args.push(item.leaseId, item.token.toString(), item.ttlMs);
+  leases: readonly StoreRenewRequest[],
+  records: readonly string[],
+  at: readonly number[] | undefined,
+): Promise<RenewManyReply> {
+  const n = at === undefined ? leases.length : at.length;
+  const keys = new Array<string>(n);
+  const args = new Array<ScriptArg>(3 * n);
+  for (let k = 0; k < n; k++) {
+    const i = at === undefined ? k : at[k]!;
+    const lease = leases[i]!;
+    keys[k] = records[i]!;
+    args[3 * k] = lease.leaseId;
+    args[3 * k + 1] = lease.token.toString();
+    args[3 * k + 2] = lease.ttlMs;
   }
   const reply = asArray(await SCRIPTS.renewMany.run(redis, keys, args));
-  if (reply.length !== items.length + 1 || typeof reply[0] !== 'string') {
-    throw new TypeError(`unexpected renew-many reply of ${reply.length} items for ${items.length}`);
+  if (reply.length !== n + 1 || typeof reply[0] !== 'string') {
+    throw new TypeError(`unexpected renew-many reply of ${reply.length} items for ${n}`);
   }
-  const serverMs = Number(reply[0]);
-  return items.map((_, i) => (reply[i + 1] === 1 ? serverMs : undefined));
+  return { serverMs: Number(reply[0]), renewed: (k) => reply[k + 1] === 1 };
 }
 
 /** Runs release.lua: true when released (and waiters were told), false when not the owner. */

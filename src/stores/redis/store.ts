@@ -30,7 +30,7 @@ import { isCluster, openRedisClient, whenConnected, type RedisClient } from './c
 import { EpochFloorCache, epochKey } from './epoch.js';
 import { closedError, replicationError, storeError } from './errors.js';
 import { EvictionGuard } from './eviction-check.js';
-import { leaseKeys, sameSlotGroups, scanLeaseKeys } from './keys.js';
+import { leaseKeys, leaseRecord, sameSlotGroups, scanLeaseKeys } from './keys.js';
 import { ReleaseSubscriber, type WakeMode } from './notify.js';
 import { resolveRedisStoreOptions, type RedisLeaseStoreOptions } from './options.js';
 
@@ -50,6 +50,8 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   tokenBlocks: true,
 });
 
+/** A lost renewal's answer: one object for all of them. */
+const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
 /**
  * A lease store on Redis (5 or later; standalone, Sentinel or Cluster), through ioredis 5.
  *
@@ -320,34 +322,30 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     if (this.redis.status !== 'ready') await this.connection(_options);
     if (!this.checked) await this.check;
     this.gate();
-    const items = leases.map((lease) => ({
-      record: this.keysOf(lease.key).record,
-      leaseId: lease.leaseId,
-      token: lease.token,
-      ttlMs: lease.ttlMs,
-    }));
+    // Per lease only its record's name and its answer: renewing 10,000 leases, the objects
+    // made per lease on the way (items, their positions, each group's copy) were a third of
+    // this store's client CPU per renewal.
+    const records = new Array<string>(leases.length);
+    for (let i = 0; i < leases.length; i++) records[i] = leaseRecord(this.prefix, leases[i]!.key);
     const groups = isCluster(this.redis)
       ? sameSlotGroups(
-          items.map((item, i) => ({ item, i })),
-          (g) => g.item.record,
+          leases.map((_, i) => i),
+          (i) => records[i]!,
         )
-      : [items.map((item, i) => ({ item, i }))];
-    const results: StoreRenewResult[] = new Array<StoreRenewResult>(leases.length);
+      : [undefined];
+    const results = new Array<StoreRenewResult>(leases.length);
     try {
       await Promise.all(
         groups.map(async (group) => {
           this.coalescer?.hold();
-          const answers = await runRenewMany(
-            this.redis,
-            group.map((g) => g.item),
-          );
-          group.forEach((g, k) => {
-            const serverMs = answers[k];
-            results[g.i] =
-              serverMs === undefined
-                ? { status: 'lost' }
-                : { status: 'renewed', expiresAtWallMs: serverMs + g.item.ttlMs };
-          });
+          const { serverMs, renewed } = await runRenewMany(this.redis, leases, records, group);
+          const n = group === undefined ? leases.length : group.length;
+          for (let k = 0; k < n; k++) {
+            const i = group === undefined ? k : group[k]!;
+            results[i] = renewed(k)
+              ? { status: 'renewed', expiresAtWallMs: serverMs + leases[i]!.ttlMs }
+              : LOST;
+          }
         }),
       );
     } catch (err) {
