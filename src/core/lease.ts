@@ -350,7 +350,9 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     this.renewalPromise = undefined;
     this.renewalInBackground = false;
     if (!threw) {
-      settle?.resolve(result!);
+      // No result was made when nobody waited as the renewal was applied; someone may have
+      // asked for it since (a `renewed` listener calling renew()): only `renewed` goes unmade.
+      settle?.resolve(result ?? { status: 'renewed', deadline: this.currentDeadline });
       return;
     }
     settle?.reject(error);

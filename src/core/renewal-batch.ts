@@ -24,8 +24,8 @@ export const RENEWAL_GATHER_MS = 5;
  */
 export const MAX_RENEWALS_PER_CALL = 2_000;
 
-/** How many keys the batcher remembers the last call of before it forgets them all. */
-const FORGET_KEYS_PAST = 100_000;
+/** What a renewal's answer box holds between answers. */
+const NO_ANSWER: StoreRenewResult = Object.freeze({ status: 'lost' });
 
 /**
  * The renewal grid of a client whose store renews in batches: a background renewal is due
@@ -89,10 +89,7 @@ export class BatchedRenewal extends Timed implements StoreRequestOptions {
    * synchronously and keeps nothing of it): an object per answer was a tenth of the client's
    * allocation with 10,000 leases held.
    */
-  private readonly answered: { ok: true; value: StoreRenewResult } = {
-    ok: true,
-    value: { status: 'lost' },
-  };
+  private readonly answered: { ok: true; value: StoreRenewResult } = { ok: true, value: NO_ANSWER };
 
   constructor(
     readonly request: StoreRenewRequest,
@@ -168,6 +165,9 @@ export class BatchedRenewal extends Timed implements StoreRequestOptions {
     const answered = this.answered;
     answered.value = result;
     this.owner.renewalSettled(this, answered);
+    // Not kept until the next renewal: the box lives as long as the lease, and an answer it
+    // held for seconds would be carried into the old generation by the garbage collector.
+    answered.value = NO_ANSWER;
   }
 
   /** The failure of renewal `gen`'s call; ignored unless that renewal still waits. */
@@ -204,14 +204,6 @@ export class RenewalBatcher {
   private pendingGens: number[] = [];
   private timer: TimerHandle | undefined;
   private readonly flush = (): void => this.send();
-  /**
-   * The call each key was last put in, to send a key at most once per call: one map for all
-   * calls, not a new set per call (2,000 keys a call made a set's tables anew every time, a
-   * fifth of the client's allocation with 10,000 leases held). Forgotten wholesale past
-   * {@link FORGET_KEYS_PAST} keys: an older call's number never matches the current one.
-   */
-  private readonly keyCall = new Map<string, number>();
-  private calls = 0;
 
   constructor(
     private readonly store: BatchRenewingLeaseStore,
@@ -242,31 +234,40 @@ export class RenewalBatcher {
     }
   }
 
+  /** Sends `batch` (whose renewal `i` was submitted as generation `batchGens[i]`); owns both. */
   private call(batch: BatchedRenewal[], batchGens: number[]): void {
     // A key at most once per call: a second renewal of one key (a lease and its local
     // successor never renew together, but nothing forbids it) waits for the next call.
     // Renewals that timed out while gathered are not sent.
-    const keyCall = this.keyCall;
-    if (keyCall.size > FORGET_KEYS_PAST) keyCall.clear();
-    const call = ++this.calls;
-    const now: BatchedRenewal[] = [];
-    const gens: number[] = [];
-    const requests: StoreRenewRequest[] = [];
+    // A fresh set per call, not one map kept across calls: a map of every key held (10,000)
+    // was slower to look up in than the set is to build (PostgreSQL, 10,000 leases, medians of
+    // three runs: 6.8 µs of client CPU per renewal with the set, 7.6 with the map).
+    const seen = new Set<string>();
+    // The renewals sent are compacted into `batch` and `batchGens` themselves (this call owns
+    // both; a sent one is never behind the slot it moves to): usually every one is sent, and
+    // copies of 2,000 entries grown one push at a time were most of what a call allocated.
+    const now = batch;
+    const gens = batchGens;
+    const requests = new Array<StoreRenewRequest>(batch.length);
+    let n = 0;
     for (let i = 0; i < batch.length; i++) {
       const r = batch[i]!;
       const gen = batchGens[i]!;
       if (!r.awaits(gen)) continue;
       const key = r.request.key;
-      if (keyCall.get(key) === call) {
+      if (seen.has(key)) {
         this.pending.push(r);
         this.pendingGens.push(gen);
       } else {
-        keyCall.set(key, call);
-        now.push(r);
-        gens.push(gen);
-        requests.push(r.request);
+        seen.add(key);
+        now[n] = r;
+        gens[n] = gen;
+        requests[n++] = r.request;
       }
     }
+    now.length = n;
+    gens.length = n;
+    requests.length = n;
     if (this.pending.length > 0) {
       this.timer ??= this.clock.setTimeout(this.flush, RENEWAL_GATHER_MS, { background: true });
     }

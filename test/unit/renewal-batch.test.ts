@@ -146,6 +146,23 @@ describe('renewals in batches (a store with renewMany)', () => {
     await client.close();
   });
 
+  it("renew() called by a 'renewed' listener during a background renewal gets that renewal's answer", async () => {
+    const { clock, store, client } = setup();
+    const r = await client.acquire('job/listener', { ttl: TTL, renewEvery: EVERY });
+    assert.equal(r.status, 'acquired');
+    const lease = (r as { lease: Lease }).lease;
+    const asked: Array<Promise<unknown>> = [];
+    client.on('renewed', () => {
+      if (asked.length === 0) asked.push(lease.renew());
+    });
+    const calls = store.renewManyCalls.length;
+    await clock.advance(EVERY + 10);
+    assert.equal(asked.length, 1, 'the background renewal was applied');
+    assert.deepEqual(await asked[0], { status: 'renewed', deadline: lease.deadline });
+    assert.equal(store.renewManyCalls.length, calls + 1, 'no second call for it');
+    await client.close();
+  });
+
   it('a failed call is a failed renewal for each lease: each retries and keeps its lease', async () => {
     const { clock, store, client } = setup();
     const events: LeaseEvent[] = [];
