@@ -254,15 +254,15 @@ describe('PostgreSQL waiter interest (decision 014)', () => {
     await store.renew({ key, ...h, ttlMs: 60_000 }, OPTS());
     await store.release({ key, ...h }, OPTS());
     // A lone grant and a lone release set their commit mode inside their call (migration
-    // 0005: the last argument); the renewal still sends SET LOCAL.
+    // 0005; since 0006 the argument before the listener id); the renewal still sends SET LOCAL.
     const grant = sent.find((t) => t.includes('_grant"('));
     const renew = sent.find((t) => t.includes('RETURNING extract(epoch FROM lease_until)'));
     const release = sent.find((t) => t.includes('_release"('));
     assert.match(grant ?? '', /^SET LOCAL statement_timeout = \d+; /);
-    assert.match(grant ?? '', /, \d+::int, 'on'\)\s*$/);
+    assert.match(grant ?? '', /, \d+::int, 'on', (NULL|'[0-9a-f-]{36}')\)\s*$/);
     assert.match(renew ?? '', /SET LOCAL synchronous_commit = on;/);
     assert.match(release ?? '', /^SET LOCAL statement_timeout = \d+; /);
-    assert.match(release ?? '', /, \d+::int, 'off'\)\s*$/);
+    assert.match(release ?? '', /, \d+::int, 'off', (NULL|'[0-9a-f-]{36}')\)\s*$/);
     assert.doesNotMatch(release ?? '', /synchronous_commit = on|'on'/);
   });
 });

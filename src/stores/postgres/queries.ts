@@ -57,10 +57,11 @@ SELECT status, token, expires_ms, remaining_ms, owner_id, owner_name, value, det
 FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
 
 /**
- * A grant that comes alone (migration 0005): ACQUIRE's grant and grant notice in one call
- * that also sets the transaction's lock_timeout ($7 ms) and synchronous_commit ($8; NULL
- * leaves it), so the message needs only `SET LOCAL statement_timeout` before it instead of
- * three SETs. Same params $1–$6 as ACQUIRE. Returns no row after repeated lost races, or one:
+ * A grant that comes alone (migrations 0005, 0006): ACQUIRE's grant and grant notice in one
+ * call that also sets the transaction's lock_timeout ($7 ms), synchronous_commit ($8; NULL
+ * leaves it) and the store's own listener id ($9; NULL for none: its interest is then not
+ * notified, decision 029), so the message needs only `SET LOCAL statement_timeout` before it
+ * instead of three SETs. Same params $1–$6 as ACQUIRE. Returns no row after repeated lost races, or one:
  * `answer` (status, token, expires_ms, remaining_ms, owner_id, details_ok 't'/'f', separated
  * by single spaces, an absent value empty; see `unpackGrant`), `holder_name`, `holder_value`.
  * Three columns instead of nine: the client describes, looks up and parses each column of
@@ -69,18 +70,19 @@ FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
  */
 export const GRANT = `
 SELECT answer, holder_name, holder_value
-FROM {{grant_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int, $7::int, $8)`;
+FROM {{grant_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int, $7::int, $8, $9)`;
 
 /**
- * A release that comes alone (migration 0005): RELEASE in a call that also sets the
- * transaction's lock_timeout ($4 ms) and synchronous_commit ($5; NULL leaves it). The table's
- * trigger notifies as for RELEASE. Params: $1 key, $2 lease id, $3 token. Returns one row
+ * A release that comes alone (migrations 0005, 0006): RELEASE in a call that also sets the
+ * transaction's lock_timeout ($4 ms), synchronous_commit ($5; NULL leaves it) and the store's
+ * own listener id ($6, as for GRANT). The table's trigger notifies as for RELEASE, except
+ * that listener. Params: $1 key, $2 lease id, $3 token. Returns one row
  * (released) or none (not owner), as RELEASE does: the answer is the row count, not a
  * boolean value, which a global pg type parser could change. The call is the query's only
  * condition and has no FROM, so it is evaluated exactly once.
  */
 export const RELEASE_ONE = `
-SELECT 1 AS released WHERE {{release_fn}}($1, $2::uuid, $3::bigint, $4::int, $5)`;
+SELECT 1 AS released WHERE {{release_fn}}($1, $2::uuid, $3::bigint, $4::int, $5, $6)`;
 
 /**
  * The first character of a grant's NOTIFY payload (the key follows). Keys never contain

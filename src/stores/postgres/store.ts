@@ -147,6 +147,12 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
   private readonly releases: Coalescer<StoreLeaseRef, StoreReleaseResult>;
   /** Wakes this store's watchers after its own grants and releases (decision 022). */
   private readonly onChange: OnChange | undefined;
+  /**
+   * The listener id a lone grant or release passes so that its notifications skip this
+   * store's own interest (decision 029): only with the store's own pool, whose statements all
+   * wake this store's watchers from their answers; null with the caller's pool.
+   */
+  private readonly ownListener: string | null;
   private ready: Promise<void> | undefined;
   private closed = false;
 
@@ -189,6 +195,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     const onChange: OnChange | undefined =
       conn.backends === undefined ? undefined : (key, change) => this.listener.changed(key, change);
     this.onChange = onChange;
+    this.ownListener = onChange === undefined ? null : this.listener.id;
     const names: Record<string, string> = {
       lease: `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`,
       acquire_fn: acquireFunctionName(this.schema, this.table),
@@ -443,7 +450,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     timeoutMs: number,
   ): Promise<Array<Record<string, unknown>>> {
     const ms = timeoutSettingMs(timeoutMs);
-    const text = this.lone.grant([...params, ms, this.commitMode.durable]);
+    const text = this.lone.grant([...params, ms, this.commitMode.durable, this.ownListener]);
     const rows = lastResult(await this.query(this.statementTimeout(ms) + text)).rows;
     return rows.map(unpackGrant);
   }
@@ -451,7 +458,14 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
   /** A release on its own, as {@link grantOne}: whether it released. */
   private async releaseOne(ref: StoreLeaseRef, timeoutMs: number): Promise<boolean> {
     const ms = timeoutSettingMs(timeoutMs);
-    const text = this.lone.release([ref.key, ref.leaseId, ref.token, ms, this.commitMode.release]);
+    const text = this.lone.release([
+      ref.key,
+      ref.leaseId,
+      ref.token,
+      ms,
+      this.commitMode.release,
+      this.ownListener,
+    ]);
     return lastResult(await this.query(this.statementTimeout(ms) + text)).rows.length === 1;
   }
 
