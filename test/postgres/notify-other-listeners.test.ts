@@ -117,6 +117,60 @@ describe('PostgresLeaseStore notifies only other listeners of its own changes (d
     }
   });
 
+  it('sends nothing for batched grants and releases and for a hand-off when only its own listener waits', async () => {
+    const keys = [uniqueKey('batch-a'), uniqueKey('batch-b'), uniqueKey('batch-c')];
+    const sent: string[] = [];
+    const own = (mine as unknown as { pool: { query: (t: string) => Promise<unknown> } }).pool;
+    const query = own.query.bind(own);
+    own.query = (text: string) => {
+      sent.push(text);
+      return query(text);
+    };
+    let wakes = 0;
+    const unwatch = await Promise.all(
+      keys.map((k) => mine.watch(k, (change) => (change === 'granted' ? undefined : wakes++))),
+    );
+    try {
+      await heardUpToNow();
+      // Asked in one turn: the first goes alone, the others together when it answers.
+      const asks = keys.map((k) => ask(k));
+      const tokens = (await Promise.all(asks.map((a) => mine.tryAcquire(a, OPTS())))).map(tokenOf);
+      const released = await Promise.all(
+        asks.map((a, i) =>
+          mine.release({ key: a.key, leaseId: a.leaseId, token: tokens[i]! }, OPTS()),
+        ),
+      );
+      assert.deepEqual(
+        released.map((r) => r.status),
+        ['released', 'released', 'released'],
+      );
+      assert.ok(
+        sent.some((t) => t.includes('unnest(') && t.includes('_grant_notice')),
+        'some grants went out in one batch',
+      );
+      assert.ok(
+        sent.some((t) => t.includes("lease_until = '-infinity'") && t.includes('unnest(')),
+        'some releases went out in one batch',
+      );
+      // A hand-off: the release and the next grant of one key in one transaction.
+      const next = ask(keys[0]!);
+      const first = ask(keys[0]!);
+      const t1 = tokenOf(await mine.tryAcquire(first, OPTS()));
+      const handed = await mine.releaseAndAcquire(
+        { key: first.key, leaseId: first.leaseId, token: t1 },
+        next,
+        OPTS(),
+      );
+      assert.equal(handed.released, 'released');
+      assert.equal(handed.acquired.status, 'acquired');
+      assert.deepEqual(await heardUpToNow(), [], 'no batch and no hand-off notified');
+      assert.equal(wakes, 3, 'each release woke its watcher once, from the answer');
+    } finally {
+      own.query = query;
+      for (const u of unwatch) u();
+    }
+  });
+
   it("notifies its own listener when it runs on the caller's pool", async () => {
     const shared = new PostgresLeaseStore({ pool, schema });
     const key = uniqueKey('caller-pool');

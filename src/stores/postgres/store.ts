@@ -63,8 +63,11 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   tokenBlocks: true,
 });
 
-/** How a request commits: a read; durably (grants, renewals); or a release (decision 014). */
-type Commit = 'read' | 'durable' | 'release';
+/**
+ * How a request commits: a read; durably (renewals); durably and as this store's own change
+ * (grants and hand-offs: decision 029); or a release (decision 014, and decision 029).
+ */
+type Commit = 'read' | 'durable' | 'grant' | 'release';
 /** Bound on the statements that register waiters' interest (watch has no request timeout). */
 const INTEREST_TIMEOUT_MS = 5000;
 
@@ -169,7 +172,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       sync === 'server_default' || resolved.durableReleases
         ? durable
         : 'SET LOCAL synchronous_commit = off; ';
-    this.commitPrefix = { read: '', durable, release };
+    // The commit prefixes are built once the listener is known (below).
     this.commitMode = {
       durable: sync === 'server_default' ? null : sync,
       release: sync === 'server_default' ? null : resolved.durableReleases ? sync : 'off',
@@ -196,6 +199,13 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       conn.backends === undefined ? undefined : (key, change) => this.listener.changed(key, change);
     this.onChange = onChange;
     this.ownListener = onChange === undefined ? null : this.listener.id;
+    // Batches and hand-offs run the plain statements, so they name the listener with one SET
+    // for the whole message; the lone grant and release pass it to their function instead.
+    const own =
+      this.ownListener === null
+        ? ''
+        : `SET LOCAL leasehold.listener_id = ${quoteLiteral(this.ownListener)}; `;
+    this.commitPrefix = { read: '', durable, grant: durable + own, release: release + own };
     const names: Record<string, string> = {
       lease: `${quoteIdent(this.schema)}.${quoteIdent(this.table)}`,
       acquire_fn: acquireFunctionName(this.schema, this.table),
@@ -222,7 +232,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     };
     this.lone = { grant: compileSql(bind(Q.GRANT)), release: compileSql(bind(Q.RELEASE_ONE)) };
     this.acquires = acquireCoalescer(
-      (statement, params, timeoutMs) => this.run(statement, params, timeoutMs, 'durable'),
+      (statement, params, timeoutMs) => this.run(statement, params, timeoutMs, 'grant'),
       { many: this.sql.acquireMany },
       (params, timeoutMs) => this.grantOne(params, timeoutMs),
       onChange,
@@ -288,7 +298,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
         '; ' +
         renderSql(this.sql.acquire, acquireParams(acquire)),
       options.timeoutMs,
-      'durable',
+      'grant',
     );
     const releasedRows = results[results.length - 2]?.rows.length;
     if (releasedRows === undefined) {
