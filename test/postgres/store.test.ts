@@ -61,6 +61,46 @@ describe('PostgresLeaseStore', () => {
     await dropSchema(schema);
   });
 
+  it('renewMany reports for each renewed lease an expiry no later than the one it stored, and none for a lost one', async () => {
+    const asks = [60_000, 30_000, 45_000].map((ttlMs, i) => ({
+      key: uniqueKey(`renew-many-${i}`),
+      leaseId: randomUUID(),
+      ownerId: 'renewer',
+      ttlMs,
+      value: undefined,
+    }));
+    const leases = [];
+    for (const a of asks) {
+      const r = await store.tryAcquire(a, OPTS());
+      assert.equal(r.status, 'acquired');
+      leases.push({
+        key: a.key,
+        leaseId: a.leaseId,
+        token: (r as { token: bigint }).token,
+        ttlMs: a.ttlMs,
+      });
+    }
+    // The second one's token is not the holder's: it is lost and answered so, alone.
+    const asked = [leases[0]!, { ...leases[1]!, token: leases[1]!.token + 1n }, leases[2]!];
+    const results = await store.renewMany(asked, OPTS());
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['renewed', 'lost', 'renewed'],
+    );
+    for (const i of [0, 2]) {
+      const stored = await admin.query<{ ms: number }>(
+        `SELECT extract(epoch FROM lease_until)::float8 * 1000 AS ms FROM ${table} WHERE resource_key = $1`,
+        [asked[i]!.key],
+      );
+      const reported = (results[i] as { expiresAtWallMs?: number }).expiresAtWallMs;
+      assert.ok(reported !== undefined, 'an expiry is reported');
+      const ms = Number(stored.rows[0]!.ms);
+      assert.ok(reported <= ms, `reported ${reported} is not after the stored ${ms}`);
+      // Early by at most the statement's own duration: generous bound for a loaded machine.
+      assert.ok(ms - reported < 5_000, `reported ${reported} is within 5 s of the stored ${ms}`);
+    }
+  });
+
   it('answers busy without locking the row or taking a transaction id, unlike the plain upsert', async () => {
     const key = uniqueKey('nowrite');
     const holder = randomUUID();

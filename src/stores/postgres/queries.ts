@@ -145,8 +145,14 @@ RETURNING extract(epoch FROM lease_until)::float8 * 1000 AS expires_ms`;
  * Rows are locked in the order of the arrays, which the store sorts by key, so two calls
  * renewing the same leases cannot lock each other in opposite orders.
  * Params: $1 keys (text[]), $2 lease ids (text[] of UUIDs), $3 tokens (text[] of decimal
- * int8s, never JS numbers), $4 ttl ms (text[]). Returns one row per renewed lease: i (its
- * 1-based position in the arrays) and expires_ms.
+ * int8s, never JS numbers), $4 ttl ms (text[]). Two results: one row per renewed lease, `i`
+ * (its 1-based position in the arrays, int4), then one row, `at_ms`: when the message reached
+ * the database, on its clock, in ms. Every renewed lease expires its TTL after a reading taken
+ * at or after that, so `at_ms` + TTL is the reported expiry, early by at most the statement's
+ * own duration. Without a float per row the server formats 2,000 numbers fewer and the client
+ * parses them fewer: a loop of calls of 2,000 leases, old and new in separate processes, three
+ * interleaved pairs, 2.49 / 2.61 / 2.02 → 2.16 / 2.04 / 2.10 µs of client CPU per lease, 27.5 /
+ * 28.3 / 27.4 → 25.6 / 25.6 / 25.5 ms per call.
  */
 export const RENEW_MANY = `
 UPDATE {{lease}} AS l
@@ -157,7 +163,8 @@ WHERE l.resource_key = r.resource_key
   AND l.owner_id = r.owner_id
   AND l.fencing_token = r.fencing_token
   AND l.lease_until > clock_timestamp()
-RETURNING r.i, extract(epoch FROM l.lease_until)::float8 * 1000 AS expires_ms`;
+RETURNING r.i::int AS i;
+SELECT extract(epoch FROM statement_timestamp())::float8 * 1000 AS at_ms`;
 
 /**
  * The seed's release: conditional on lease id and token, keeps the row and its token. The

@@ -366,17 +366,19 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       tokens[k] = lease.token.toString();
       ttls[k] = String(lease.ttlMs);
     }
-    const answer = await this.run(
-      this.sql.renewMany,
-      [keys, ids, tokens, ttls],
-      options.timeoutMs,
-      'durable',
-    );
-    for (const row of answer.rows) {
+    const [updated, clock] = (
+      await this.runAll(
+        renderSql(this.sql.renewMany, [keys, ids, tokens, ttls]),
+        options.timeoutMs,
+        'durable',
+      )
+    ).slice(-2);
+    const atMs = Number(clock?.rows[0]?.['at_ms']);
+    for (const row of updated?.rows ?? []) {
       const at = sent[Number(row['i']) - 1];
       if (at === undefined)
         throw new LeaseholdError('ERR_PROTOCOL', 'PostgreSQL renewed a lease it was not asked to');
-      const expiresAtWallMs = Number(row['expires_ms']);
+      const expiresAtWallMs = atMs + leases[at]!.ttlMs;
       results[at] = Number.isFinite(expiresAtWallMs)
         ? { status: 'renewed', expiresAtWallMs }
         : { status: 'renewed' };
