@@ -332,11 +332,8 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     let result: RenewResult | undefined;
     let error: unknown;
     let threw = false;
-    // A background renewal nobody waits for answers no one: its result is not made (one
-    // object per renewal, the client's largest allocation with 10,000 leases held).
-    const want = this.renewalSettle !== undefined;
     try {
-      result = this.finishRenew(renewal.sentAt, renewal.scheduledFor, settled, want);
+      result = this.finishRenew(renewal.sentAt, renewal.scheduledFor, settled);
     } catch (err) {
       threw = true;
       error = err;
@@ -350,9 +347,11 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     this.renewalPromise = undefined;
     this.renewalInBackground = false;
     if (!threw) {
-      // No result was made when nobody waited as the renewal was applied; someone may have
-      // asked for it since (a `renewed` listener calling renew()): only `renewed` goes unmade.
-      settle?.resolve(result ?? { status: 'renewed', deadline: this.currentDeadline });
+      // A background renewal nobody waits for answers no one: its `renewed` result is made
+      // only for whoever waits (one object per renewal was the client's largest allocation
+      // with 10,000 leases held), including a `renewed` listener that called renew() while
+      // the outcome was applied.
+      settle?.resolve(result ?? this.renewed());
       return;
     }
     settle?.reject(error);
@@ -374,18 +373,24 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
       store.renew(ref, o),
     );
-    return this.finishRenew(sentAt, scheduledFor, settled, true)!; // wanted: always a result
+    return this.finishRenew(sentAt, scheduledFor, settled) ?? this.renewed();
+  }
+
+  /** The answer to a renewal that moved the deadline. */
+  private renewed(): RenewResult {
+    return { status: 'renewed', deadline: this.currentDeadline };
   }
 
   /**
    * Applies a renewal's outcome (sent at `sentAt`, due at `scheduledFor`): the deadline moves
-   * only on a confirmed `renewed` that arrives before it. Throws only a programmer error.
+   * only on a confirmed `renewed` that arrives before it. Answers undefined for that case
+   * ({@link renewed} makes its result for whoever waits), any other outcome itself. Throws
+   * only a programmer error.
    */
   private finishRenew(
     sentAt: number,
     scheduledFor: number,
     settled: Settled<StoreRenewResult>,
-    want = true,
   ): RenewResult | undefined {
     if (this.statusValue !== 'held') {
       // A late answer never resurrects a lease the client has already given up.
@@ -438,7 +443,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
         lateMs: Math.max(0, sentAt - scheduledFor),
       });
     }
-    return want ? { status: 'renewed', deadline: this.currentDeadline } : undefined;
+    return undefined;
   }
 
   private heldMs(): number {

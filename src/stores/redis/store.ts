@@ -52,6 +52,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
 
 /** A lost renewal's answer: one object for all of them. */
 const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
+
 /**
  * A lease store on Redis (5 or later; standalone, Sentinel or Cluster), through ioredis 5.
  *
