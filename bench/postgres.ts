@@ -250,6 +250,8 @@ export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResul
         }
         if (workers === workerCounts[workerCounts.length - 1]) {
           results.push(await sharedClientHot(store, prefix, workers, duration));
+          // Two clients (the issue's hand-off) and a queue of waiters.
+          results.push(await leaseholdHandoff(clients.slice(0, 2), prefix, duration));
           results.push(await leaseholdHandoff(clients.slice(0, handoffWaiters), prefix, duration));
         }
       } finally {
@@ -301,6 +303,7 @@ export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResul
           );
         }
         if (workers === workerCounts[workerCounts.length - 1]) {
+          results.push(await advisoryHandoff(conns.slice(0, 2), duration));
           results.push(await advisoryHandoff(conns.slice(0, handoffWaiters), duration));
         }
       } finally {
@@ -348,7 +351,10 @@ async function sharedClientHot(
   }
 }
 
-/** Waiters queue on one key with `wait`; latency from a release starting to the next grant. */
+/**
+ * Waiters (each its own LeaseClient on one store) queue on one key with `wait`; latency from a
+ * release starting to the next grant.
+ */
 async function leaseholdHandoff(
   clients: LeaseClient[],
   prefix: string,
@@ -372,7 +378,14 @@ async function leaseholdHandoff(
     }
     return { cycles, attempts };
   });
-  return row('leasehold', 'handoff', clients.length, 'hot', m, 'waiters woken by LISTEN/NOTIFY');
+  return row(
+    'leasehold',
+    'handoff',
+    clients.length,
+    'hot',
+    m,
+    "LeaseClients of one store: woken from the release's own answer, no notification (decisions 022, 029)",
+  );
 }
 
 /** Blocking `pg_advisory_lock` waiters: the server queues them and grants on unlock. */
