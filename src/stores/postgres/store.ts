@@ -151,9 +151,11 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
   /** Wakes this store's watchers after its own grants and releases (decision 022). */
   private readonly onChange: OnChange | undefined;
   /**
-   * The listener id a lone grant or release passes so that its notifications skip this
-   * store's own interest (decision 029): only with the store's own pool, whose statements all
-   * wake this store's watchers from their answers; null with the caller's pool.
+   * The listener id this store's grants, releases and hand-offs name so that their
+   * notifications skip its own interest (decision 029): a lone call passes it to its function,
+   * a batch or hand-off sets it in its message (`commitPrefix`). Only with the store's own
+   * pool, whose statements all wake this store's watchers from their answers; null with the
+   * caller's pool.
    */
   private readonly ownListener: string | null;
   private ready: Promise<void> | undefined;
@@ -172,7 +174,6 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       sync === 'server_default' || resolved.durableReleases
         ? durable
         : 'SET LOCAL synchronous_commit = off; ';
-    // The commit prefixes are built once the listener is known (below).
     this.commitMode = {
       durable: sync === 'server_default' ? null : sync,
       release: sync === 'server_default' ? null : resolved.durableReleases ? sync : 'off',
