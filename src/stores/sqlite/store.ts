@@ -38,7 +38,12 @@ import {
 } from './lease-row.js';
 import { machineBootId, machineMonotonicUs } from './machine-time.js';
 import { openLeaseTable } from './migrate.js';
-import { releaseChangeFeed, retainChangeFeed, type ChangeFeed } from './notify.js';
+import {
+  releaseChangeFeed,
+  retainChangeFeed,
+  type ChangeFeed,
+  type ForeignCommits,
+} from './notify.js';
 import { resolveSqliteStoreOptions, type SqliteLeaseStoreOptions } from './options.js';
 import { prepareLeaseTransactions, type LeaseTransactions } from './transactions.js';
 
@@ -101,6 +106,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
   private readonly db: SqliteDatabase;
   private readonly bootId: string;
   private readonly feed: ChangeFeed;
+  /** Whether another connection committed to the file since the last call (for the feed). */
+  private readonly foreignCommits: ForeignCommits;
   /** The prepared statements and the write transactions (transactions.ts). */
   private readonly tx: LeaseTransactions;
   /** Writes waiting for their shared commit, when `groupCommit` is on. */
@@ -139,7 +146,17 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
         changed: (keys, granted) => this.feed.announceAll(keys, granted),
       });
     }
-    this.feed = retainChangeFeed(this.path);
+    // SQLite's data_version changes only with other connections' commits: the feed skips the
+    // sidecar events of this process's own touches by it (decision 030).
+    const dataVersion = (): unknown => this.db.pragma('data_version', { simple: true });
+    let seenVersion = dataVersion();
+    this.foreignCommits = () => {
+      const now = dataVersion();
+      const changed = now !== seenVersion;
+      seenVersion = now;
+      return changed;
+    };
+    this.feed = retainChangeFeed(this.path, this.foreignCommits);
   }
 
   /** Whether grants are committed in groups (see {@link SqliteLeaseStoreOptions.groupCommit}). */
@@ -383,7 +400,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
         await this.wal.idle();
         this.wal.close();
       }
-      releaseChangeFeed(this.path, this.feed);
+      releaseChangeFeed(this.path, this.feed, this.foreignCommits);
       this.guard.close();
       this.db.close();
     })();
