@@ -212,6 +212,19 @@ describe('PostgresLeaseStore wakes its own watchers from its answers (decision 0
         { s: 'off', l: plain },
         'nothing leaks to the next statement',
       );
+      // The key exists and is free now: the grant takes the one-UPDATE path of migration
+      // 0007, which must set the commit mode before its write just the same.
+      const again = ask(key);
+      const t2 = tokenOf(await offStore.tryAcquire(again, OPTS()));
+      assert.equal(t2, t1 + 1n);
+      const second = await grantCommit(key, start);
+      const regrant = second.commits.find((c) => c.xid === second.xmin);
+      assert.ok(regrant, `the second grant's commit record (xid ${second.xmin}) is in the WAL`);
+      assert.equal(
+        regrant.flushed,
+        true,
+        "the second grant's commit was flushed before it answered",
+      );
     } finally {
       await offStore.close();
     }

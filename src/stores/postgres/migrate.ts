@@ -27,6 +27,7 @@ export const LEASE_MIGRATION_FILES = [
   '0004_waiter_interest.sql',
   '0005_grant_release_functions.sql',
   '0006_notify_other_listeners.sql',
+  '0007_grant_update_first.sql',
 ] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
