@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { isLeaseholdError } from '../../core/errors.js';
 import { ApiError } from '../../server/http-errors.js';
@@ -55,4 +55,23 @@ export function answerClientError(err: Error & { code?: string }, socket: Socket
     `HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+}
+
+/**
+ * Fastify's `frameworkErrors`: what its router refuses before any hook runs (a path that is
+ * not valid percent-encoded UTF-8, an over-long parameter) answers in the error shape too.
+ */
+export function answerFrameworkError(
+  err: FastifyError,
+  _req: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const e =
+    err.code === 'FST_ERR_BAD_URL'
+      ? new FenceHttpError(
+          'invalid_argument',
+          'request target refused (bad_percent_encoding): the path is not valid percent-encoded UTF-8',
+        )
+      : toFenceHttpError(err);
+  void sendError(reply, e);
 }

@@ -31,6 +31,15 @@ export interface FencedContext {
   readonly forward: Forward;
 }
 
+/** What one fenced request carries: its scope, canonical target and fencing headers. */
+interface FencedFields {
+  readonly scope: string;
+  readonly target: string;
+  readonly token: bigint;
+  readonly key: string | undefined;
+  readonly expectedVersion: bigint | undefined;
+}
+
 /**
  * One fenced request: parse its token, idempotency key and expected version; then, alone in
  * its scope (this process's queue, and with `scope-lock` the scope's PostgreSQL lock), check
@@ -43,6 +52,7 @@ export async function handleFenced(
   reply: FastifyReply,
   route: CompiledRoute,
   scope: string,
+  target: string,
 ): Promise<FastifyReply> {
   const fields = parseFenceHeaders(req.headers, ctx.names);
   if (fields.status === 'invalid') {
@@ -51,7 +61,7 @@ export async function handleFenced(
   }
   const { token, idempotencyKey: key, expectedVersion } = fields;
   const queued = ctx.queue.run(scope, () =>
-    decideAndForward(ctx, req, reply, route, scope, token, key, expectedVersion),
+    decideAndForward(ctx, req, reply, route, { scope, target, token, key, expectedVersion }),
   );
   if (queued === undefined) {
     ctx.metrics.decided('busy', route.name);
@@ -70,11 +80,9 @@ async function decideAndForward(
   req: FastifyRequest,
   reply: FastifyReply,
   route: CompiledRoute,
-  scope: string,
-  token: bigint,
-  key: string | undefined,
-  expectedVersion: bigint | undefined,
+  fenced: FencedFields,
 ): Promise<FastifyReply> {
+  const { scope, target, token, key, expectedVersion } = fenced;
   // The client left while queued: nothing is decided or forwarded for it.
   if (req.raw.socket === null || req.raw.socket.destroyed) return reply;
   let hold: ScopeHold | undefined;
@@ -130,6 +138,7 @@ async function decideAndForward(
         if (decision.wrote) ctx.metrics.wroteMark(route.name);
         const started = performance.now();
         const outcome = await ctx.forward(req, reply, {
+          target,
           token,
           capture: key !== undefined,
           signal: hold?.lost,

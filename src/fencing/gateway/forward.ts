@@ -69,7 +69,7 @@ export class UpstreamPool {
    * Starts tracking one forward: put `headers()` on the outgoing request. `signal` aborts the
    * upstream exchange (a lost scope hold).
    */
-  track(capture: boolean, signal?: AbortSignal): TrackedForward {
+  track(capture: boolean, signal: AbortSignal | undefined, path: string): TrackedForward {
     // Only ties a request to its tracker inside this process: a counter is enough.
     const id = String(++this.nextId);
     let settle!: (o: ForwardOutcome) => void;
@@ -79,7 +79,7 @@ export class UpstreamPool {
         resolve(o);
       };
     });
-    this.tracked.set(id, { capture, settle, signal });
+    this.tracked.set(id, { capture, settle, signal, path });
     return { id, done, settle };
   }
 
@@ -92,6 +92,8 @@ interface Tracked {
   readonly capture: boolean;
   readonly settle: (o: ForwardOutcome) => void;
   readonly signal: AbortSignal | undefined;
+  /** The request target to put on the request line, exactly (decision 032). */
+  readonly path: string;
 }
 
 type Handler = Dispatcher.DispatchHandler;
@@ -114,6 +116,8 @@ class TrackingDispatcher extends Dispatcher {
     // undefined, not delete: undici skips it, and the object keeps its fast shape.
     if (headers !== undefined && id !== undefined) headers[FORWARD_ID_HEADER] = undefined;
     if (entry === undefined) return this.pool.dispatch(opts, handler);
+    // The forward's own target, not the one reply-from rebuilt from its URL parse.
+    (opts as { path: string }).path = entry.path;
     return this.pool.dispatch(opts, new TrackingHandler(entry, handler));
   }
 

@@ -4,9 +4,12 @@ import { FenceHttpError } from '../http/fence-error.js';
 import { bodyTooLarge, crossedBodyLimit } from './body-limit.js';
 import { sendError } from './error-answers.js';
 import { FORWARD_ID_HEADER, type ForwardOutcome, type UpstreamPool } from './forward.js';
+import { stripHopByHop } from './hop-by-hop.js';
 
 /** How one request is forwarded. */
 export interface ForwardHow {
+  /** The canonical request target (path and query) checked by `checkRequestTarget`: sent as it is. */
+  readonly target: string;
   /** The request's token, forwarded in the `forwardToken` header (fenced requests). */
   readonly token?: bigint;
   /** Keep the answer (status, headers, a bounded body) to replay it for an idempotency key. */
@@ -55,14 +58,21 @@ export function createForwarder(o: ForwarderOptions): Forward {
           'the upstream could not be reached or broke off the answer',
         );
   return (req, reply, how) => {
-    const tracked = pool.track(how.capture, how.signal);
-    reply.from(basePath + req.url, {
+    const path = basePath + how.target;
+    const tracked = pool.track(how.capture, how.signal, path);
+    // reply-from parses its source with WHATWG URL; the pool's dispatcher puts `path` back on
+    // the request line, so the upstream gets the very bytes the route and scope came from.
+    const q = path.indexOf('?');
+    reply.from(q < 0 ? path : path.slice(0, q), {
       timeout: timeoutMs,
       rewriteRequestHeaders: (_req, headers) => {
         // reply-from hands over its own copy of the request's headers: changed in place, no
         // second copy. (undefined rather than delete: undici skips such headers, and the
         // object keeps its fast shape.)
-        const out = headers as Record<string, string | string[] | undefined>;
+        const out = stripHopByHop(
+          headers as Record<string, string | string[] | undefined>,
+          'undefine',
+        );
         out[FORWARD_ID_HEADER] = tracked.id;
         // The gateway's own bearer secret never travels further.
         if (stripAuthorization) out['authorization'] = undefined;
@@ -72,6 +82,8 @@ export function createForwarder(o: ForwarderOptions): Forward {
         }
         return out;
       },
+      // The answer's own framing and connection fields stay on the upstream connection.
+      rewriteHeaders: (headers) => stripHopByHop(headers, 'delete'),
       onResponse: (_req, rep, res) => {
         if (how.version !== undefined) void rep.header('fencing-version', how.version.toString());
         void rep.send(res.stream);

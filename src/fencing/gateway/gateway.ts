@@ -6,12 +6,18 @@ import { invalidArgument } from '../../core/errors.js';
 import { Authenticator, authorizeKey, type Principal } from '../../server/auth.js';
 import { createFenceReporter, type FenceReporter } from '../../stores/http/fence-reporter.js';
 import { FenceHttpError } from '../http/fence-error.js';
+import { checkRequestTarget } from '../http/request-target.js';
 import type { MarkStore } from '../marks/mark-store.js';
 import { openMarkStore } from '../marks/open-mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
 import { ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { installBodyLimit } from './body-limit.js';
-import { answerClientError, installErrorAnswers, sendError } from './error-answers.js';
+import {
+  answerClientError,
+  answerFrameworkError,
+  installErrorAnswers,
+  sendError,
+} from './error-answers.js';
 import { handleFenced, type FencedContext } from './fenced-request.js';
 import { UpstreamPool } from './forward.js';
 import { createForwarder } from './forwarder.js';
@@ -122,6 +128,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     routerOptions: { ignoreDuplicateSlashes: false, maxParamLength: 65_536 },
     ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}),
     clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
   }) as unknown as FastifyInstance;
   installErrorAnswers(app, logger);
   installBodyLimit(app, o.maxBodyBytes);
@@ -180,8 +187,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     method: ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'POST', 'PATCH', 'DELETE'],
     url: '/*',
     handler: async (req, reply) => {
-      const q = req.url.indexOf('?');
-      const path = q < 0 ? req.url : req.url.slice(0, q);
+      // The one target that decides the route, the scope and the bytes forwarded (decision 032).
+      const target = checkRequestTarget(req.url);
+      if (target.status === 'refused') {
+        metrics.refusedTargets.inc({ rule: target.rule });
+        return sendError(reply, new FenceHttpError('invalid_argument', target.message));
+      }
+      const path = target.path;
       const match = matchRequest(routes, req.method, path, (n) => {
         const v = req.headers[n];
         return Array.isArray(v) ? v.join(',') : v;
@@ -201,14 +213,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
               ),
             );
           }
-          await forward(req, reply, { capture: false });
+          await forward(req, reply, { capture: false, target: target.target });
           return reply;
         case 'unfenced':
-          await forward(req, reply, { capture: false });
+          await forward(req, reply, { capture: false, target: target.target });
           return reply;
         case 'fenced':
           if (auth.enabled) authorizeKey(req.principal as Principal, 'fence', match.scope);
-          return handleFenced(ctx, req, reply, match.route, match.scope);
+          return handleFenced(ctx, req, reply, match.route, match.scope, target.target);
       }
     },
   });

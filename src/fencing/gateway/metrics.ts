@@ -18,6 +18,8 @@ export class GatewayMetrics {
 
   /** Fenced requests queued or in flight, read at each scrape. */
   readonly inFlight: Gauge;
+  /** Requests refused for their request target, by the rule they broke (see request-target.ts). */
+  readonly refusedTargets: Counter<'rule'>;
 
   // Counts kept as plain numbers on the request path and handed to prom-client at each scrape:
   // a labelled inc() hashes its labels every time, which showed in the gateway's profile.
@@ -72,6 +74,12 @@ export class GatewayMetrics {
       collect() {
         this.set(inFlight());
       },
+    });
+    this.refusedTargets = new Counter({
+      name: 'leasehold_gateway_refused_targets_total',
+      help: 'Requests refused before routing because their target was not canonical, by rule.',
+      labelNames: ['rule'],
+      registers: r,
     });
     if (options.defaultMetrics ?? true)
       collectDefaultMetrics({ register: registry, prefix: 'leasehold_gateway_' });

@@ -1,4 +1,5 @@
 import { invalidArgument, isLeaseholdError } from '../../core/errors.js';
+import { validateKey } from '../../core/validate.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from '../decision.js';
 import {
   checkPolicy,
@@ -8,6 +9,7 @@ import {
 } from '../marks/mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
 import { replayOf } from './answer-replay.js';
+import { checkRequestTarget } from './request-target.js';
 import { fenceErrorBody, FENCE_ERROR_STATUS, type FenceErrorCode } from './fence-error.js';
 import {
   MARK_HEADER,
@@ -104,6 +106,19 @@ export class HttpFence {
     this.onDecision = checkDecisionHook(options.onDecision);
   }
 
+  /**
+   * Refuses a request target that HTTP stacks could read as different paths (see
+   * `checkRequestTarget`): the scope must come from the path the handler acts on. Undefined
+   * when the target is canonical.
+   */
+  refuseTarget(
+    target: string | undefined,
+  ): Extract<HttpFenceEntry, { status: 'refused' }> | undefined {
+    const t = checkRequestTarget(target ?? '');
+    if (t.status === 'canonical') return undefined;
+    return refused('invalid_argument', t.message) as Extract<HttpFenceEntry, { status: 'refused' }>;
+  }
+
   /** The answer to a retried idempotency key: the kept answer, or `duplicate`. */
   private async replay(
     scope: string,
@@ -128,6 +143,13 @@ export class HttpFence {
     scope: string,
     headers: Readonly<Record<string, string | string[] | undefined>>,
   ): Promise<HttpFenceEntry> {
+    try {
+      // The scope function's answer is input like any other: a scope the mark stores (and the
+      // gateway) would refuse is refused here, before anything runs.
+      validateKey(scope, 'scope');
+    } catch (err) {
+      return Promise.resolve(refused('invalid_argument', (err as Error).message));
+    }
     const fields = parseFenceHeaders(headers, this.names);
     if (fields.status === 'invalid')
       return Promise.resolve(refused('invalid_argument', fields.message));

@@ -49,6 +49,15 @@ function whenOver(res: ServerResponse, entry: Extract<HttpFenceEntry, { status: 
   else res.once('close', () => entry.done(res.statusCode));
 }
 
+/** Enters `scope` (undefined: the request is not fenced). */
+function enterScope(
+  fence: HttpFence,
+  scope: string | undefined,
+  headers: IncomingMessage['headers'],
+): Promise<HttpFenceEntry | undefined> {
+  return scope === undefined ? Promise.resolve(undefined) : fence.enter(scope, headers);
+}
+
 /**
  * A connect/Express-style middleware `(req, res, next)` that enforces fencing tokens in your
  * own Node service: a fenced request runs only after its token passed the durable mark of its
@@ -66,6 +75,9 @@ export function createFenceMiddleware<Req extends IncomingMessage = IncomingMess
   const fence = new HttpFence(options);
   return (req, res, next) => {
     if (SAFE_METHODS.has(req.method ?? 'GET')) return next();
+    // Express strips a mount prefix from req.url; originalUrl is the target as received.
+    const bad = fence.refuseTarget((req as { originalUrl?: string }).originalUrl ?? req.url);
+    if (bad !== undefined) return answer(res, bad);
     let scope: string | undefined;
     try {
       scope = options.scope(req);
@@ -95,9 +107,10 @@ export const fencingPlugin = Object.assign(
     const fence = new HttpFence(options);
     app.addHook('preHandler', async (req: FastifyRequest, reply: FastifyReply) => {
       if (SAFE_METHODS.has(req.method)) return;
-      const scope = options.scope(req);
-      if (scope === undefined) return;
-      const entry = await fence.enter(scope, req.headers);
+      const entry =
+        fence.refuseTarget(req.raw.url) ??
+        (await enterScope(fence, options.scope(req), req.headers));
+      if (entry === undefined) return;
       if (entry.status === 'refused') {
         for (const [k, v] of Object.entries(entry.headers)) void reply.header(k, v);
         return reply
