@@ -1,5 +1,5 @@
 import type { FenceResult } from '../core/results.js';
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../core/runtime/clock.js';
 import type { HistoryRecorder } from './history.js';
 
 /** How a fenced resource compares a write's token with its high-water mark. */

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { LeaseClient } from '../../core/client.js';
-import { systemClock, type Clock } from '../../core/clock.js';
+import { systemClock, type Clock } from '../../core/runtime/clock.js';
 import { ForwardingLeaseStore } from '../../testing/forwarding-store.js';
 import type { Lease } from '../../core/lease.js';
 import type {
