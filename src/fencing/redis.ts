@@ -9,9 +9,10 @@ import {
   type RedisClient,
   type ScriptArg,
 } from '../stores/redis/scripts.js';
-import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+import type { FenceDecisionHook } from '../core/fence-decision.js';
+import { checkDecisionHook, tellDecision } from './decision.js';
 
-export type { FenceDecision, FenceDecisionHook } from './decision.js';
+export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
 /**
  * Which tokens pass the high-water mark: `>=` lets one lease make several writes (the same

@@ -3,12 +3,3 @@ export { REDIS_STORE_DEFAULTS, type RedisLeaseStoreOptions } from './options.js'
 export type { EvictionCheck } from './eviction-check.js';
 export type { RedisClient } from './client.js';
 export type { WakeMode } from './notify.js';
-export {
-  RedisFence,
-  REDIS_FENCE_DEFAULTS,
-  type RedisFenceOptions,
-  type FenceWriteOptions,
-  type FenceCommand,
-  type FencePolicy,
-  type FenceScript,
-} from '../../fencing/redis.js';
