@@ -15,9 +15,9 @@ import {
   type PgPool,
   type PgPoolClient,
   type PostgresConnectionOptions,
-} from '../stores/postgres/client.js';
-import { unavailable } from '../stores/postgres/errors.js';
-import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
+} from '../drivers/postgres/client.js';
+import { unavailable } from '../drivers/postgres/errors.js';
+import { runMigrations, type MigrationReport } from '../drivers/postgres/migrate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
 import {

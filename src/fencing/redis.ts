@@ -3,12 +3,8 @@ import { ReplyError } from 'ioredis';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import type { FenceResult } from '../core/results.js';
 import { parseToken, validateKey } from '../core/validate.js';
-import {
-  DECIMAL_LUA,
-  LuaScript,
-  type RedisClient,
-  type ScriptArg,
-} from '../stores/redis/scripts.js';
+import type { RedisClient } from '../drivers/redis/client.js';
+import { DECIMAL_LUA, LuaScript, type ScriptArg } from '../drivers/redis/lua-script.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
 

@@ -4,7 +4,7 @@ import type { FenceResult } from '../core/results.js';
 import { parseToken } from '../core/validate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
-import { retryWhileBusy, useDurableWal } from '../stores/sqlite/open-file.js';
+import { retryWhileBusy, useDurableWal } from '../drivers/sqlite/open-file.js';
 
 export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 

@@ -35,7 +35,7 @@ import { HistoryRecorder, type HistoryEvent } from '../history.js';
 import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
 import { withoutWorkerStoreTime } from './store-time.js';
-import { retryWhileBusy, useDurableWal } from '../../stores/sqlite/open-file.js';
+import { retryWhileBusy, useDurableWal } from '../../drivers/sqlite/open-file.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
