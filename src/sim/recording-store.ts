@@ -10,7 +10,8 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
 } from '../core/store.js';
-import type { HistoryRecorder, StoreOpEvent, StoreOpFunction } from './history.js';
+import type { HistoryRecorder } from '../history/recorder.js';
+import type { StoreOpEvent, StoreOpFunction } from '../history/events.js';
 
 /**
  * Short, deterministic labels for lease ids (`L1`, `L2` … in order of first sight): lease

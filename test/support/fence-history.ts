@@ -1,5 +1,5 @@
 import { checkHistory, type CheckReport } from '../../src/check/checker.js';
-import { HistoryRecorder } from '../../src/sim/history.js';
+import { HistoryRecorder } from '../../src/history/recorder.js';
 import { sharedNow } from '../../src/sim/real/protocol.js';
 
 /** What a resource did with one write, in its own commit order. */

@@ -31,7 +31,8 @@ import {
   type WorkerNotice,
   type WorkerRequest,
 } from './protocol.js';
-import { HistoryRecorder, type HistoryEvent } from '../history.js';
+import { HistoryRecorder } from '../../history/recorder.js';
+import type { HistoryEvent } from '../../history/events.js';
 import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
 import { withoutWorkerStoreTime } from './store-time.js';
