@@ -1,17 +1,15 @@
 import { readFileSync } from 'node:fs';
 import {
   channelName,
-  checkout,
   checkIdentifier,
   lastResult,
   quoteIdent,
   quoteLiteral,
   resolveConnection,
   timeoutPrefix,
-  type PgPool,
   type PostgresConnectionOptions,
 } from '../../drivers/postgres/client.js';
-import { sqlState, unavailable } from '../../drivers/postgres/errors.js';
+import { unavailable } from '../../drivers/postgres/errors.js';
 import {
   MIGRATION_TIMEOUT_MS,
   runMigrations,
