@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type * as ClientModule from '../src/core/client.js';
 import type { Lease } from '../src/core/lease.js';
-import type { PgPool } from '../src/stores/postgres/client.js';
+import type { PgPool } from '../src/drivers/postgres/client.js';
 import type * as StoreModule from '../src/stores/postgres/store.js';
 
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';

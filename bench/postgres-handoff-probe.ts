@@ -14,7 +14,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import * as ownClient from '../src/core/client.js';
-import type { PgPool } from '../src/stores/postgres/client.js';
+import type { PgPool } from '../src/drivers/postgres/client.js';
 import * as ownStore from '../src/stores/postgres/store.js';
 
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';

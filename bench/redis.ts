@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
 import { LeaseClient } from '../src/core/client.js';
-import { LuaScript } from '../src/stores/redis/scripts.js';
+import { LuaScript } from '../src/drivers/redis/lua-script.js';
 import { RedisLeaseStore } from '../src/stores/redis/store.js';
 import type { BenchOptions, BenchResult } from './lib.js';
 

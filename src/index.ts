@@ -45,8 +45,8 @@ export type {
   StoreRequestOptions,
   Unwatch,
 } from './core/store.js';
-export { systemClock, MAX_TIMER_MS } from './core/clock.js';
-export type { Clock, TimerHandle } from './core/clock.js';
+export { systemClock, MAX_TIMER_MS } from './core/runtime/clock.js';
+export type { Clock, TimerHandle } from './core/runtime/clock.js';
 export { parseDuration, formatDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
 export { silentLogger } from './core/events.js';

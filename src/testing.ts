@@ -29,7 +29,8 @@ export type {
   LinearizabilityCounterexample,
   LeaseOp,
 } from './check/linearizability.js';
-export { formatHistory, HistoryParseError, HistoryRecorder, parseHistory } from './sim/history.js';
+export { formatHistory, HistoryParseError, parseHistory } from './history/parse.js';
+export { HistoryRecorder } from './history/recorder.js';
 export type {
   ClientEvent,
   FaultEvent,
@@ -41,4 +42,4 @@ export type {
   StoreEvent,
   StoreOpEvent,
   WriteEvent,
-} from './sim/history.js';
+} from './history/events.js';

@@ -1,4 +1,4 @@
-import type { HistoryEvent, ResourceEvent, WriteEvent } from '../sim/history.js';
+import type { HistoryEvent, ResourceEvent, WriteEvent } from '../history/events.js';
 import { status, violation, type InvariantStatus, type Violation } from './report.js';
 
 export function checkI6(

@@ -5,7 +5,7 @@ import type {
   ResourceEvent,
   StoreEvent,
   WriteEvent,
-} from '../sim/history.js';
+} from '../history/events.js';
 import { checkI6 } from './acknowledged-writes.js';
 import { checkI4 } from './client-conservatism.js';
 import { collectGrants, countLocalSuccessions, isClientEvent } from './grants.js';

@@ -1,10 +1,5 @@
-import {
-  I3_EXPECTED_FAULTS,
-  I4_EXPECTED_FAULTS,
-  type ClientEvent,
-  type FaultEvent,
-  type HistoryEvent,
-} from '../sim/history.js';
+import { I3_EXPECTED_FAULTS, I4_EXPECTED_FAULTS } from './expected-faults.js';
+import type { ClientEvent, FaultEvent, HistoryEvent } from '../history/events.js';
 import { violation, type InvariantStatus, type Violation } from './report.js';
 
 export function checkI4(

@@ -1,4 +1,4 @@
-import type { ClientEvent, HistoryEvent, StoreEvent } from '../sim/history.js';
+import type { ClientEvent, HistoryEvent, StoreEvent } from '../history/events.js';
 
 export interface Grant {
   key: string;

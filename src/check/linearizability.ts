@@ -49,7 +49,7 @@
  * operation's window. Each key's search is bounded by a step budget; past it the answer is
  * `unknown`.
  */
-import type { HistoryEvent, MetaEvent, StoreOpEvent, StoreOpFunction } from '../sim/history.js';
+import type { HistoryEvent, MetaEvent, StoreOpEvent, StoreOpFunction } from '../history/events.js';
 import { prepare, search, type SearchOutcome } from './linearizability-search.js';
 import { initialState } from './mutex-model.js';
 

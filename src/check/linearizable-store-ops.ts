@@ -1,4 +1,5 @@
-import { I5_EXPECTED_FAULTS, type FaultEvent, type HistoryEvent } from '../sim/history.js';
+import { I5_EXPECTED_FAULTS } from './expected-faults.js';
+import type { FaultEvent, HistoryEvent } from '../history/events.js';
 import { checkLinearizability, describeLeaseOp } from './linearizability.js';
 import {
   status,

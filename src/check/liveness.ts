@@ -1,4 +1,4 @@
-import type { ClientEvent, HistoryEvent } from '../sim/history.js';
+import type { ClientEvent, HistoryEvent } from '../history/events.js';
 import { endOf, type Grant } from './grants.js';
 import { status, violation, type InvariantStatus, type Violation } from './report.js';
 

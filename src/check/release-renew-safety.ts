@@ -1,4 +1,4 @@
-import type { HistoryEvent, StoreEvent } from '../sim/history.js';
+import type { HistoryEvent, StoreEvent } from '../history/events.js';
 import { status, violation, type InvariantStatus, type Violation } from './report.js';
 
 export function checkI7(

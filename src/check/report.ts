@@ -1,4 +1,4 @@
-import type { HistoryEvent } from '../sim/history.js';
+import type { HistoryEvent } from '../history/events.js';
 import type { LinearizabilityOptions } from './linearizability.js';
 
 /** The invariants the checker knows (VERIFICATION.md); the full I8 is not checked here. */

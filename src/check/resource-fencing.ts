@@ -1,4 +1,4 @@
-import type { ResourceEvent } from '../sim/history.js';
+import type { ResourceEvent } from '../history/events.js';
 import { status, violation, type InvariantStatus, type Violation } from './report.js';
 
 export function checkI1(resource: ResourceEvent[]): {

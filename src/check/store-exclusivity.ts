@@ -1,4 +1,5 @@
-import { I3_EXPECTED_FAULTS, type FaultEvent } from '../sim/history.js';
+import { I3_EXPECTED_FAULTS } from './expected-faults.js';
+import type { FaultEvent } from '../history/events.js';
 import { endOf, type Grant } from './grants.js';
 import { status, violation, type InvariantStatus, type Violation } from './report.js';
 

@@ -1,4 +1,4 @@
-import { abortReason, MonotonicGuard, type Clock } from './clock.js';
+import { abortReason, MonotonicGuard, type Clock } from './runtime/clock.js';
 import type { ResolvedClientOptions } from './client-options.js';
 import { LeaseholdError } from './errors.js';
 import { debugEnabled, LeaseEvents, type Logger } from './events.js';

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from './runtime/clock.js';
 import type { Duration } from './duration.js';
 import { invalidArgument } from './errors.js';
 import { silentLogger, type Logger } from './events.js';

@@ -1,4 +1,4 @@
-import { abortReason, delay, systemClock, type Clock, type TimerHandle } from './clock.js';
+import { abortReason, delay, systemClock, type Clock, type TimerHandle } from './runtime/clock.js';
 import type { AcquireOptions, LeaseClient } from './client.js';
 import { parseDuration, type Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';

@@ -1,4 +1,4 @@
-import type { MonotonicGuard } from './clock.js';
+import type { MonotonicGuard } from './runtime/clock.js';
 import type { LeaseEvents, Logger } from './events.js';
 import type { RenewalBatcher } from './renewal-batch.js';
 import type { Lease } from './lease.js';

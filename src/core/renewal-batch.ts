@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from './runtime/clock.js';
 import { LeaseholdError } from './errors.js';
 import type { Settled } from './runtime/request.js';
 import { Timed, type TimeoutQueue } from './runtime/timeout-queue.js';

@@ -1,3 +1,4 @@
+import type { RequestOptions } from './runtime/request.js';
 import type { LeaseState, StoreCapabilities, Token, HolderInfo } from './types.js';
 
 /**
@@ -6,10 +7,7 @@ import type { LeaseState, StoreCapabilities, Token, HolderInfo } from './types.j
  * a store should bound its own work by it (`statement_timeout`, command timeout). The
  * client also races every request against it, and treats a late answer as no answer.
  */
-export interface StoreRequestOptions {
-  readonly timeoutMs: number;
-  readonly signal: AbortSignal;
-}
+export type StoreRequestOptions = RequestOptions;
 
 /** One acquisition attempt, fully validated by the caller. */
 export interface StoreAcquireRequest {

@@ -1,6 +1,6 @@
 import { parseDuration } from './duration.js';
 import { invalidArgument, LeaseholdError } from './errors.js';
-import { MAX_TIMER_MS } from './clock.js';
+import { MAX_TIMER_MS } from './runtime/clock.js';
 import { utf8ByteLength } from './platform.js';
 
 /** The limits every store and the server enforce. */

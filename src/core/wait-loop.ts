@@ -1,5 +1,5 @@
 import type { AcquireAsk } from './client-context.js';
-import type { Clock } from './clock.js';
+import type { Clock } from './runtime/clock.js';
 import type { BusyAnswer } from './held-leases.js';
 import { Waiter, type KeyWaiters, type Releasable, type WaitQueues } from './key-waiters.js';
 import type { Lease } from './lease.js';

@@ -1,27 +1,10 @@
 import { invalidArgument } from '../core/errors.js';
+import type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
-/**
- * What a fence decided about one write, as handed to a fence's `onDecision` hook: for
- * monitoring (for example the lease server's event stream and metrics, through
- * `createFenceReporter` in `leasehold/http`). Tokens are bigints, as everywhere.
- */
-export interface FenceDecision {
-  /** The fencing scope the write was for (what the high-water mark protects). */
-  readonly scope: string;
-  /** The token the writer presented. */
-  readonly token: bigint;
-  /** The fence's answer, the same string as the write's `FenceResult.status`. */
-  readonly status: 'applied' | 'duplicate' | 'stale_fence';
-  /** With `stale_fence`: the high-water mark that refused the token. */
-  readonly highWaterMark?: bigint;
-}
-
-/**
- * Called once per finished fence decision, after the outcome is final (committed or rolled
- * back) and before the write's promise or return value reaches the caller. Keep it cheap and
- * non-blocking; its exceptions are ignored, so a failing monitor never changes a fence outcome.
- */
-export type FenceDecisionHook = (decision: FenceDecision) => void;
+// The decision's types belong to core (core/fence-decision.ts), below the stores, metrics and
+// telemetry that name them too. Named here only for src/fencing/http/, which still imports
+// them from this module; drop once it imports core (issue 47).
+export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
 /** Checks an `onDecision` option at construction. */
 export function checkDecisionHook(value: unknown): FenceDecisionHook | undefined {

@@ -6,9 +6,9 @@
 import { invalidArgument } from '../core/errors.js';
 import { requireObject } from '../core/runtime/options.js';
 import { parseToken, validateKey } from '../core/validate.js';
-import { quoteIdent, type SqlParam } from '../stores/postgres/client.js';
+import { quoteIdent, type SqlParam } from '../drivers/postgres/client.js';
 import type { FencedWriteRequest } from './postgres.js';
-import type { Migration } from '../stores/postgres/migrate.js';
+import type { Migration } from '../drivers/postgres/migrate.js';
 
 /**
  * Version 1 (forward-only).

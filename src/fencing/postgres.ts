@@ -15,10 +15,11 @@ import {
   type PgPool,
   type PgPoolClient,
   type PostgresConnectionOptions,
-} from '../stores/postgres/client.js';
-import { unavailable } from '../stores/postgres/errors.js';
-import { runMigrations, type MigrationReport } from '../stores/postgres/migrate.js';
-import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+} from '../drivers/postgres/client.js';
+import { unavailable } from '../drivers/postgres/errors.js';
+import { runMigrations, type MigrationReport } from '../drivers/postgres/migrate.js';
+import type { FenceDecisionHook } from '../core/fence-decision.js';
+import { checkDecisionHook, tellDecision } from './decision.js';
 import {
   fenceParams,
   fenceStatements,
@@ -26,7 +27,7 @@ import {
   type FenceStatements,
 } from './postgres-statements.js';
 
-export type { FenceDecision, FenceDecisionHook } from './decision.js';
+export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
 /** A connection inside the fenced transaction, handed to your write. Do not commit or roll back. */
 export interface FenceTransaction {

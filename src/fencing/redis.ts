@@ -3,15 +3,12 @@ import { ReplyError } from 'ioredis';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import type { FenceResult } from '../core/results.js';
 import { parseToken, validateKey } from '../core/validate.js';
-import {
-  DECIMAL_LUA,
-  LuaScript,
-  type RedisClient,
-  type ScriptArg,
-} from '../stores/redis/scripts.js';
-import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
+import type { RedisClient } from '../drivers/redis/client.js';
+import { DECIMAL_LUA, LuaScript, type ScriptArg } from '../drivers/redis/lua-script.js';
+import type { FenceDecisionHook } from '../core/fence-decision.js';
+import { checkDecisionHook, tellDecision } from './decision.js';
 
-export type { FenceDecision, FenceDecisionHook } from './decision.js';
+export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
 /**
  * Which tokens pass the high-water mark: `>=` lets one lease make several writes (the same

@@ -2,10 +2,11 @@ import Database from 'better-sqlite3';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import type { FenceResult } from '../core/results.js';
 import { parseToken } from '../core/validate.js';
-import { checkDecisionHook, tellDecision, type FenceDecisionHook } from './decision.js';
-import { retryWhileBusy, useDurableWal } from '../stores/sqlite/open-file.js';
+import type { FenceDecisionHook } from '../core/fence-decision.js';
+import { checkDecisionHook, tellDecision } from './decision.js';
+import { retryWhileBusy, useDurableWal } from '../drivers/sqlite/open-file.js';
 
-export type { FenceDecision, FenceDecisionHook } from './decision.js';
+export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
 /** How a fence compares a token with the high-water mark. */
 export type SqliteFencePolicy = '>=' | '>';

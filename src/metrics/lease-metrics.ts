@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
 import type { LeaseClient } from '../core/client.js';
 import { invalidArgument } from '../core/errors.js';
-import type { FenceDecisionHook } from '../fencing/decision.js';
+import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { wrapFence, type FencedWriteEnd } from './fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from './key-groups.js';
 import {

@@ -1,7 +1,7 @@
 import { metrics, trace, type MeterProvider, type TracerProvider } from '@opentelemetry/api';
 import type { LeaseClient } from '../core/client.js';
 import { invalidArgument } from '../core/errors.js';
-import type { FenceDecisionHook } from '../fencing/decision.js';
+import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { wrapFence, type FenceWatcher } from '../metrics/fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from '../metrics/key-groups.js';
 import type { ElectionLike } from '../metrics/lease-metrics.js';

@@ -1,4 +1,4 @@
-import { systemClock } from '../core/clock.js';
+import { systemClock } from '../core/runtime/clock.js';
 import { LeaseholdError } from '../core/errors.js';
 import type { AcquireAsk } from '../core/client-context.js';
 import type { WaitQueues } from '../core/key-waiters.js';

@@ -1,5 +1,5 @@
 import { ForwardingLeaseStore } from '../testing/forwarding-store.js';
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../core/runtime/clock.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,

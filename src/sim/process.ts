@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Clock, TimerHandle } from '../core/runtime/clock.js';
 import type { ManualClock } from '../testing/manual-clock.js';
 
 interface ProcTimer {

@@ -1,5 +1,5 @@
 import type { CheckReport } from '../check/checker.js';
-import type { HistoryEvent } from './history.js';
+import type { HistoryEvent } from '../history/events.js';
 import { CALM_LINK, type LinkProfile } from './network.js';
 import type { PlantedBug } from './planted-bugs.js';
 import { SeededRandom } from './random.js';

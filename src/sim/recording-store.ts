@@ -1,5 +1,5 @@
 import { ForwardingLeaseStore } from '../testing/forwarding-store.js';
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../core/runtime/clock.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,
@@ -10,7 +10,8 @@ import type {
   StoreRenewResult,
   StoreRequestOptions,
 } from '../core/store.js';
-import type { HistoryRecorder, StoreOpEvent, StoreOpFunction } from './history.js';
+import type { HistoryRecorder } from '../history/recorder.js';
+import type { StoreOpEvent, StoreOpFunction } from '../history/events.js';
 
 /**
  * Short, deterministic labels for lease ids (`L1`, `L2` … in order of first sight): lease

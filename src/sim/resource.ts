@@ -1,6 +1,6 @@
 import type { FenceResult } from '../core/results.js';
-import type { Clock } from '../core/clock.js';
-import type { HistoryRecorder } from './history.js';
+import type { Clock } from '../core/runtime/clock.js';
+import type { HistoryRecorder } from '../history/recorder.js';
 
 /** How a fenced resource compares a write's token with its high-water mark. */
 export type FencePolicy = '>=' | '>';

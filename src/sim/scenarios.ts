@@ -1,5 +1,5 @@
 import type { CheckReport } from '../check/checker.js';
-import type { HistoryEvent } from './history.js';
+import type { HistoryEvent } from '../history/events.js';
 import type { Lease } from '../core/lease.js';
 import { SimWorld, type SimWorker } from './world.js';
 

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../core/clock.js';
+import type { Clock, TimerHandle } from '../core/runtime/clock.js';
 import { nextMacrotask } from '../core/platform.js';
 
 interface PendingTimer {

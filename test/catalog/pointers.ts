@@ -4,7 +4,7 @@ import pg from 'pg';
 import type { PointerStore } from '../../src/fencing/catalog/pointer-store.js';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
-import { retryWhileBusy, useDurableWal } from '../../src/stores/sqlite/open-file.js';
+import { retryWhileBusy, useDurableWal } from '../../src/drivers/sqlite/open-file.js';
 
 /** Which pointer store a writer process or a test opens. */
 export type PointerConfig =

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
 import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/postgres/store.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
-import { runMigrations } from '../../src/stores/postgres/migrate.js';
+import { runMigrations } from '../../src/drivers/postgres/migrate.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
 import { stagedPostgresRow } from './pointers.js';
 

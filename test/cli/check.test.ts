@@ -6,7 +6,7 @@ import { Command } from 'commander';
 import { registerCheckCommand, runCheck } from '../../src/cli/commands/check.js';
 import type { CommandIo } from '../../src/cli/commands/io.js';
 import { runLessonStory } from '../../src/sim/lesson.js';
-import { formatHistory } from '../../src/sim/history.js';
+import { formatHistory } from '../../src/history/parse.js';
 import { tempDir } from '../support/tmp.js';
 
 const tmp = tempDir('check');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { checkHistory, formatReport, percentile } from '../../src/check/checker.js';
-import { sharedNow } from '../../src/sim/real/protocol.js';
+import { sharedNow } from '../../src/fault/protocol.js';
 import { deletePrefix, TEST_REDIS_URL } from '../contract/harnesses/redis.js';
 import { LeaseClient } from '../../src/core/client.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import { runRealPauseStory } from '../../src/sim/real/stories.js';
+import { runRealPauseStory } from '../../src/fault/stories.js';
 import {
   ArmTally,
   faultStores,

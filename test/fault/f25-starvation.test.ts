@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import { RealHarness } from '../../src/sim/real/harness.js';
+import { RealHarness } from '../../src/fault/harness.js';
 import {
   ArmTally,
   faultStores,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { describe, it } from 'node:test';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
-import { RealHarness } from '../../src/sim/real/harness.js';
+import { RealHarness } from '../../src/fault/harness.js';
 import { runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { elapse } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';

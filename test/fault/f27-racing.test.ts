@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import { RealHarness } from '../../src/sim/real/harness.js';
+import { RealHarness } from '../../src/fault/harness.js';
 import { runsPerArm, FAULT_TIMEOUT_MS } from '../support/fault-env.js';
 import { tempDir } from '../support/tmp.js';
 

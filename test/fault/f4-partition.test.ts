@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import { runRealPartitionStory } from '../../src/sim/real/network-stories.js';
+import { runRealPartitionStory } from '../../src/fault/network-stories.js';
 import {
   ALL_FAULT_STORES,
   ArmTally,

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import type { HistoryEvent } from '../../src/sim/history.js';
-import { runRealLostReplyStory } from '../../src/sim/real/network-stories.js';
+import type { HistoryEvent } from '../../src/history/events.js';
+import { runRealLostReplyStory } from '../../src/fault/network-stories.js';
 import {
   ALL_FAULT_STORES,
   ArmTally,

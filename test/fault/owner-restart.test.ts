@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import { runOwnerRestartStory } from '../../src/sim/real/owner-restart-story.js';
+import { runOwnerRestartStory } from '../../src/fault/owner-restart-story.js';
 import {
   ALL_FAULT_STORES,
   ArmTally,

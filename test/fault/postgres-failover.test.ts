@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { percentile } from '../../src/check/checker.js';
 import type { LeaseClient } from '../../src/core/client.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
-import { quoteIdent } from '../../src/stores/postgres/client.js';
+import { quoteIdent } from '../../src/drivers/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { spawnCli } from '../support/cli.js';
 import { runsPerArm, FAULT_TIMEOUT_MS, STORE_START_TIMEOUT_MS } from '../support/fault-env.js';

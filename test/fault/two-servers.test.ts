@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import { RealHarness } from '../../src/sim/real/harness.js';
-import { runRealPauseStory } from '../../src/sim/real/stories.js';
+import { RealHarness } from '../../src/fault/harness.js';
+import { runRealPauseStory } from '../../src/fault/stories.js';
 import {
   ArmTally,
   FigureTally,

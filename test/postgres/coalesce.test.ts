@@ -5,7 +5,7 @@ import pg from 'pg';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import { leaseIdPrefix } from '../../src/core/ids.js';
 import type { StoreAcquireResult, StoreRequestOptions } from '../../src/core/store.js';
-import { quoteIdent, type PgPool } from '../../src/stores/postgres/client.js';
+import { quoteIdent, type PgPool } from '../../src/drivers/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { uniqueKey } from '../support/keys.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';

@@ -11,7 +11,7 @@ import {
   type FenceDecision,
   type FenceTransaction,
 } from '../../src/fencing/postgres.js';
-import { quoteIdent } from '../../src/stores/postgres/client.js';
+import { quoteIdent } from '../../src/drivers/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { Barrier, Gate } from '../support/barrier.js';
 import { uniqueKey } from '../support/keys.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { StoreRequestOptions } from '../../src/core/store.js';
-import { compileSql, renderSql, type SqlParam } from '../../src/stores/postgres/client.js';
+import { compileSql, renderSql, type SqlParam } from '../../src/drivers/postgres/client.js';
 import { unpackGrant } from '../../src/stores/postgres/answers.js';
 import * as Q from '../../src/stores/postgres/queries.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';

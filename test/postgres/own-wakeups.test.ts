@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { StoreAcquireResult, StoreRequestOptions } from '../../src/core/store.js';
-import { quoteIdent } from '../../src/stores/postgres/client.js';
+import { quoteIdent } from '../../src/drivers/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { uniqueKey } from '../support/keys.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';

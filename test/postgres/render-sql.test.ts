@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import pg from 'pg';
 import { isLeaseholdError } from '../../src/core/errors.js';
-import { renderSql } from '../../src/stores/postgres/client.js';
+import { renderSql } from '../../src/drivers/postgres/client.js';
 import { PG_URL } from '../support/postgres.js';
 
 // The store's statements go out as simple-protocol text with their parameters rendered as

@@ -8,7 +8,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import type { Lease } from '../../src/core/lease.js';
 import type { AcquireResult } from '../../src/core/results.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
-import { quoteIdent } from '../../src/stores/postgres/client.js';
+import { quoteIdent } from '../../src/drivers/postgres/client.js';
 import { advancePostgresFencingEpoch } from '../../src/stores/postgres/epoch.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { StoreRequestOptions } from '../../src/core/store.js';
-import { quoteIdent, quoteLiteral, renderSql } from '../../src/stores/postgres/client.js';
+import { quoteIdent, quoteLiteral, renderSql } from '../../src/drivers/postgres/client.js';
 import {
   acquireFunctionName,
   grantNoticeFunctionName,

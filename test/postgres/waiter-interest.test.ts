@@ -8,7 +8,7 @@ import {
   quoteIdent,
   renderSql,
   type PgPool,
-} from '../../src/stores/postgres/client.js';
+} from '../../src/drivers/postgres/client.js';
 import { interestTableName } from '../../src/stores/postgres/migrate.js';
 import * as Q from '../../src/stores/postgres/queries.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkHistory, formatReport, type InvariantId } from '../../src/check/checker.js';
-import { HistoryParseError, parseHistory, type HistoryEvent } from '../../src/sim/history.js';
+import { HistoryParseError, parseHistory } from '../../src/history/parse.js';
+import type { HistoryEvent } from '../../src/history/events.js';
 
 // Hand-written histories: one valid baseline and one violation per invariant.
 

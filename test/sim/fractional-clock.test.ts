@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Clock, TimerHandle } from '../../src/core/clock.js';
+import type { Clock, TimerHandle } from '../../src/core/runtime/clock.js';
 import { LeaseClient } from '../../src/core/client.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';

@@ -17,14 +17,14 @@ import {
 } from '../../src/core/store.js';
 import type { LeaseState } from '../../src/core/types.js';
 import { checkHistory, formatReport } from '../../src/check/checker.js';
-import {
-  HistoryRecorder,
-  parseHistory,
-  type ClientEvent,
-  type HistoryEvent,
-  type StoreEvent,
-  type StoreOpEvent,
-} from '../../src/sim/history.js';
+import { HistoryRecorder } from '../../src/history/recorder.js';
+import { parseHistory } from '../../src/history/parse.js';
+import type {
+  ClientEvent,
+  HistoryEvent,
+  StoreEvent,
+  StoreOpEvent,
+} from '../../src/history/events.js';
 import { checkLinearizability } from '../../src/check/linearizability.js';
 import { NetworkedStore, SimNetwork } from '../../src/sim/network.js';
 import { PlantedBugStore } from '../../src/sim/planted-bugs.js';

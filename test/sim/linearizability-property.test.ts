@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
-import type { StoreOpEvent } from '../../src/sim/history.js';
+import type { StoreOpEvent } from '../../src/history/events.js';
 import { checkLinearizability } from '../../src/check/linearizability.js';
 
 // Property: a sequential execution of a real store (the memory store on a virtual clock),

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatReport } from '../../src/check/checker.js';
-import type { StoreOpEvent } from '../../src/sim/history.js';
+import type { StoreOpEvent } from '../../src/history/events.js';
 import { runLessonStory } from '../../src/sim/lesson.js';
 import { runRandomSeed } from '../../src/sim/random-workload.js';
 import {

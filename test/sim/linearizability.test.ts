@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkHistory, formatReport } from '../../src/check/checker.js';
-import { parseHistory, type HistoryEvent, type StoreOpEvent } from '../../src/sim/history.js';
+import { parseHistory } from '../../src/history/parse.js';
+import type { HistoryEvent, StoreOpEvent } from '../../src/history/events.js';
 import {
   checkLinearizability,
   type LinearizabilityOptions,

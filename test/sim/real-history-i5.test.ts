@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkHistory, formatReport } from '../../src/check/checker.js';
-import { parseHistory, type HistoryEvent, type StoreOpEvent } from '../../src/sim/history.js';
-import { allowExpiryLag, withoutWorkerStoreTime } from '../../src/sim/real/store-time.js';
+import { parseHistory } from '../../src/history/parse.js';
+import type { HistoryEvent, StoreOpEvent } from '../../src/history/events.js';
+import { allowExpiryLag, withoutWorkerStoreTime } from '../../src/fault/store-time.js';
 
-// I5 on histories shaped like the real-process harness's (src/sim/real): per-worker op ids and
+// I5 on histories shaped like the real-process harness's (src/fault/): per-worker op ids and
 // lease labels, wall-clock-scale `t`, no `storeAt` (meta `storeTimeFromT`, tolerance 50 ms),
 // etcd's `busy`/`renewed` widened by allowExpiryLag. The base history is an F1 run on SQLite as the
 // harness recorded it (A holds, is stopped, B polls and takes over, A's late release fails);

@@ -9,7 +9,7 @@ import {
   lostRenewReplyScenario,
   slowAcquireReplyScenario,
 } from '../../src/sim/scenarios.js';
-import type { HistoryEvent } from '../../src/sim/history.js';
+import type { HistoryEvent } from '../../src/history/events.js';
 
 function events<T extends HistoryEvent['type']>(
   h: readonly HistoryEvent[],

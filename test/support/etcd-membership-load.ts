@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { LeaseClient } from '../../src/core/client.js';
 import type { Lease } from '../../src/core/lease.js';
 import { RedisFence } from '../../src/fencing/redis.js';
-import { sharedNow } from '../../src/sim/real/protocol.js';
+import { sharedNow } from '../../src/fault/protocol.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { FenceHistory, type ResourceLogEntry } from './fence-history.js';
 

@@ -6,7 +6,7 @@ import {
   type CheckReport,
   type HistoryFigures,
 } from '../../src/check/checker.js';
-import type { StoreLink } from '../../src/sim/real/network-stories.js';
+import type { StoreLink } from '../../src/fault/network-stories.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { startRedis, type RedisProcess } from './redis-server.js';

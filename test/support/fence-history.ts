@@ -1,6 +1,6 @@
 import { checkHistory, type CheckReport } from '../../src/check/checker.js';
-import { HistoryRecorder } from '../../src/sim/history.js';
-import { sharedNow } from '../../src/sim/real/protocol.js';
+import { HistoryRecorder } from '../../src/history/recorder.js';
+import { sharedNow } from '../../src/fault/protocol.js';
 
 /** What a resource did with one write, in its own commit order. */
 export interface ResourceLogEntry {

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { createServer, type Server } from 'node:net';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
-import { INSERT_LOG, RESOURCE_SCHEMA, sharedNow, UPSERT_JOB } from '../../src/sim/real/protocol.js';
+import { INSERT_LOG, RESOURCE_SCHEMA, sharedNow, UPSERT_JOB } from '../../src/fault/protocol.js';
 
 /** Rows in the resource's `job_log` at `path` (its database file), read from a connection of its own. */
 export function logCount(path: string): number {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { systemClock } from '../../src/core/clock.js';
+import { systemClock } from '../../src/core/runtime/clock.js';
 import type {
   StoreAcquireRequest,
   StoreAcquireResult,

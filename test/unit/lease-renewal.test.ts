@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Clock } from '../../src/core/clock.js';
+import type { Clock } from '../../src/core/runtime/clock.js';
 import { LeaseClient } from '../../src/core/client.js';
 import { LeaseholdError } from '../../src/core/errors.js';
 import type { LeaseEvent } from '../../src/core/events.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { systemClock, type Clock, type TimerHandle } from '../../src/core/clock.js';
+import { systemClock, type Clock, type TimerHandle } from '../../src/core/runtime/clock.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { boundedRequest } from '../../src/core/runtime/request.js';
 import { Timed, TimeoutQueue } from '../../src/core/runtime/timeout-queue.js';
@@ -194,7 +194,7 @@ describe('TimeoutQueue', () => {
     const module = fileURLToPath(
       new URL('../../src/core/runtime/timeout-queue.js', import.meta.url),
     );
-    const clockModule = fileURLToPath(new URL('../../src/core/clock.js', import.meta.url));
+    const clockModule = fileURLToPath(new URL('../../src/core/runtime/clock.js', import.meta.url));
     const code = `
       const { TimeoutQueue, Timed } = await import(${JSON.stringify(module)});
       const { systemClock } = await import(${JSON.stringify(clockModule)});

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { checkHistory, formatReport } from '../../check/checker.js';
-import { HistoryParseError, parseHistory } from '../../sim/history.js';
+import { HistoryParseError, parseHistory } from '../../history/parse.js';
 import { DEFAULT_MAX_STEPS_PER_KEY } from '../../check/linearizability.js';
 import { processIo, type CommandIo } from './io.js';
 

@@ -11,7 +11,7 @@ import {
   summarizeLesson,
   type LessonFault,
 } from '../../sim/lesson.js';
-import type { RealStep } from '../../sim/real/stories.js';
+import type { RealStep } from '../../fault/stories.js';
 import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 import { processIo, type CommandIo } from './io.js';
 
@@ -108,7 +108,7 @@ export async function runDemo(
   }
   // The real story runs SQLite stores in child processes; the simulated one needs nothing.
   await requirePackages('demo --real', FEATURE_PACKAGES.sqlite);
-  const { runRealPauseStory } = await import('../../sim/real/stories.js');
+  const { runRealPauseStory } = await import('../../fault/stories.js');
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-demo-'));
   let n = 0;
   const print = (s: RealStep): void =>

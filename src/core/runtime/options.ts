@@ -1,4 +1,4 @@
-import { invalidArgument } from '../errors.js';
+import { invalidArgument } from './errors.js';
 
 /**
  * Checks for the options bag of a constructor or call: an object, or `ERR_INVALID_ARGUMENT`

@@ -1,7 +1,16 @@
-import { LeaseholdError, isLeaseholdError } from '../errors.js';
+import { LeaseholdError, isLeaseholdError } from './errors.js';
 import { onAbortOf } from './signals.js';
-import type { StoreRequestOptions } from '../store.js';
 import { Timed, type TimeoutQueue } from './timeout-queue.js';
+
+/**
+ * What a bounded request hands the work it runs: the time it may still take and a signal that
+ * fires when the caller gives up or the time is over. The store contract names it
+ * `StoreRequestOptions` (core/store.ts).
+ */
+export interface RequestOptions {
+  readonly timeoutMs: number;
+  readonly signal: AbortSignal;
+}
 
 /** The outcome of one bounded store request. */
 export type Settled<T> =
@@ -23,7 +32,7 @@ export function boundedRequest<T>(
   timeouts: TimeoutQueue,
   timeoutMs: number,
   outer: AbortSignal | undefined,
-  run: (options: StoreRequestOptions) => Promise<T>,
+  run: (options: RequestOptions) => Promise<T>,
   onLate?: (late: Promise<T>) => void,
 ): Promise<Settled<T>> {
   if (outer?.aborted === true) {
@@ -41,11 +50,11 @@ export function boundedRequest<T>(
 }
 
 /**
- * One request in flight. It is also the `StoreRequestOptions` the store sees and its own
+ * One request in flight. It is also the `RequestOptions` the store sees and its own
  * entry in the timeout queue, so a request costs one object and one promise (no timer of its
  * own): this runs twice per lease on the hot path.
  */
-class BoundedRequest<T> extends Timed implements StoreRequestOptions {
+class BoundedRequest<T> extends Timed implements RequestOptions {
   private done = false;
   private timeouts: TimeoutQueue | undefined;
   private unsubscribe: (() => void) | undefined;
@@ -76,7 +85,7 @@ class BoundedRequest<T> extends Timed implements StoreRequestOptions {
   start(
     timeouts: TimeoutQueue,
     outer: AbortSignal | undefined,
-    run: (options: StoreRequestOptions) => Promise<T>,
+    run: (options: RequestOptions) => Promise<T>,
   ): Promise<Settled<T>> {
     const settled = new Promise<Settled<T>>((resolve) => {
       this.resolve = resolve;

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../clock.js';
+import type { Clock, TimerHandle } from './clock.js';
 
 /**
  * Something with a timeout in a {@link TimeoutQueue}. The queue owns the link fields; an

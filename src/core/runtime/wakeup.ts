@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../clock.js';
+import type { Clock, TimerHandle } from './clock.js';
 
 /**
  * One wait for the first of: a notification, a timer, or an abort. Used by waiting

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { invalidArgument } from '../../core/errors.js';
-import { checkIdentifier, quoteIdent } from '../../stores/postgres/client.js';
-import { unavailable } from '../../stores/postgres/errors.js';
+import { checkIdentifier, quoteIdent } from '../../drivers/postgres/client.js';
+import { unavailable } from '../../drivers/postgres/errors.js';
 import { PostgresFence, type FenceTransaction } from '../postgres.js';
 import {
   MAX_STORED_ANSWER_BYTES,

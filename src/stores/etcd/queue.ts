@@ -1,4 +1,4 @@
-import { abortReason } from '../../core/clock.js';
+import { abortReason } from '../../core/runtime/clock.js';
 import { LeaseholdError } from '../../core/errors.js';
 import type {
   StoreAcquireRequest,

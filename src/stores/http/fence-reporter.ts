@@ -1,5 +1,5 @@
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
-import type { FenceDecision, FenceDecisionHook } from '../../fencing/decision.js';
+import type { FenceDecision, FenceDecisionHook } from '../../core/fence-decision.js';
 import { HttpApiError } from './errors.js';
 import { PooledHttpTransport } from './pooled-transport.js';
 import { parseServerUrl } from './server-url.js';

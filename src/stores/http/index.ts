@@ -6,4 +6,4 @@ export {
   type FenceReporterOptions,
   type FenceReporterStats,
 } from './fence-reporter.js';
-export type { FenceDecision, FenceDecisionHook } from '../../fencing/decision.js';
+export type { FenceDecision, FenceDecisionHook } from '../../core/fence-decision.js';

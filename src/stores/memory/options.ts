@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../../core/clock.js';
+import { systemClock, type Clock } from '../../core/runtime/clock.js';
 import { MemoryLeaseState } from './state.js';
 
 /** Options for {@link MemoryLeaseStore}. */

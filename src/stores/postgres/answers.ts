@@ -3,7 +3,7 @@ import { leaseIdPrefix } from '../../core/ids.js';
 import { LIMITS } from '../../core/validate.js';
 import type { StoreAcquireRequest, StoreAcquireResult } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import { parseBigint, type SqlParam } from './client.js';
+import { parseBigint, type SqlParam } from '../../drivers/postgres/client.js';
 
 /** How the store's requests become statement parameters and its rows become answers. */
 

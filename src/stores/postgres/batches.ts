@@ -7,9 +7,9 @@ import type {
 } from '../../core/store.js';
 import { LeaseholdError } from '../../core/errors.js';
 import { acquireAnswer } from './answers.js';
-import type { PgResult, SqlParam } from './client.js';
+import type { PgResult, SqlParam } from '../../drivers/postgres/client.js';
 import { Coalescer } from './coalesce.js';
-import { sqlState } from './errors.js';
+import { sqlState } from '../../drivers/postgres/errors.js';
 
 /**
  * How a batch of requests (decision 017) becomes the parameters of ACQUIRE_MANY or

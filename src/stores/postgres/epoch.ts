@@ -9,8 +9,8 @@ import {
   parseBigint,
   resolveConnection,
   type PostgresConnectionOptions,
-} from './client.js';
-import { unavailable } from './errors.js';
+} from '../../drivers/postgres/client.js';
+import { unavailable } from '../../drivers/postgres/errors.js';
 
 /**
  * Tokens per millisecond of wall-clock time reserved by the epoch floor. The floor after a

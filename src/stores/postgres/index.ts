@@ -4,8 +4,8 @@ export {
   migratePostgresLeaseStore,
   postgresLeaseTableExists,
   type PostgresMigrateOptions,
-  type MigrationReport,
 } from './migrate.js';
+export type { MigrationReport } from '../../drivers/postgres/migrate.js';
 export {
   advancePostgresFencingEpoch,
   EPOCH_TOKENS_PER_MS,
@@ -17,4 +17,4 @@ export type {
   PgPoolClient,
   PgConnectionConfig,
   PostgresConnectionOptions,
-} from './client.js';
+} from '../../drivers/postgres/client.js';

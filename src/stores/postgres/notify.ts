@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
-import { quoteIdent, type PgConnectionConfig } from './client.js';
-import { unavailable } from './errors.js';
+import { quoteIdent, type PgConnectionConfig } from '../../drivers/postgres/client.js';
+import { unavailable } from '../../drivers/postgres/errors.js';
 import { GRANT_NOTICE } from './queries.js';
 
 /** Reconnect delays after the listening session is lost: doubling, capped. */

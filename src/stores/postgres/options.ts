@@ -4,7 +4,7 @@ import {
   checkIdentifier,
   type PgConnectionConfig,
   type PostgresConnectionOptions,
-} from './client.js';
+} from '../../drivers/postgres/client.js';
 
 /** Options for {@link PostgresLeaseStore}: a connection (exactly one of pool / connectionString / connection) and where the table lives. */
 export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {

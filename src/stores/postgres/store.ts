@@ -29,7 +29,7 @@ import {
   type PgPool,
   type PgResult,
   type SqlParam,
-} from './client.js';
+} from '../../drivers/postgres/client.js';
 import {
   acquireCoalescer,
   sortByKeyBytes,
@@ -38,7 +38,7 @@ import {
   type OnChange,
 } from './batches.js';
 import type { Coalescer } from './coalesce.js';
-import { unavailable } from './errors.js';
+import { unavailable } from '../../drivers/postgres/errors.js';
 import { Listener } from './notify.js';
 import {
   acquireFunctionName,
@@ -47,9 +47,8 @@ import {
   interestTableName,
   leaseMigrations,
   releaseFunctionName,
-  runMigrations,
-  type MigrationReport,
 } from './migrate.js';
+import { runMigrations, type MigrationReport } from '../../drivers/postgres/migrate.js';
 import { resolvePostgresLeaseStoreOptions, type PostgresLeaseStoreOptions } from './options.js';
 import * as Q from './queries.js';
 

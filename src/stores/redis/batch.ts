@@ -1,4 +1,4 @@
-import type { RedisClient } from './client.js';
+import type { RedisClient } from '../../drivers/redis/client.js';
 
 /** The part of a socket that coalescing uses. */
 interface Corkable {

@@ -1,4 +1,5 @@
-import { openNodeClient, type RedisClusterClient, type RedisNodeClient } from './client.js';
+import { openNodeClient } from './client.js';
+import { type RedisClusterClient, type RedisNodeClient } from '../../drivers/redis/client.js';
 import type { Logger } from '../../core/events.js';
 
 /** What a {@link ClusterSubscription} tells its owner. */

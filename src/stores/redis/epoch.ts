@@ -1,7 +1,8 @@
 import { LeaseholdError } from '../../core/errors.js';
 import { parseToken } from '../../core/validate.js';
 import { epochFloor } from '../epoch-floor.js';
-import { mastersOf, openOneShotClient, type RedisClient } from './client.js';
+import { openOneShotClient } from './client.js';
+import { mastersOf, type RedisClient } from '../../drivers/redis/client.js';
 import { runEpochRaise } from './scripts.js';
 
 /**

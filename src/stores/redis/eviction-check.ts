@@ -1,6 +1,6 @@
 import { LeaseholdError } from '../../core/errors.js';
 import type { Logger } from '../../core/events.js';
-import { isCluster, type RedisClient, type RedisNodeClient } from './client.js';
+import { isCluster, type RedisClient, type RedisNodeClient } from '../../drivers/redis/client.js';
 
 /** How long one node may take to answer the check before it is left for the next one. */
 const CHECK_TIMEOUT_MS = 2000;

@@ -1,14 +1,5 @@
 export { RedisLeaseStore } from './store.js';
 export { REDIS_STORE_DEFAULTS, type RedisLeaseStoreOptions } from './options.js';
 export type { EvictionCheck } from './eviction-check.js';
-export type { RedisClient } from './client.js';
+export type { RedisClient } from '../../drivers/redis/client.js';
 export type { WakeMode } from './notify.js';
-export {
-  RedisFence,
-  REDIS_FENCE_DEFAULTS,
-  type RedisFenceOptions,
-  type FenceWriteOptions,
-  type FenceCommand,
-  type FencePolicy,
-  type FenceScript,
-} from '../../fencing/redis.js';

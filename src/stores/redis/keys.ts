@@ -1,4 +1,4 @@
-import { mastersOf, type RedisClient } from './client.js';
+import { mastersOf, type RedisClient } from '../../drivers/redis/client.js';
 import type { LeaseKeys } from './scripts.js';
 
 /** The Redis key names of lease key `key` under the store's `prefix`, in the `{key}` slot. */

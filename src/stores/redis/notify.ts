@@ -1,7 +1,7 @@
 import type { Logger } from '../../core/events.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
 import { ClusterSubscription } from './cluster-subscription.js';
-import { isCluster, type RedisClient, type RedisNodeClient } from './client.js';
+import { isCluster, type RedisClient, type RedisNodeClient } from '../../drivers/redis/client.js';
 
 interface Watcher {
   readonly onChange: (change?: WatchChange) => void;

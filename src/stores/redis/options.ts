@@ -2,7 +2,7 @@ import type { RedisOptions } from 'ioredis';
 import { invalidArgument } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/events.js';
 import { booleanOption, integerOption, requireObject } from '../../core/runtime/options.js';
-import type { RedisClient } from './client.js';
+import type { RedisClient } from '../../drivers/redis/client.js';
 import type { EvictionCheck } from './eviction-check.js';
 import type { WakeMode } from './notify.js';
 

@@ -26,7 +26,8 @@ import {
   type LeaseKeys,
 } from './scripts.js';
 import { WriteCoalescer } from './batch.js';
-import { isCluster, openRedisClient, whenConnected, type RedisClient } from './client.js';
+import { openRedisClient, whenConnected } from './client.js';
+import { isCluster, type RedisClient } from '../../drivers/redis/client.js';
 import { EpochFloorCache, epochKey } from './epoch.js';
 import { closedError, replicationError, storeError } from './errors.js';
 import { EvictionGuard } from './eviction-check.js';

@@ -13,7 +13,7 @@ import { parseToken } from '../../core/validate.js';
 import { epochFloor } from '../epoch-floor.js';
 import { openSqliteDatabase, type SqliteDatabase, type SqliteStatement } from './client.js';
 import { sqliteLeaseTableExists } from './migrate.js';
-import { retryWhileBusy } from './open-file.js';
+import { retryWhileBusy } from '../../drivers/sqlite/open-file.js';
 
 /**
  * The fencing epoch of a SQLite lease table, and how a store notices that its file was

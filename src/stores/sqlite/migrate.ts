@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { LeaseholdError } from '../../core/errors.js';
 import { openSqliteDatabase, type SqliteDatabase } from './client.js';
 import { epochNames } from './epoch.js';
-import { retryWhileBusy, useDurableWal } from './open-file.js';
+import { retryWhileBusy, useDurableWal } from '../../drivers/sqlite/open-file.js';
 import * as Q from './queries.js';
 
 /** The lease table's migrations, applied in this order (files in `./migrations/`). */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { RedisLeaseStore } from '../../../src/stores/redis/store.js';
-import type { RedisClient } from '../../../src/stores/redis/scripts.js';
+import type { RedisClient } from '../../../src/drivers/redis/client.js';
 import { RedisCluster } from '../../support/redis-cluster.js';
 import { RedisSentinelGroup } from '../../support/redis-sentinel.js';
 import type { StoreHarness } from '../harness.js';

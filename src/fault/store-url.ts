@@ -1,6 +1,6 @@
-import { invalidArgument } from '../../core/errors.js';
-import type { LeaseStore } from '../../core/store.js';
-import { openStore } from '../../stores/open-store.js';
+import { invalidArgument } from '../core/errors.js';
+import type { LeaseStore } from '../core/store.js';
+import { openStore } from '../stores/open-store.js';
 
 /** The URL schemes the fault harness runs workers on: stores other processes can share. */
 const HARNESS_SCHEMES = ['sqlite', 'postgres', 'postgresql', 'redis', 'rediss', 'etcd', 'http'];

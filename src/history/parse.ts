@@ -1,10 +1,10 @@
 /**
  * Reading and writing the history format (docs/history-format.md): JSON lines in, checked
- * events out, and back. The event types are in history.ts.
+ * events out, and back. The event types are in events.ts.
  */
 
 import { LIMITS } from '../core/validate.js';
-import type { StoreOpFunction, HistoryEvent } from './history.js';
+import type { StoreOpFunction, HistoryEvent } from './events.js';
 
 /** A line that is not a valid history event; `line` is 1-based. */
 export class HistoryParseError extends Error {

@@ -2,8 +2,9 @@ import Database from 'better-sqlite3';
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { checkHistory, type CheckReport } from '../../check/checker.js';
-import { HistoryRecorder, type HistoryEvent } from '../history.js';
+import { checkHistory, type CheckReport } from '../check/checker.js';
+import { HistoryRecorder } from '../history/recorder.js';
+import type { HistoryEvent } from '../history/events.js';
 import {
   RESOURCE_SCHEMA,
   sharedNow,

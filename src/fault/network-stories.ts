@@ -7,8 +7,8 @@
  * in the same order and the unfenced control arm shows its anomaly every time.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CheckReport } from '../../check/checker.js';
-import type { HistoryEvent } from '../history.js';
+import type { CheckReport } from '../check/checker.js';
+import type { HistoryEvent } from '../history/events.js';
 import { RealHarness, type RealHarnessOptions, type RealWorker } from './harness.js';
 import { sharedNow, type RenewCallRecord, type WorkerNotice } from './protocol.js';
 

@@ -8,10 +8,6 @@
  * it out, and the checks that need it report "not checked". Tokens are decimal strings.
  */
 
-import { formatHistory } from './history-parse.js';
-
-export { formatHistory, HistoryParseError, parseHistory } from './history-parse.js';
-
 /** An operation on a lease, as the client invoked it and saw its outcome. */
 export type ClientOpType = 'acquire' | 'renew' | 'release';
 
@@ -221,58 +217,3 @@ export type HistoryEvent =
   | FinalEvent
   | FaultEvent
   | MetaEvent;
-
-/**
- * Faults under which I3 (store-clock exclusivity) is expected to fail; I1 must then catch
- * the consequences.
- */
-export const I3_EXPECTED_FAULTS: ReadonlySet<string> = new Set([
-  'store_clock_jump',
-  'store_clock_back',
-  'failover',
-  'store_restart_unsynced',
-  'restore',
-  'eviction',
-]);
-
-/**
- * Faults under which I5 (linearizability against the lease model, by the store's own clock)
- * is expected to fail: the store loses state or its clock goes back. A store clock jumping
- * forward is not here — by its own clock the store is still a linearizable lease.
- */
-export const I5_EXPECTED_FAULTS: ReadonlySet<string> = new Set([
-  'store_clock_back',
-  'failover',
-  'store_restart_unsynced',
-  'restore',
-  'eviction',
-]);
-
-/** Faults under which I4 (client conservatism) is expected to fail for the named proc. */
-export const I4_EXPECTED_FAULTS: ReadonlySet<string> = new Set([
-  'client_clock_jump',
-  'client_clock_rate',
-  ...I3_EXPECTED_FAULTS,
-]);
-
-/**
- * Collects history events in memory, in the order they happen. The simulation and the fault
- * harness record through it; `lines()` gives the JSON-lines text.
- */
-export class HistoryRecorder {
-  readonly events: HistoryEvent[] = [];
-  private nextOp = 1;
-
-  /** A fresh operation id: `prefix` + a counter, deterministic in recording order. */
-  newOp(prefix = 'op'): string {
-    return `${prefix}${this.nextOp++}`;
-  }
-
-  record(event: HistoryEvent): void {
-    this.events.push(event);
-  }
-
-  lines(): string {
-    return formatHistory(this.events);
-  }
-}

@@ -7,10 +7,10 @@
 import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
-import { LeaseClient } from '../../core/client.js';
-import { systemClock, type Clock } from '../../core/clock.js';
-import { ForwardingLeaseStore } from '../../testing/forwarding-store.js';
-import type { Lease } from '../../core/lease.js';
+import { LeaseClient } from '../core/client.js';
+import { systemClock, type Clock } from '../core/runtime/clock.js';
+import { ForwardingLeaseStore } from '../testing/forwarding-store.js';
+import type { Lease } from '../core/lease.js';
 import type {
   LeaseStore,
   StoreAcquireRequest,
@@ -19,8 +19,8 @@ import type {
   StoreLeaseRef,
   StoreRenewResult,
   StoreRequestOptions,
-} from '../../core/store.js';
-import { SqliteFence } from '../../fencing/sqlite.js';
+} from '../core/store.js';
+import { SqliteFence } from '../fencing/sqlite.js';
 import {
   INSERT_LOG,
   RESOURCE_SCHEMA,
@@ -31,11 +31,12 @@ import {
   type WorkerNotice,
   type WorkerRequest,
 } from './protocol.js';
-import { HistoryRecorder, type HistoryEvent } from '../history.js';
-import { LeaseLabels, StoreOpRecorder } from '../recording-store.js';
+import { HistoryRecorder } from '../history/recorder.js';
+import type { HistoryEvent } from '../history/events.js';
+import { LeaseLabels, StoreOpRecorder } from '../sim/recording-store.js';
 import { openStoreFromUrl } from './store-url.js';
 import { withoutWorkerStoreTime } from './store-time.js';
-import { retryWhileBusy, useDurableWal } from '../../stores/sqlite/open-file.js';
+import { retryWhileBusy, useDurableWal } from '../drivers/sqlite/open-file.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 

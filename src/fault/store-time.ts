@@ -13,7 +13,7 @@
  * than the TTL asked for (never shorter). {@link allowExpiryLag} widens exactly the answers
  * that lag can explain (`busy`).
  */
-import type { HistoryEvent, StoreOpEvent } from '../history.js';
+import type { HistoryEvent, StoreOpEvent } from '../history/events.js';
 
 /** etcd's default session headroom (`EtcdLeaseStore` `sessionHeadroomS`, 1 s; the URL form the harness uses cannot change it). */
 const ETCD_SESSION_HEADROOM_MS = 1000;

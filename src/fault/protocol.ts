@@ -1,5 +1,5 @@
 /** Messages between the real-process harness and its worker processes (Node IPC). */
-import type { HistoryEvent } from '../history.js';
+import type { HistoryEvent } from '../history/events.js';
 
 /** Configuration passed to a worker in `LEASEHOLD_WORKER` (JSON). */
 export interface WorkerConfig {

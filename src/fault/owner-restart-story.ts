@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CheckReport } from '../../check/checker.js';
-import type { HistoryEvent } from '../history.js';
+import type { CheckReport } from '../check/checker.js';
+import type { HistoryEvent } from '../history/events.js';
 import { RealHarness, type RealHarnessOptions } from './harness.js';
 import { sharedNow } from './protocol.js';
 
