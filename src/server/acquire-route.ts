@@ -11,7 +11,7 @@ import {
 } from '../core/validate.js';
 import { acquireWaiting } from './acquire-wait.js';
 import type { AcquireBody } from './api.js';
-import { authorizeKey, type Principal } from './auth.js';
+import { authorizeKey, type Principal } from '../http-service/auth.js';
 import type { ClientWatch } from './client-watch.js';
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';

@@ -4,7 +4,13 @@ import { leaseIdPrefix } from '../core/ids.js';
 import type { LeaseState } from '../core/types.js';
 import { parseToken, validateKey, validatePrefix } from '../core/validate.js';
 import { acquireRoute } from './acquire-route.js';
-import { ANONYMOUS, authorizeKey, mayRead, readablePrefixes, type Principal } from './auth.js';
+import {
+  ANONYMOUS,
+  authorizeKey,
+  mayRead,
+  readablePrefixes,
+  type Principal,
+} from '../http-service/auth.js';
 import { clientWatch } from './client-watch.js';
 import type { ServerContext } from './context.js';
 import { releaseThroughServer } from './hand-off.js';

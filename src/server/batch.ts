@@ -10,7 +10,7 @@ import {
   type RenewBody,
 } from './api.js';
 import { clientWatch, type ClientWatch } from './client-watch.js';
-import type { Principal } from './auth.js';
+import type { Principal } from '../http-service/auth.js';
 import type { ServerContext } from './context.js';
 import { reportApiError, toApiError } from './http-errors.js';
 import { renewTogether } from './renew-route.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
-import type { AuthConfig } from './auth.js';
+import type { AuthConfig } from '../http-service/auth.js';
 
 /**
  * The JSON config file of `leasehold serve --config FILE`. Every field is optional; command

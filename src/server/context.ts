@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Logger as PinoLogger } from 'pino';
 import type { LeaseStore, StoreRequestOptions } from '../core/store.js';
 import type { ServerWaitQueues } from './acquire-wait.js';
-import type { Authenticator, Principal } from './auth.js';
+import type { Authenticator, Principal } from '../http-service/auth.js';
 import type { EventHub } from './event-hub.js';
 import type { ExpiryTracker } from './expiry-tracker.js';
 import type { ServerMetrics } from './metrics.js';

@@ -3,7 +3,7 @@ import { validateKey } from '../core/validate.js';
 import { acquireRoute } from './acquire-route.js';
 import { principalOf, releaseRoute } from './api.js';
 import { clientWatch } from './client-watch.js';
-import { mayRead, ANONYMOUS } from './auth.js';
+import { mayRead, ANONYMOUS } from '../http-service/auth.js';
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
 import { wholeMs } from './json.js';

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { invalidArgument } from '../core/errors.js';
 import { parseToken, validateKey } from '../core/validate.js';
-import { ANONYMOUS, authorizeKey } from './auth.js';
+import { ANONYMOUS, authorizeKey } from '../http-service/auth.js';
 import type { ServerContext } from './context.js';
 import { FENCE_DECISION_BODY } from './schemas.js';
 

@@ -1,7 +1,7 @@
 export { createLeaseServer, SERVER_DEFAULTS } from './server.js';
 export type { LeaseServer, LeaseServerOptions } from './server.js';
-export { Authenticator, VERBS } from './auth.js';
-export type { AuthConfig, AuthTokenConfig, Principal, Verb } from './auth.js';
+export { Authenticator, VERBS } from '../http-service/auth.js';
+export type { AuthConfig, AuthTokenConfig, Principal, Verb } from '../http-service/auth.js';
 export { loadServerConfig } from './config.js';
 export type { ServerConfigFile } from './config.js';
 export type { ServerEvent, ServerEventType } from './event-hub.js';

@@ -6,7 +6,7 @@ import {
 } from '../core/store.js';
 import { parseToken, validateKey, validateTtl } from '../core/validate.js';
 import type { RenewBody } from './api.js';
-import { authorizeKey, type Principal } from './auth.js';
+import { authorizeKey, type Principal } from '../http-service/auth.js';
 import type { ServerContext } from './context.js';
 import { ApiError } from './http-errors.js';
 import { wholeMs } from './json.js';

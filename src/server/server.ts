@@ -16,7 +16,7 @@ import { registerLeaseRoutes } from './api.js';
 import { registerBatchRoute } from './batch.js';
 import { registerElectionRoutes } from './elections.js';
 import { registerFenceRoutes } from './fence-decisions.js';
-import { Authenticator, type AuthConfig } from './auth.js';
+import { Authenticator, type AuthConfig } from '../http-service/auth.js';
 import type { ServerContext } from './context.js';
 import { WaitQueues } from '../core/key-waiters.js';
 import type { ServerAsk, ServerGrant } from './acquire-wait.js';

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Unwatch } from '../core/store.js';
 import { validateKey, validatePrefix } from '../core/validate.js';
-import { ANONYMOUS, mayRead, readablePrefixes } from './auth.js';
+import { ANONYMOUS, mayRead, readablePrefixes } from '../http-service/auth.js';
 import type { ServerContext } from './context.js';
 import type { ServerEvent } from './event-hub.js';
 import { ApiError } from './http-errors.js';

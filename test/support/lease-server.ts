@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { LeaseStore } from '../../src/core/store.js';
-import type { AuthConfig } from '../../src/server/auth.js';
+import type { AuthConfig } from '../../src/http-service/auth.js';
 import { createLeaseServer, type LeaseServer } from '../../src/server/server.js';
 import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
 import { checkResponses, type ResponseCheck } from './openapi-contract.js';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { authorizeKey } from '../../server/auth.js';
+import { authorizeKey } from '../../http-service/auth.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import type { MarkStore } from '../marks/mark-store.js';
 import type { GatewayMetrics } from './metrics.js';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { LineCounter, parseDocument, isNode } from 'yaml';
 import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
-import type { AuthConfig } from '../../server/auth.js';
+import type { AuthConfig } from '../../http-service/auth.js';
 import { compileRoute, type GatewayRoute } from './routes.js';
 
 /**

@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { isLeaseholdError } from '../../core/errors.js';
-import { ApiError } from '../../server/http-errors.js';
+import { ApiError } from '../../http-service/api-error.js';
 import { FenceHttpError, fenceErrorBody, toFenceHttpError } from '../http/fence-error.js';
 
 /** Answers with one of the gateway's own errors: `{ "error": { "code", "message" } }`. */

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { isLeaseholdError } from '../../core/errors.js';
 import { assertNever } from '../../core/results.js';
-import type { FenceReporter } from '../../stores/http/fence-reporter.js';
+import type { FenceReporter } from '../../stores/http/index.js';
 import { REPLAYED_HEADER, replayOf } from '../http/answer-replay.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import {

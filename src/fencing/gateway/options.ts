@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
 import { integerOption } from '../../core/runtime/options.js';
-import type { AuthConfig } from '../../server/auth.js';
+import type { AuthConfig } from '../../http-service/auth.js';
 import {
   headerName,
   resolveHeaderNames,

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { invalidArgument } from '../core/errors.js';
-import { ApiError } from './http-errors.js';
+import { ApiError } from './api-error.js';
 
 /**
  * What a bearer token may do. `read` covers get, list and the event stream; `fence` covers
