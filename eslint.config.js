@@ -59,8 +59,6 @@ export const LONG_FILES = {
   'src/stores/redis/store.ts': 'the Redis store: each operation with its script and answers',
   'src/fault/worker.ts':
     'the real-process worker: one child process that runs what the harness asks, over IPC',
-  'src/stores/sqlite/store.ts': 'the SQLite store: each operation with its transactions',
-  'src/stores/http/store.ts': 'the HTTP store: each operation with its request and answers',
 };
 
 /** The layer of a path relative to src/ (`core/lease.ts`), or undefined. */

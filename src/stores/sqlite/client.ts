@@ -50,3 +50,18 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions): Sq
   // conditional type, which a structural signature cannot restate; the runtime calls match.
   return new Database(path, options) as unknown as SqliteDatabase;
 }
+
+/** A connection's durability settings, as SQLite reports them. */
+export interface DurabilitySettings {
+  readonly journalMode: string;
+  readonly synchronous: 'FULL' | 'NORMAL' | 'OFF' | 'EXTRA';
+}
+
+/** Reads {@link DurabilitySettings} back from `db`. */
+export function durabilitySettings(db: SqliteDatabase): DurabilitySettings {
+  const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+  return {
+    journalMode: String(db.pragma('journal_mode', { simple: true })),
+    synchronous: syncLevels[Number(db.pragma('synchronous', { simple: true }))] ?? 'OFF',
+  };
+}

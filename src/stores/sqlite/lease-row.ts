@@ -1,6 +1,6 @@
 import { invalidArgument } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
-import type { StoreAcquireRequest } from '../../core/store.js';
+import type { StoreAcquireRequest, StoreHandOffResult } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
 import { LIMITS } from '../../core/validate.js';
 
@@ -80,5 +80,39 @@ export function grantParams(
     expiresWallMs,
     value: request.value ?? null,
     nowUs,
+  };
+}
+
+/**
+ * A hand-off's answer from its transaction's outcome: granted, or busy with the live holder the
+ * same transaction read.
+ */
+export function handOffResult(
+  outcome: {
+    readonly released: boolean;
+    readonly granted: { token: bigint } | undefined;
+    readonly holder: LeaseRow | undefined;
+  },
+  expiresWallMs: number,
+  nowUs: bigint,
+): StoreHandOffResult {
+  const released = outcome.released ? 'released' : 'not_owner';
+  if (outcome.granted !== undefined)
+    return {
+      released,
+      acquired: {
+        status: 'acquired',
+        token: outcome.granted.token,
+        expiresAtWallMs: expiresWallMs,
+      },
+    };
+  const row = outcome.holder!;
+  return {
+    released,
+    acquired: {
+      status: 'busy',
+      holder: holderOf(row, nowUs),
+      retryAfterMs: remainingMs(row, nowUs),
+    },
   };
 }

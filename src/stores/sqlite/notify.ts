@@ -1,3 +1,4 @@
+import type { SqliteDatabase } from './client.js';
 import { closeSync, futimesSync, openSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
@@ -27,6 +28,22 @@ type Listener = (change?: 'granted') => void;
  * own connection asks SQLite's `data_version`). Throwing counts as yes.
  */
 export type ForeignCommits = () => boolean;
+
+/**
+ * The {@link ForeignCommits} of one connection: SQLite's `data_version` changes only with other
+ * connections' commits, so the feed skips the sidecar events of this process's own touches by
+ * it (decision 030).
+ */
+export function foreignCommitsOf(db: Pick<SqliteDatabase, 'pragma'>): ForeignCommits {
+  const dataVersion = (): unknown => db.pragma('data_version', { simple: true });
+  let seenVersion = dataVersion();
+  return () => {
+    const now = dataVersion();
+    const changed = now !== seenVersion;
+    seenVersion = now;
+    return changed;
+  };
+}
 
 const NONE: ReadonlySet<string> = new Set();
 

@@ -23,11 +23,17 @@ import {
   type WriteResult,
 } from './batch.js';
 import { openWalForSync, WalSync } from './batch-wal-sync.js';
-import { openSqliteDatabase, type SqliteDatabase } from './client.js';
+import {
+  durabilitySettings,
+  openSqliteDatabase,
+  type DurabilitySettings,
+  type SqliteDatabase,
+} from './client.js';
 import { RestoreGuard } from './epoch.js';
 import { closedError, contentionError, exhaustedError, openError, storeError } from './errors.js';
 import {
   grantParams,
+  handOffResult,
   hasRoom,
   holderOf,
   isLive,
@@ -39,6 +45,7 @@ import {
 import { machineBootId, machineMonotonicUs } from './machine-time.js';
 import { openLeaseTable } from './migrate.js';
 import {
+  foreignCommitsOf,
   releaseChangeFeed,
   retainChangeFeed,
   type ChangeFeed,
@@ -93,15 +100,8 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
   readonly capabilities = CAPABILITIES;
   readonly path: string;
   /** The durability settings, read back from the connection. */
-  get settings(): {
-    readonly journalMode: string;
-    readonly synchronous: 'FULL' | 'NORMAL' | 'OFF' | 'EXTRA';
-  } {
-    const syncLevels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
-    return {
-      journalMode: String(this.db.pragma('journal_mode', { simple: true })),
-      synchronous: syncLevels[Number(this.db.pragma('synchronous', { simple: true }))] ?? 'OFF',
-    };
+  get settings(): DurabilitySettings {
+    return durabilitySettings(this.db);
   }
   private readonly db: SqliteDatabase;
   private readonly bootId: string;
@@ -146,16 +146,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
         changed: (keys, granted) => this.feed.announceAll(keys, granted),
       });
     }
-    // SQLite's data_version changes only with other connections' commits: the feed skips the
-    // sidecar events of this process's own touches by it (decision 030).
-    const dataVersion = (): unknown => this.db.pragma('data_version', { simple: true });
-    let seenVersion = dataVersion();
-    this.foreignCommits = () => {
-      const now = dataVersion();
-      const changed = now !== seenVersion;
-      seenVersion = now;
-      return changed;
-    };
+    this.foreignCommits = foreignCommitsOf(this.db);
     this.feed = retainChangeFeed(this.path, this.foreignCommits);
   }
 
@@ -268,14 +259,10 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
   }
 
   /**
-   * Renews leases in one fsync-free transaction of their own, with or without group commit.
-   * With group commit they used to join the next groups one write (and one promise) each, at
-   * most 256 per group: a server's batch of 1,250 renewals was five transactions over five
-   * turns of the event loop. A call is one transaction already, and a renewal needs no sync,
-   * so it has nothing to share; it runs before the writes queued for the next group, which is
-   * one order their concurrent callers could have seen (none of them is answered yet).
-   * `leasehold serve` with 10,000 leases of one client: server CPU 8.93% → 5.63% of a core
-   * (renewals-ab --store http, median of 4 interleaved rounds, with the client's changes).
+   * Renews leases in one fsync-free transaction of their own, with or without group commit: a
+   * renewal needs no sync, so it has nothing to share with a group, and a server's batch stays
+   * one transaction (`leasehold serve` with 10,000 leases: server CPU 8.93% → 5.63% of a core).
+   * It runs before the writes queued for the next group, an order its callers could have seen.
    */
   async renewMany(
     leases: readonly StoreRenewRequest[],
@@ -341,27 +328,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
       return { ...r, expiresWallMs, nowUs };
     });
     if (handed.granted !== undefined) await this.durable();
-    const released = handed.released ? 'released' : 'not_owner';
-    if (handed.granted !== undefined) {
-      return {
-        released,
-        acquired: {
-          status: 'acquired',
-          token: handed.granted.token,
-          expiresAtWallMs: handed.expiresWallMs,
-        },
-      };
-    }
-    // Not granted: the key's row holds a live lease (read in the same transaction).
-    const row = handed.holder!;
-    return {
-      released,
-      acquired: {
-        status: 'busy',
-        holder: holderOf(row, handed.nowUs),
-        retryAfterMs: remainingMs(row, handed.nowUs),
-      },
-    };
+    return handOffResult(handed, handed.expiresWallMs, handed.nowUs);
   }
 
   inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
