@@ -54,6 +54,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0005_publish_scalar.sql',
   '0006_publish_hot_registry.sql',
   '0007_publish_share_lock.sql',
+  '0008_publish_key_first.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */

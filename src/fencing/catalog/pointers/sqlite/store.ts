@@ -260,11 +260,12 @@ export class SqlitePointerStore implements PointerStore {
   }
 
   /**
-   * One publish, inside its immediate transaction (or its savepoint of a group commit): the
-   * fence's decision in the fence's order (a key already applied under this token is
+   * One publish, inside its immediate transaction (or its savepoint of a group commit): first
+   * the name's lease key (another key throws `ERR_INVALID_ARGUMENT`); then the fence's
+   * decision in the fence's order (an idempotency key already applied under this token is
    * `duplicate`; then a lower token, or an equal one under `'>'`, is `stale_fence`), against
-   * the mark in the pointer row; then the object, the key and the expected version; then the
-   * pointer, history and registry move. A Refusal rolls back whatever was written.
+   * the mark in the pointer row; then the object and the expected version; then the pointer,
+   * history and registry move. A Refusal rolls back whatever was written.
    *
    * Without an idempotency key the common publish takes one UPDATE that checks all of that
    * and moves the pointer (PUBLISH_FAST) instead of two reads and an UPDATE, then the history
@@ -292,11 +293,16 @@ export class SqlitePointerStore implements PointerStore {
         const previousHandle = moved.previous_handle ?? undefined;
         return { status: 'applied', version: Number(moved.version), previousHandle };
       }
-    } else {
+    }
+    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
+    // The key before the fence: tokens of different lease keys do not compare, so a token of
+    // another key is neither a duplicate nor stale (answering stale_fence would tell the
+    // caller a newer owner published).
+    if (cur !== undefined && cur.lease_key !== req.leaseKey) throw wrongKey(req, cur.lease_key);
+    if (key !== undefined) {
       const seen = this.s.SELECT_OP.get({ name: req.name, token: req.token, idempotencyKey: key });
       if (seen !== undefined) return this.duplicate(req.name, req.token, key);
     }
-    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
     const mark =
       cur !== undefined
         ? cur.high_water
@@ -318,7 +324,7 @@ export class SqlitePointerStore implements PointerStore {
     return { status: 'duplicate', version: row === undefined ? undefined : Number(row.version) };
   }
 
-  /** The pointer move, after the fence passed; a Refusal rolls the transaction back. */
+  /** The pointer move, after the key and the fence passed; a Refusal rolls the transaction back. */
   private move(req: PublishRequest, cur: PointerRow | undefined): PublishResult {
     const obj = this.s.SELECT_OBJECT.get({ handle: req.handle }) as
       { name: string; state: string; size: bigint | null; checksum: string | null } | undefined;
@@ -330,13 +336,6 @@ export class SqlitePointerStore implements PointerStore {
       obj.checksum === null
     ) {
       throw new Refusal({ status: 'not_staged' });
-    }
-    if (cur !== undefined && cur.lease_key !== req.leaseKey) {
-      throw invalidArgument(
-        'lease.key',
-        `must be the key every publish of ${req.name} uses (${JSON.stringify(cur.lease_key)}): tokens of different keys do not compare`,
-        req.leaseKey,
-      );
     }
     const currentVersion = cur === undefined ? 0 : Number(cur.version);
     if (req.expectedVersion !== undefined && req.expectedVersion !== currentVersion) {
@@ -443,6 +442,15 @@ export class SqlitePointerStore implements PointerStore {
       return Promise.reject(storeError(err));
     }
   }
+}
+
+/** A publish under a lease key other than the one every publish of the name used. */
+function wrongKey(req: PublishRequest, currentKey: string): LeaseholdError {
+  return invalidArgument(
+    'lease.key',
+    `must be the key every publish of ${req.name} uses (${JSON.stringify(currentKey)}): tokens of different keys do not compare`,
+    req.leaseKey,
+  );
 }
 
 /** A locked database is ERR_UNAVAILABLE, as everywhere; other errors pass as they are. */
