@@ -33,7 +33,7 @@ const NO_OBJECTS: ObjectStore = {
 
 /**
  * What a command does with the catalog: `read` (ls, show, history) creates and migrates
- * nothing; `collect` (gc) brings it to this version.
+ * nothing; `collect` (gc) needs a catalog that is there, and brings it to this version.
  */
 type CatalogUse = 'read' | 'collect';
 
@@ -52,6 +52,16 @@ async function open(flags: CatalogFlags, use: CatalogUse): Promise<Catalog> {
   if (use === 'read') {
     pointers = openPointerStore(url, { autoMigrate: false });
   } else {
+    // gc never creates a catalog: in a new, empty one no object has a registry row, so every
+    // handle-shaped object older than the retention would be deleted as an orphan, the
+    // visible objects of the catalog a mistyped --pointers meant too. One that is there it
+    // migrates: this version's collector needs this version's tables.
+    const probe = openPointerStore(url, { autoMigrate: false });
+    try {
+      await probe.list('', 1);
+    } finally {
+      await probe.close();
+    }
     pointers = openPointerStore(url);
   }
   return new Catalog({
