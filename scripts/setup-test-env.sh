@@ -31,6 +31,15 @@ need_cmd etcdctl etcd-client
 need_cmd pgbouncer pgbouncer
 # --- end pgbouncer ---------------------------------------------------------------------------
 
+# --- ceph (catalog over S3) --------------------------------------------------------------------
+# test/catalog/sqlite-rgw starts its own Ceph (one monitor, one in-memory OSD, a RADOS Gateway)
+# on free loopback ports: an S3-compatible server that refuses PutObject with If-None-Match: *
+# on an existing key, which s3rver does not.
+need_cmd ceph-mon ceph-mon
+need_cmd ceph-osd ceph-osd
+need_cmd radosgw radosgw
+# --- end ceph --------------------------------------------------------------------------------
+
 # The HTTP API examples (examples/) are run by test/docs: Python's standard library and curl.
 need_cmd python3 python3
 need_cmd curl curl

@@ -10,7 +10,10 @@ export const EXIT = Object.freeze({
   error: 1,
   /** Bad arguments or usage (EX_USAGE). */
   usage: 64,
-  /** The store or server could not be reached (EX_UNAVAILABLE). */
+  /**
+   * The store or server could not be reached, or there is nothing to open there for a command
+   * that creates nothing: no lease table, no catalog (EX_UNAVAILABLE).
+   */
   unavailable: 69,
   /** The key is held by someone else and the wait ran out (EX_TEMPFAIL: try again later). */
   busy: 75,

@@ -9,7 +9,8 @@ import { catalogSuite } from './suite.js';
 
 // The S3 adapter against a real S3-protocol server (s3rver) started here on a free port.
 // s3rver ignores If-None-Match on PutObject, so the store-level overwrite refusal is skipped
-// visibly; the catalog's own guarantees (unique handles, fenced pointer) are all checked.
+// visibly (sqlite-rgw.test.ts checks it on a server that honours the header); the catalog's
+// own guarantees (unique handles, fenced pointer) are all checked.
 catalogSuite(
   'SQLite pointers × S3 objects (s3rver)',
   async () => {

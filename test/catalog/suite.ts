@@ -5,6 +5,7 @@ import type { Catalog } from '../../src/fencing/catalog/catalog.js';
 import type { ObjectStore } from '../../src/fencing/catalog/object-store.js';
 import type { CatalogLease } from '../../src/fencing/catalog/results.js';
 import { randomUUID } from 'node:crypto';
+import { inspect } from 'node:util';
 
 /** One pointer store × object store combination under test. */
 export interface CatalogFixture {
@@ -50,9 +51,24 @@ async function keys(objects: ObjectStore): Promise<string[]> {
 }
 
 function assertInvalid(err: unknown, field: RegExp): true {
-  assert.ok(isLeaseholdError(err, 'ERR_INVALID_ARGUMENT'), String(err));
+  assert.ok(isLeaseholdError(err, 'ERR_INVALID_ARGUMENT'), inspect(err));
   assert.match((err as Error).message, field);
   return true;
+}
+
+/** What a call ended with: its result, or what it threw (to show either in a failure). */
+function outcome(p: Promise<unknown>): Promise<unknown> {
+  return p.then(
+    (r) => r,
+    (e: unknown) => e,
+  );
+}
+
+/** How many publishes the catalog has counted as stale_fence so far. */
+async function staleCount(catalog: Catalog): Promise<number> {
+  const text = await catalog.metrics.registry.metrics();
+  const m = /leasehold_catalog_publishes_total\{result="stale_fence"\} (\d+)/.exec(text);
+  return m === null ? 0 : Number(m[1]);
 }
 
 let seq = 0;
@@ -234,6 +250,37 @@ export function catalogSuite(
       assert.equal(
         (await f.catalog.publish(a, name, (await f.catalog.stage(a, name, 'z')).handle)).status,
         'applied',
+      );
+    });
+
+    it('refuses a publish under another lease key with a lower token as a wrong key, not stale_fence; the mark stays', async () => {
+      const name = fresh('scope-low');
+      const owner = testLease('report/july', 2n);
+      const s = await f.catalog.stage(owner, name, 'july');
+      assert.equal((await f.catalog.publish(owner, name, s.handle)).status, 'applied');
+      // Token 1 of another key is not "older" than token 2 of report/july: the tokens do not
+      // compare, so the answer must be the key, never "a newer owner published".
+      const other = testLease('report/other', 1n);
+      const s2 = await f.catalog.stage(other, name, 'other');
+      const staleBefore = await staleCount(f.catalog);
+      assertInvalid(
+        await outcome(f.catalog.publish(other, name, s2.handle)),
+        /lease\.key.*report\/july/,
+      );
+      // The same with an idempotency key (the full decision) and with an equal token.
+      assertInvalid(
+        await outcome(f.catalog.publish(other, name, s2.handle, { idempotencyKey: 'op-other' })),
+        /lease\.key/,
+      );
+      const equal = testLease('report/other', 2n);
+      const s3 = await f.catalog.stage(equal, name, 'eq');
+      assertInvalid(await outcome(f.catalog.publish(equal, name, s3.handle)), /lease\.key/);
+      // Not counted as a stale publish (the catalog logs a stale publish where it counts one).
+      assert.equal(await staleCount(f.catalog), staleBefore);
+      assert.equal((await f.catalog.head(name))?.handle, s.handle);
+      assert.deepEqual(
+        (await f.catalog.history(name)).map((e) => [e.version, e.token, e.leaseKey]),
+        [[1, 2n, 'report/july']],
       );
     });
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { EXIT } from '../../src/cli/exit-codes.js';
@@ -6,6 +7,7 @@ import { Catalog } from '../../src/fencing/catalog/catalog.js';
 import { DirectoryObjectStore } from '../../src/fencing/catalog/objects/directory.js';
 import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/store.js';
 import { spawnCli } from '../support/cli.js';
+import { PG_URL, uniqueSchema, withPgClient } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
 import { testLease } from '../catalog/suite.js';
 
@@ -96,5 +98,37 @@ describe('leasehold catalog ls | show | history | gc (real processes)', () => {
     );
     assert.equal(gc.code, EXIT.ok, gc.err);
     assert.deepEqual((JSON.parse(gc.out) as { deleted: string[] }).deleted, [sa.handle]);
+  });
+
+  it('gc with mistyped --pointers deletes nothing and creates no catalog (else every object would be an orphan)', async () => {
+    const root = join(tmp.dir, 'typo-objects');
+    const catalog = new Catalog({
+      pointers: new SqlitePointerStore({ path: join(tmp.dir, 'typo-catalog.db') }),
+      objects: new DirectoryObjectStore({ root }),
+    });
+    const a = testLease('report/typo', 7n);
+    const visible = await catalog.stage(a, 'reports/typo', 'the visible report');
+    assert.equal((await catalog.publish(a, 'reports/typo', visible.handle)).status, 'applied');
+    await catalog.close();
+    await new Promise((r) => setTimeout(r, 5)); // older than a retention of 0
+    const typoSchema = uniqueSchema('gctypo');
+    for (const typo of [
+      `sqlite:${join(tmp.dir, 'typo-catalogue.db')}`,
+      `${PG_URL}?schema=${typoSchema}`,
+    ]) {
+      const r = await cli('gc', '--retention', '0', '--pointers', typo, '--objects', `dir:${root}`);
+      assert.equal(r.code, EXIT.unavailable, r.err);
+      assert.match(r.err, /no catalog here/);
+      assert.ok(
+        existsSync(join(root, ...visible.handle.split('/'))),
+        'the visible object is still there',
+      );
+    }
+    assert.equal(existsSync(join(tmp.dir, 'typo-catalogue.db')), false);
+    const schemas = await withPgClient(async (c) => {
+      const q = await c.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [typoSchema]);
+      return q.rowCount;
+    });
+    assert.equal(schemas, 0, 'no schema was created');
   });
 });

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Catalog } from '../../fencing/catalog/catalog.js';
 import type { ObjectStore } from '../../fencing/catalog/object-store.js';
+import type { PointerStore } from '../../fencing/catalog/pointer-store.js';
 import type { CatalogEntry } from '../../fencing/catalog/results.js';
 import { action, cliDuration, printJson, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
@@ -30,19 +31,41 @@ const NO_OBJECTS: ObjectStore = {
   close: () => Promise.resolve(),
 };
 
+/**
+ * What a command does with the catalog: `read` (ls, show, history) creates and migrates
+ * nothing; `collect` (gc) needs a catalog that is there, and brings it to this version.
+ */
+type CatalogUse = 'read' | 'collect';
+
 /** Loaded on use: the catalog's metrics need prom-client, which other commands do not. */
-async function open(flags: CatalogFlags, needObjects: boolean): Promise<Catalog> {
+async function open(flags: CatalogFlags, use: CatalogUse): Promise<Catalog> {
   await requirePackages('catalog', FEATURE_PACKAGES.catalog);
   const [{ Catalog }, { openObjectStore, openPointerStore }] = await Promise.all([
     import('../../fencing/catalog/catalog.js'),
     import('../../fencing/catalog/open.js'),
   ]);
-  const pointers = flags.pointers ?? process.env['LEASEHOLD_CATALOG_POINTERS'] ?? DEFAULT_POINTERS;
+  const url = flags.pointers ?? process.env['LEASEHOLD_CATALOG_POINTERS'] ?? DEFAULT_POINTERS;
   const objectsUrl = flags.objects ?? process.env['LEASEHOLD_CATALOG_OBJECTS'];
-  if (needObjects && objectsUrl === undefined)
+  if (use === 'collect' && objectsUrl === undefined)
     throw new UsageError('gc needs --objects dir:PATH or s3://BUCKET/PREFIX/');
+  let pointers: PointerStore;
+  if (use === 'read') {
+    pointers = openPointerStore(url, { autoMigrate: false });
+  } else {
+    // gc never creates a catalog: in a new, empty one no object has a registry row, so every
+    // handle-shaped object older than the retention would be deleted as an orphan, the
+    // visible objects of the catalog a mistyped --pointers meant too. One that is there it
+    // migrates: this version's collector needs this version's tables.
+    const probe = openPointerStore(url, { autoMigrate: false });
+    try {
+      await probe.list('', 1);
+    } finally {
+      await probe.close();
+    }
+    pointers = openPointerStore(url);
+  }
   return new Catalog({
-    pointers: openPointerStore(pointers),
+    pointers,
     objects:
       objectsUrl === undefined
         ? NO_OBJECTS
@@ -114,7 +137,7 @@ export function registerCatalogCommand(program: Command): void {
     )
     .action(
       action(async (prefix: string, flags: CatalogFlags) => {
-        const c = await open(flags, false);
+        const c = await open(flags, 'read');
         try {
           const entries = await c.list(prefix, { limit: limitOf(flags, 1000) });
           if (flags.json === true) printJson({ entries: entries.map(entryJson) });
@@ -132,7 +155,7 @@ export function registerCatalogCommand(program: Command): void {
     .description("Show a name's visible object (exit 1 when the name has none).")
     .action(
       action(async (name: string, flags: CatalogFlags) => {
-        const c = await open(flags, false);
+        const c = await open(flags, 'read');
         try {
           const e = await c.head(name);
           if (flags.json === true) printJson({ entry: e === undefined ? null : entryJson(e) });
@@ -154,7 +177,7 @@ export function registerCatalogCommand(program: Command): void {
     .description("A name's applied publishes, newest first.")
     .action(
       action(async (name: string, flags: CatalogFlags) => {
-        const c = await open(flags, false);
+        const c = await open(flags, 'read');
         try {
           const entries = await c.history(name, { limit: limitOf(flags, 100) });
           if (flags.json === true) printJson({ history: entries.map(entryJson) });
@@ -178,7 +201,7 @@ export function registerCatalogCommand(program: Command): void {
     )
     .action(
       action(async (flags: CatalogFlags & { retention: string }) => {
-        const c = await open(flags, true);
+        const c = await open(flags, 'collect');
         try {
           const r = await c.gc({
             retention: cliDuration(flags.retention),

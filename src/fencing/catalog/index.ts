@@ -23,5 +23,5 @@ export {
   type PostgresPointerStoreOptions,
 } from './pointers/postgres/index.js';
 export { S3ObjectStore, type S3ObjectStoreOptions } from './objects/s3.js';
-export { openObjectStore, openPointerStore } from './open.js';
+export { openObjectStore, openPointerStore, type OpenPointerStoreOptions } from './open.js';
 export { SqlitePointerStore, type SqlitePointerStoreOptions } from './pointers/sqlite/store.js';

@@ -9,20 +9,35 @@ import { SqlitePointerStore } from './pointers/sqlite/store.js';
 /** Query parameters of a `postgres://` pointer URL that the catalog reads and strips. */
 const POSTGRES_PARAMS = ['schema', 'prefix'] as const;
 
+/** How {@link openPointerStore} opens the store. */
+export interface OpenPointerStoreOptions {
+  /**
+   * Create the catalog or bring it to this version on first use. `false` creates and changes
+   * nothing (no file, schema, table or function) and fails with `ERR_UNAVAILABLE` ("no
+   * catalog here: …") where there is no catalog: for reading only. Defaults to `true`.
+   */
+  readonly autoMigrate?: boolean;
+}
+
 /**
  * Opens a pointer store from a URL: `sqlite:PATH[?prefix=P]` or
  * `postgres://USER@HOST:PORT/DB[?schema=S&prefix=P]` (other query parameters go to the driver).
  * `prefix` is the table prefix (default `leasehold_catalog`). pg is loaded on first use.
  */
-export function openPointerStore(url: string): PointerStore {
+export function openPointerStore(url: string, options: OpenPointerStoreOptions = {}): PointerStore {
   if (typeof url !== 'string' || url === '')
     throw invalidArgument('pointers', 'must be a URL', url);
+  const migrate = options.autoMigrate === undefined ? {} : { autoMigrate: options.autoMigrate };
   if (url.startsWith('sqlite:')) {
     const rest = url.slice('sqlite:'.length);
     const q = rest.indexOf('?');
     const path = q < 0 ? rest : rest.slice(0, q);
     const prefix = q < 0 ? null : new URLSearchParams(rest.slice(q + 1)).get('prefix');
-    return new SqlitePointerStore({ path, ...(prefix === null ? {} : { tablePrefix: prefix }) });
+    return new SqlitePointerStore({
+      path,
+      ...(prefix === null ? {} : { tablePrefix: prefix }),
+      ...migrate,
+    });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     let parsed: URL;
@@ -45,6 +60,7 @@ export function openPointerStore(url: string): PointerStore {
       connectionString: parsed.toString(),
       ...(found.schema === undefined ? {} : { schema: found.schema }),
       ...(found.prefix === undefined ? {} : { tablePrefix: found.prefix }),
+      ...migrate,
     });
   }
   throw invalidArgument('pointers', 'must start with sqlite: or postgres://', url);

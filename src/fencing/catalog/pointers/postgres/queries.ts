@@ -3,6 +3,15 @@
  * `{{publish_v4_fn}}` are escaped schema-qualified names; `$n` are parameters.
  */
 
+/**
+ * No parameters. Whether the catalog is there, creating nothing (for a store that does not
+ * migrate): `schema_present` and `pointer_present`, booleans. `{{schema_literal}}` and
+ * `{{pointer_literal}}` are the escaped names as string literals.
+ */
+export const CATALOG_PRESENT = `
+SELECT to_regnamespace({{schema_literal}}) IS NOT NULL AS schema_present,
+  to_regclass({{pointer_literal}}) IS NOT NULL AS pointer_present`;
+
 /** $1 handle, $2 name, $3 token, $4 lease id. A staged row, incomplete, unreferenced since now. */
 export const REGISTER = `
 INSERT INTO {{object}} (handle, name, state, token, lease_id) VALUES ($1, $2, 'staged', $3::bigint, $4)`;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { LeaseholdError, invalidArgument } from '../../../../core/errors.js';
 import { parseDuration, type Duration } from '../../../../core/duration.js';
+import { booleanOption } from '../../../../core/runtime/options.js';
 import { parseInt8Text } from '../../../../core/validate.js';
 import {
   checkIdentifier,
@@ -25,7 +26,10 @@ import * as Q from './queries.js';
 
 /** Options for {@link PostgresPointerStore}: a connection, and where the tables go. */
 export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
-  /** The schema of the catalog's tables (created if missing). Defaults to `public`. */
+  /**
+   * The schema of the catalog's tables (created if missing, unless `autoMigrate` is false).
+   * Defaults to `public`.
+   */
   readonly schema?: string;
   /**
    * Prefix of the tables: `<prefix>_pointer` (which holds each published name's mark),
@@ -43,6 +47,14 @@ export interface PostgresPointerStoreOptions extends PostgresConnectionOptions {
    * key lookups and writes, whose only waits are lock waits). Defaults to `5s`.
    */
   readonly timeout?: Duration;
+  /**
+   * Create the catalog (schema, tables, functions) or bring it to this version before the
+   * first call. With `false` the store creates and changes nothing: a catalog that is not
+   * there makes every call throw `ERR_UNAVAILABLE` ("no catalog here: …"), and only reads
+   * (`pointer`, `history`, `list`) work on a catalog of an older version. What commands that
+   * only read use. Defaults to `true`.
+   */
+  readonly autoMigrate?: boolean;
 }
 
 /** The pointer store's migrations, in order. Released files are never edited: add a new one. */
@@ -54,6 +66,7 @@ export const POSTGRES_CATALOG_MIGRATIONS = [
   '0005_publish_scalar.sql',
   '0006_publish_hot_registry.sql',
   '0007_publish_share_lock.sql',
+  '0008_publish_key_first.sql',
 ] as const;
 
 /** Fills the `{{…}}` names of the catalog's SQL for one schema and table prefix (checked identifiers). */
@@ -72,6 +85,8 @@ function catalogFiller(schema: string, prefix: string): (text: string) => string
     gc_mark: t('gc_mark'),
     tombstone_guard_fn: t('tombstone_guard'),
     tombstone_guard: quoteIdent(`${prefix}_tombstone_guard`),
+    schema_literal: quoteLiteral(q),
+    pointer_literal: quoteLiteral(t('pointer')),
     fence: t('fence'),
     fence_op: t('fence_op'),
     object_gc_index: quoteIdent(`${prefix}_object_gc`),
@@ -163,6 +178,8 @@ export class PostgresPointers implements PointerStore {
   /** The publish statement, split at its `$n` once (it runs for every publish). */
   private readonly publishSql: ReturnType<typeof compileSql>;
   private readonly strict: string;
+  private readonly autoMigrate: boolean;
+  private readonly prefix: string;
   private ready: Promise<void> | undefined;
   private closed = false;
 
@@ -190,6 +207,8 @@ export class PostgresPointers implements PointerStore {
     if (options.policy !== undefined && options.policy !== '>=' && options.policy !== '>')
       throw invalidArgument('policy', "must be '>=' or '>'", options.policy);
     this.strict = options.policy === '>' ? 'true' : 'false';
+    this.autoMigrate = booleanOption('autoMigrate', options.autoMigrate, true);
+    this.prefix = prefix;
     const fill = catalogFiller(this.schema, prefix);
     this.migrations = postgresCatalogMigrations(this.schema, prefix);
     this.sql = Object.fromEntries(
@@ -304,17 +323,40 @@ export class PostgresPointers implements PointerStore {
 
   private ensureReady(): Promise<void> {
     // The fence's own migrations first: the catalog's version 3 reads and writes its tables.
-    this.ready ??= this.fence
-      .migrate()
-      .then(() => runMigrations(this.pool, this.schema, this.migrations))
-      .then(
-        () => undefined,
-        (err: unknown) => {
-          this.ready = undefined;
-          throw err;
-        },
-      );
+    this.ready ??= (
+      this.autoMigrate
+        ? this.fence.migrate().then(() => runMigrations(this.pool, this.schema, this.migrations))
+        : this.checkPresent()
+    ).then(
+      () => undefined,
+      (err: unknown) => {
+        this.ready = undefined;
+        throw err;
+      },
+    );
     return this.ready;
+  }
+  /**
+   * For a store that does not migrate: throws ERR_UNAVAILABLE, naming the schema and the
+   * table it looked for, when the catalog is not there. A catalog has its pointer table from
+   * its first version on.
+   */
+  private async checkPresent(): Promise<void> {
+    let row: Record<string, unknown> | undefined;
+    try {
+      row = lastResult(
+        await this.pool.query(timeoutPrefix(this.timeoutMs) + this.sql.CATALOG_PRESENT),
+      ).rows[0];
+    } catch (err) {
+      throw unavailable('PostgreSQL catalog', err);
+    }
+    if (row?.['pointer_present'] === true) return;
+    throw new LeaseholdError(
+      'ERR_UNAVAILABLE',
+      `no catalog here: schema ${JSON.stringify(this.schema)} ${
+        row?.['schema_present'] === true ? `has no table ${this.prefix}_pointer` : 'does not exist'
+      } (nothing was created; a catalog is created by the first stage or publish of a program that uses it)`,
+    );
   }
 }
 

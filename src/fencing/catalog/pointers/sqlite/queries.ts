@@ -10,6 +10,12 @@ CREATE TABLE IF NOT EXISTS {{migrations}} (
   applied_ms INTEGER NOT NULL
 ) STRICT`;
 
+/**
+ * Params: table. One row when the table exists: whether the catalog is there, for a store
+ * that does not migrate (every catalog version has its pointer table).
+ */
+export const CATALOG_PRESENT = `SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = @table`;
+
 /** Params: handle, name, token, leaseId, now. A staged row, incomplete, unreferenced since now. */
 export const REGISTER = `
 INSERT INTO {{object}} (handle, name, state, token, lease_id, staged_ms, unreferenced_ms)

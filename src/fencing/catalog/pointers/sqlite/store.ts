@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
-import { readFileSync } from 'node:fs';
-import { invalidArgument, LeaseholdError } from '../../../../core/errors.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../../../core/errors.js';
+import { booleanOption } from '../../../../core/runtime/options.js';
 import { SqliteFence } from '../../../sqlite.js';
 import { retryWhileBusy, useDurableWal } from '../../../../stores/sqlite/open-file.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
@@ -26,6 +27,14 @@ export interface SqlitePointerStoreOptions {
   readonly busyTimeoutMs?: number;
   /** Wall-clock milliseconds for the registry's times (retention counts on it). Defaults to `Date.now`. */
   readonly now?: () => number;
+  /**
+   * Create the catalog (the file when given by `path`, its tables) or bring it to this
+   * version when the store opens. With `false` the store creates and changes nothing: when
+   * the file or the catalog's tables are not there the constructor throws `ERR_UNAVAILABLE`
+   * ("no catalog here: …"), and only reads (`pointer`, `history`, `list`) work on a catalog
+   * of an older version. What commands that only read use. Defaults to `true`.
+   */
+  readonly autoMigrate?: boolean;
 }
 
 /** The pointer store's migrations, in order. Released files are never edited: add a new one. */
@@ -89,7 +98,10 @@ export class SqlitePointerStore implements PointerStore {
     readonly reject: (err: unknown) => void;
   }[] = [];
   private readonly now: () => number;
-  private readonly s: Record<Exclude<keyof typeof Q, 'CREATE_MIGRATIONS'>, Database.Statement>;
+  private readonly s: Record<
+    Exclude<keyof typeof Q, 'CREATE_MIGRATIONS' | 'CATALOG_PRESENT'>,
+    Database.Statement
+  >;
   private readonly gcTx: (cutoff: number, limit: number) => Tombstone[];
   private closed = false;
 
@@ -108,27 +120,17 @@ export class SqlitePointerStore implements PointerStore {
     const now = options.now ?? Date.now;
     if (typeof now !== 'function') throw invalidArgument('now', 'must be a function', now);
     this.now = now;
+    const autoMigrate = booleanOption('autoMigrate', options.autoMigrate, true);
     if (options.database !== undefined) {
       this.db = options.database;
       this.ownsDb = false;
       this.description = `sqlite:${this.db.name}`;
+      if (!autoMigrate) requireCatalog(this.db, prefix, this.db.name);
     } else {
       if (typeof options.path !== 'string' || options.path === '' || options.path === ':memory:') {
         throw invalidArgument('path', 'must be a database file path', options.path);
       }
-      try {
-        const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-        const db = new Database(options.path, { timeout: busyTimeoutMs });
-        this.db = db;
-        // FULL: a publish is on disk before it is acknowledged.
-        retryWhileBusy(busyTimeoutMs, () => useDurableWal(db));
-      } catch (err) {
-        throw new LeaseholdError(
-          'ERR_UNAVAILABLE',
-          `cannot open catalog database ${options.path}: ${String(err)}`,
-          { cause: err },
-        );
-      }
+      this.db = openFile(options.path, options.busyTimeoutMs ?? 5000, autoMigrate, prefix);
       this.ownsDb = true;
       this.description = `sqlite:${options.path}`;
     }
@@ -154,22 +156,24 @@ export class SqlitePointerStore implements PointerStore {
     if (policy !== '>=' && policy !== '>')
       throw invalidArgument('policy', "must be '>=' or '>'", options.policy);
     this.strict = policy === '>';
-    try {
-      // The fence's tables first (the fence object only creates them): version 2 reads the
-      // marks of names fenced before it and keeps idempotency keys in the fence's table.
-      new SqliteFence({ database: this.db, table: `${prefix}_fence`, policy });
-      migrate(this.db, fill(Q.CREATE_MIGRATIONS), names['migrations']!, fill);
-    } catch (err) {
-      if (this.ownsDb) this.db.close();
-      throw err;
+    if (autoMigrate) {
+      try {
+        // The fence's tables first (the fence object only creates them): version 2 reads the
+        // marks of names fenced before it and keeps idempotency keys in the fence's table.
+        new SqliteFence({ database: this.db, table: `${prefix}_fence`, policy });
+        migrate(this.db, fill(Q.CREATE_MIGRATIONS), names['migrations']!, fill);
+      } catch (err) {
+        if (this.ownsDb) this.db.close();
+        throw err;
+      }
     }
-    const { CREATE_MIGRATIONS: _skip, ...statements } = Q;
-    this.s = Object.fromEntries(
-      Object.entries(statements).map(([k, sql]) => [
-        k,
-        this.db.prepare(fill(sql)).safeIntegers(true),
-      ]),
-    ) as typeof this.s;
+    const { CREATE_MIGRATIONS: _create, CATALOG_PRESENT: _present, ...statements } = Q;
+    const prepare = (sql: string): Database.Statement =>
+      this.db.prepare(fill(sql)).safeIntegers(true);
+    // Without migrating, the catalog may be of an older version, and SQLite refuses to prepare
+    // a statement that names a table it does not have yet (gc_mark before version 4): each
+    // statement is prepared when first used, so the reads work on every version.
+    this.s = autoMigrate ? mapValues(statements, prepare) : preparedOnFirstUse(statements, prepare);
     // One immediate transaction, so no publish runs in between: the retention starts from
     // the history first, then the tombstones (decision 028).
     const gc = this.db.transaction((cutoff: number, limit: number): Tombstone[] => {
@@ -260,11 +264,12 @@ export class SqlitePointerStore implements PointerStore {
   }
 
   /**
-   * One publish, inside its immediate transaction (or its savepoint of a group commit): the
-   * fence's decision in the fence's order (a key already applied under this token is
+   * One publish, inside its immediate transaction (or its savepoint of a group commit): first
+   * the name's lease key (another key throws `ERR_INVALID_ARGUMENT`); then the fence's
+   * decision in the fence's order (an idempotency key already applied under this token is
    * `duplicate`; then a lower token, or an equal one under `'>'`, is `stale_fence`), against
-   * the mark in the pointer row; then the object, the key and the expected version; then the
-   * pointer, history and registry move. A Refusal rolls back whatever was written.
+   * the mark in the pointer row; then the object and the expected version; then the pointer,
+   * history and registry move. A Refusal rolls back whatever was written.
    *
    * Without an idempotency key the common publish takes one UPDATE that checks all of that
    * and moves the pointer (PUBLISH_FAST) instead of two reads and an UPDATE, then the history
@@ -292,11 +297,16 @@ export class SqlitePointerStore implements PointerStore {
         const previousHandle = moved.previous_handle ?? undefined;
         return { status: 'applied', version: Number(moved.version), previousHandle };
       }
-    } else {
+    }
+    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
+    // The key before the fence: tokens of different lease keys do not compare, so a token of
+    // another key is neither a duplicate nor stale (answering stale_fence would tell the
+    // caller a newer owner published).
+    if (cur !== undefined && cur.lease_key !== req.leaseKey) throw wrongKey(req, cur.lease_key);
+    if (key !== undefined) {
       const seen = this.s.SELECT_OP.get({ name: req.name, token: req.token, idempotencyKey: key });
       if (seen !== undefined) return this.duplicate(req.name, req.token, key);
     }
-    const cur = this.s.SELECT_POINTER.get({ name: req.name }) as PointerRow | undefined;
     const mark =
       cur !== undefined
         ? cur.high_water
@@ -318,7 +328,7 @@ export class SqlitePointerStore implements PointerStore {
     return { status: 'duplicate', version: row === undefined ? undefined : Number(row.version) };
   }
 
-  /** The pointer move, after the fence passed; a Refusal rolls the transaction back. */
+  /** The pointer move, after the key and the fence passed; a Refusal rolls the transaction back. */
   private move(req: PublishRequest, cur: PointerRow | undefined): PublishResult {
     const obj = this.s.SELECT_OBJECT.get({ handle: req.handle }) as
       { name: string; state: string; size: bigint | null; checksum: string | null } | undefined;
@@ -330,13 +340,6 @@ export class SqlitePointerStore implements PointerStore {
       obj.checksum === null
     ) {
       throw new Refusal({ status: 'not_staged' });
-    }
-    if (cur !== undefined && cur.lease_key !== req.leaseKey) {
-      throw invalidArgument(
-        'lease.key',
-        `must be the key every publish of ${req.name} uses (${JSON.stringify(cur.lease_key)}): tokens of different keys do not compare`,
-        req.leaseKey,
-      );
     }
     const currentVersion = cur === undefined ? 0 : Number(cur.version);
     if (req.expectedVersion !== undefined && req.expectedVersion !== currentVersion) {
@@ -443,6 +446,101 @@ export class SqlitePointerStore implements PointerStore {
       return Promise.reject(storeError(err));
     }
   }
+}
+
+/**
+ * Opens the catalog's file with `synchronous = FULL`, so a publish is on disk before it is
+ * acknowledged, in WAL mode. Without `autoMigrate` it creates and changes nothing: the file
+ * and the catalog's pointer table must be there, and the journal mode stays as the file has
+ * it (a catalog made by leasehold is in WAL mode from its first open).
+ */
+function openFile(
+  path: string,
+  busyTimeoutMs: number,
+  autoMigrate: boolean,
+  prefix: string,
+): Database.Database {
+  if (!autoMigrate && !existsSync(path)) throw noCatalog(`${path} does not exist`);
+  let db: Database.Database;
+  try {
+    db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: !autoMigrate });
+  } catch (err) {
+    throw cannotOpen(path, err);
+  }
+  try {
+    if (!autoMigrate) requireCatalog(db, prefix, path);
+    retryWhileBusy(busyTimeoutMs, () => {
+      if (autoMigrate) useDurableWal(db);
+      else db.pragma('synchronous = FULL');
+    });
+    return db;
+  } catch (err) {
+    db.close();
+    throw isLeaseholdError(err) ? err : cannotOpen(path, err);
+  }
+}
+
+function cannotOpen(path: string, err: unknown): LeaseholdError {
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `cannot open catalog database ${path}: ${String(err)}`,
+    { cause: err },
+  );
+}
+
+/** Throws unless the catalog's pointer table (there in every version) is in `db`. */
+function requireCatalog(db: Database.Database, prefix: string, where: string): void {
+  let present: unknown;
+  try {
+    present = db.prepare(Q.CATALOG_PRESENT).get({ table: `${prefix}_pointer` });
+  } catch (err) {
+    throw cannotOpen(where, err);
+  }
+  if (present === undefined) throw noCatalog(`${where} has no table ${prefix}_pointer`);
+}
+
+/** A catalog opened without migrating that is not there. */
+function noCatalog(what: string): LeaseholdError {
+  return new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `no catalog here: ${what} (nothing was created; a catalog is created by the first stage or publish of a program that uses it)`,
+  );
+}
+
+function mapValues<K extends string, A, B>(from: Record<K, A>, f: (a: A) => B): Record<K, B> {
+  return Object.fromEntries(Object.entries(from).map(([k, v]) => [k, f(v as A)])) as Record<K, B>;
+}
+
+/**
+ * A record with the keys of `from` whose values `f` makes when each is first read, kept from
+ * then on (a getter that replaces itself with the value).
+ */
+function preparedOnFirstUse<K extends string, A, B>(
+  from: Record<K, A>,
+  f: (a: A) => B,
+): Record<K, B> {
+  const out = {} as Record<K, B>;
+  for (const [k, v] of Object.entries(from) as [K, A][]) {
+    Object.defineProperty(out, k, {
+      configurable: true,
+      enumerable: true,
+      get: () => {
+        const value = f(v);
+        Object.defineProperty(out, k, { value, enumerable: true });
+        return value;
+      },
+    });
+  }
+  return out;
+}
+
+/** A publish under a lease key other than the one every publish of the name used. */
+function wrongKey(req: PublishRequest, currentKey: string): LeaseholdError {
+  return invalidArgument(
+    'lease.key',
+    `must be the key every publish of ${req.name} uses (${JSON.stringify(currentKey)}): tokens of different keys do not compare`,
+    req.leaseKey,
+  );
 }
 
 /** A locked database is ERR_UNAVAILABLE, as everywhere; other errors pass as they are. */
