@@ -74,18 +74,25 @@ describe('leasehold run stops the command and every process of its group', () =>
     procs.push(p);
     return p;
   };
-  const pidOf = (dir: string, name: string): Promise<number> =>
+  /** `leasehold run KEY --ttl 30s` over the SQLite file, running `sh -c SCRIPT` in `dir`. */
+  const runScript = (dir: string, key: string, script: string): CliProcess =>
+    run(dir, ['run', key, '--ttl', '30s', '--store', storeUrl, '--', ...shell(script)]);
+  /** The content of a record file, once it has some. */
+  const recorded = (dir: string, file: string): Promise<string> =>
     eventually(
-      `${name} to start`,
+      `${file} to be written`,
       () => {
-        const file = join(dir, `${name}.pid`);
-        return existsSync(file) ? Number(readFileSync(file, 'utf8')) : undefined;
+        const path = join(dir, file);
+        const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
+        return text === '' ? undefined : text;
       },
       { timeoutMs: BOUND_MS },
-    ).then((pid) => {
-      descendants.push(pid);
-      return pid;
-    });
+    );
+  const pidOf = async (dir: string, name: string): Promise<number> => {
+    const pid = Number(await recorded(dir, `${name}.pid`));
+    descendants.push(pid);
+    return pid;
+  };
   const exitWithin = async (p: CliProcess, ms: number): Promise<number> => {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
@@ -186,33 +193,18 @@ describe('leasehold run stops the command and every process of its group', () =>
       async () => {
         const dir = workDir();
         const key = uniqueKey('run-group-signal');
-        const p = run(dir, [
-          'run',
+        const p = runScript(
+          dir,
           key,
-          '--ttl',
-          '30s',
-          '--store',
-          storeUrl,
-          '--',
-          ...shell(
-            'echo token=$LEASEHOLD_TOKEN; "$0" descendant.cjs grandchild exit-on-cue; echo leader-done',
-          ),
-        ]);
+          'echo token=$LEASEHOLD_TOKEN; "$0" descendant.cjs grandchild exit-on-cue; echo leader-done',
+        );
         const token = (await p.waitFor(/token=(\d+)/))[1]!;
         const pid = await pidOf(dir, 'grandchild');
 
         assert.ok(p.child.kill(signal));
-        await eventually(
-          `the grandchild to get ${signal}`,
-          () => (existsSync(join(dir, 'grandchild.signal')) ? true : undefined),
-          { timeoutMs: BOUND_MS },
-        );
         // Once the shell has exited, what it left running also gets SIGTERM, if that was not the
         // signal already.
-        assert.match(
-          readFileSync(join(dir, 'grandchild.signal'), 'utf8'),
-          new RegExp(`^${signal}\n`),
-        );
+        assert.match(await recorded(dir, 'grandchild.signal'), new RegExp(`^${signal}\n`));
         // The grandchild is still stopping (it waits for the cue): run must wait, and hold on.
         assert.equal(p.child.exitCode, null, 'run waits while the grandchild runs');
         assert.equal((await holderOf(key))?.token.toString(), token, 'the lease is still held');
@@ -236,28 +228,16 @@ describe('leasehold run stops the command and every process of its group', () =>
     async () => {
       const dir = workDir();
       const key = uniqueKey('run-group-leftover');
-      const p = run(dir, [
-        'run',
+      const p = runScript(
+        dir,
         key,
-        '--ttl',
-        '30s',
-        '--store',
-        storeUrl,
-        '--',
-        ...shell(
-          'echo token=$LEASEHOLD_TOKEN; "$0" descendant.cjs background exit-on-cue & ' +
-            'while [ ! -f background.pid ]; do sleep 0.05; done; exit 3',
-        ),
-      ]);
+        'echo token=$LEASEHOLD_TOKEN; "$0" descendant.cjs background exit-on-cue & ' +
+          'while [ ! -f background.pid ]; do sleep 0.05; done; exit 3',
+      );
       const token = (await p.waitFor(/token=(\d+)/))[1]!;
       const pid = await pidOf(dir, 'background');
 
-      await eventually(
-        'the process left in the background to get SIGTERM',
-        () => (existsSync(join(dir, 'background.signal')) ? true : undefined),
-        { timeoutMs: BOUND_MS },
-      );
-      assert.equal(readFileSync(join(dir, 'background.signal'), 'utf8'), 'SIGTERM\n');
+      assert.equal(await recorded(dir, 'background.signal'), 'SIGTERM\n');
       assert.equal(p.child.exitCode, null, 'run waits while the background process runs');
       assert.equal((await holderOf(key))?.token.toString(), token, 'the lease is still held');
 
@@ -274,16 +254,11 @@ describe('leasehold run stops the command and every process of its group', () =>
     TEST,
     async () => {
       const dir = workDir();
-      const p = run(dir, [
-        'run',
+      const p = runScript(
+        dir,
         uniqueKey('run-group-tstp'),
-        '--ttl',
-        '30s',
-        '--store',
-        storeUrl,
-        '--',
-        ...shell('echo started; while [ ! -f cue ]; do sleep 0.05; done'),
-      ]);
+        'echo started; while [ ! -f cue ]; do sleep 0.05; done',
+      );
       await p.waitFor(/started/);
       assert.ok(p.child.kill('SIGTSTP'));
       writeFileSync(join(dir, 'cue'), '');
