@@ -132,7 +132,20 @@ export function action<A extends unknown[]>(
   };
 }
 
-/** Closes a store, ignoring errors (the command's answer is already decided). */
+/** How long {@link closeQuietly} waits for a store to close. */
+const CLOSE_BOUND_MS = 2000;
+
+/**
+ * Closes a store, ignoring errors, and gives up after 2 s: the command's answer is already
+ * decided, and a store that stopped answering (a paused Redis server never answers QUIT) must
+ * not keep the process from exiting with it.
+ */
 export async function closeQuietly(store: LeaseStore | undefined): Promise<void> {
-  await store?.close().catch(() => undefined);
+  if (store === undefined) return;
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, CLOSE_BOUND_MS);
+  });
+  await Promise.race([store.close().catch(() => undefined), bound]);
+  clearTimeout(timer);
 }

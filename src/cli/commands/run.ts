@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Command } from 'commander';
 import { LeaseClient } from '../../core/client.js';
 import { parseDuration } from '../../core/duration.js';
 import { invalidArgument } from '../../core/errors.js';
+import type { Lease } from '../../core/lease.js';
 import { assertNever } from '../../core/results.js';
 import {
   action,
@@ -15,6 +15,12 @@ import {
   type StoreFlags,
 } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import {
+  KILL_WAIT_MS,
+  startProcessGroup,
+  type CommandExit,
+  type ProcessGroup,
+} from '../process-group.js';
 
 interface RunFlags extends StoreFlags {
   ttl: string;
@@ -25,10 +31,54 @@ interface RunFlags extends StoreFlags {
   quiet?: boolean;
 }
 
-const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+// The command runs in a session of its own, away from the terminal: Ctrl-C, Ctrl-\ and a
+// hang-up reach this process only, and must reach the command's group from here.
+const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
 
 function signalExitCode(signal: NodeJS.Signals): number {
   return 128 + (constants.signals[signal] ?? 0);
+}
+
+/**
+ * Starts the command's process group and watches it while the lease is held: the lease's loss
+ * sends SIGTERM to the group, a forwarded signal is passed on to it, and either arms SIGKILL
+ * after the grace period. Resolves once the command has exited and nothing of its group
+ * remains (or some processes outlived SIGKILL: `groupGone` false).
+ */
+async function supervise(
+  start: () => ProcessGroup,
+  lease: Lease,
+  say: (text: string) => void,
+): Promise<{ exit: CommandExit; groupGone: boolean }> {
+  let group: ProcessGroup | undefined = undefined;
+  const onLoss = (): void => {
+    say(
+      `lease on ${lease.key} (token ${lease.token}) lost (${lease.lossReason ?? 'lost'}): stopping the command`,
+    );
+    group?.stop('SIGTERM');
+  };
+  const forward = (signal: NodeJS.Signals): void => group?.stop(signal);
+  // Stopped, this process could not renew while the command, in its own group, ran on.
+  const refuseSuspend = (): void =>
+    say('Ctrl-Z (SIGTSTP) ignored: run cannot be suspended while it holds the lease');
+  // Before the spawn: a signal between the spawn and these handlers would stop or kill this
+  // process alone and leave the group running. Handlers run on a later turn, after the spawn.
+  for (const s of FORWARDED) process.on(s, forward);
+  process.on('SIGTSTP', refuseSuspend);
+  // Whatever path this process leaves by, it must not leave the group running unleased.
+  process.once('exit', () => group?.kill());
+  try {
+    group = start();
+    if (lease.signal.aborted) onLoss();
+    else lease.signal.addEventListener('abort', onLoss);
+    const exit = await group.exited;
+    if (!group.isEmpty()) say('the command exited and left processes in its group: stopping them');
+    return { exit, groupGone: await group.settle() };
+  } finally {
+    for (const s of FORWARDED) process.off(s, forward);
+    process.off('SIGTSTP', refuseSuspend);
+    lease.signal.removeEventListener('abort', onLoss);
+  }
 }
 
 /** Registers `leasehold run KEY --ttl D [--wait D] -- cmd args…`. */
@@ -51,7 +101,7 @@ export function registerRunCommand(program: Command): void {
       .option('--renew-every <duration>', 'renewal cadence (default a third of the ttl)')
       .option(
         '--kill-after <duration>',
-        'after the lease is lost: SIGTERM, then SIGKILL this much later',
+        'after the lease is lost or a stop signal: SIGTERM to the command and its group, SIGKILL this much later',
         '10s',
       )
       .option('-q, --quiet', 'no messages of our own on stderr')
@@ -63,9 +113,13 @@ export function registerRunCommand(program: Command): void {
       'after',
       `
 The command gets LEASEHOLD_KEY, LEASEHOLD_TOKEN (the fencing token: send it with every
-protected write) and LEASEHOLD_LEASE_ID in its environment. If the lease is lost (a renewal
-answered lost, or no renewal was confirmed before the lease's local deadline) the command gets
-SIGTERM, then SIGKILL after --kill-after. SIGINT, SIGTERM and SIGHUP are forwarded to it.
+protected write) and LEASEHOLD_LEASE_ID in its environment. It runs in a process group and
+session of its own, with every process it starts. If the lease is lost (a renewal answered
+lost, or no renewal was confirmed before the lease's local deadline) the whole group gets
+SIGTERM, then SIGKILL after --kill-after. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to
+the group, with the same SIGKILL after --kill-after. run exits, and releases the lease, only
+once no process of the group remains; processes that leave the group (setsid, daemons) are
+not followed. Ctrl-Z is ignored. See docs/cli.md.
 
 Exit codes: the command's own code (128+N if killed by signal N); 75 busy (key held, wait ran
 out); 69 store unavailable; 79 lease lost while running; 127 command not found; 126 not
@@ -87,6 +141,7 @@ Example:
           store,
           ...(flags.owner === undefined ? {} : { ownerId: flags.owner }),
         });
+        let keepLease = false;
         try {
           const r = await client.acquire(key, {
             ttl: cliDuration(flags.ttl),
@@ -110,60 +165,38 @@ Example:
           }
           const { lease } = r;
           const [file, ...args] = command as [string, ...string[]];
-          const child = spawn(file, args, {
-            stdio: 'inherit',
-            env: {
-              ...process.env,
-              LEASEHOLD_KEY: lease.key,
-              LEASEHOLD_TOKEN: lease.token.toString(),
-              LEASEHOLD_LEASE_ID: lease.leaseId,
-            },
-          });
-          // Whatever path this process leaves by, it must not leave the command running unleased.
-          process.once('exit', () => {
-            if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-          });
-          let lost = false;
-          let killTimer: NodeJS.Timeout | undefined;
-          lease.signal.addEventListener('abort', () => {
-            if (lease.lossReason === 'released') return;
-            lost = true;
-            say(
-              `lease on ${key} (token ${lease.token}) lost (${lease.lossReason ?? 'lost'}): stopping the command`,
-            );
-            child.kill('SIGTERM');
-            killTimer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-          });
-          const forward = (signal: NodeJS.Signals): void => {
-            child.kill(signal);
+          const env = {
+            ...process.env,
+            LEASEHOLD_KEY: lease.key,
+            LEASEHOLD_TOKEN: lease.token.toString(),
+            LEASEHOLD_LEASE_ID: lease.leaseId,
           };
-          for (const s of FORWARDED) process.on(s, forward);
-          const outcome = await new Promise<{
-            code: number | null;
-            signal: NodeJS.Signals | null;
-            error?: NodeJS.ErrnoException;
-          }>((resolve) => {
-            child.once('error', (error: NodeJS.ErrnoException) =>
-              resolve({ code: null, signal: null, error }),
-            );
-            child.once('exit', (code, signal) => resolve({ code, signal }));
-          });
-          for (const s of FORWARDED) process.off(s, forward);
-          if (killTimer !== undefined) clearTimeout(killTimer);
+          const { exit, groupGone } = await supervise(
+            () => startProcessGroup(file, args, { env, graceMs: killAfterMs }),
+            lease,
+            say,
+          );
           // A lease that ended on its own must still fail the run, even if the command exited 0.
-          const wasLost = lost || lease.status === 'lost' || !lease.isValid();
-          const released = await lease.release();
-          if (outcome.error !== undefined) {
-            say(`cannot run ${file}: ${outcome.error.message}`);
-            return outcome.error.code === 'ENOENT' ? EXIT.notFound : EXIT.cannotExecute;
+          const wasLost = lease.status === 'lost' || !lease.isValid();
+          if (!groupGone) {
+            say(
+              `processes of the command survived SIGKILL for ${KILL_WAIT_MS / 1000} s: the lease is not released, it expires after its ttl`,
+            );
+            keepLease = true;
+          }
+          const released = keepLease ? undefined : await lease.release();
+          if (exit.error !== undefined) {
+            say(`cannot run ${file}: ${exit.error.message}`);
+            return exit.error.code === 'ENOENT' ? EXIT.notFound : EXIT.cannotExecute;
           }
           if (wasLost) return EXIT.lost;
-          if (released.status === 'unavailable')
+          if (released?.status === 'unavailable')
             say(`release failed (${String(released.cause)}); the lease will expire`);
-          if (outcome.signal !== null) return signalExitCode(outcome.signal);
-          return outcome.code ?? EXIT.error;
+          if (exit.signal !== null) return signalExitCode(exit.signal);
+          return exit.code ?? EXIT.error;
         } finally {
-          await client.close().catch(() => undefined);
+          // Closing the client would release the lease.
+          if (!keepLease) await client.close().catch(() => undefined);
           await closeQuietly(store);
         }
       }),
