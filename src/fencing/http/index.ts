@@ -14,6 +14,7 @@ export {
   type FenceHeaderNames,
 } from './fence-headers.js';
 export type { FenceErrorCode } from './fence-error.js';
+export { GatewayClaimClient, type GatewayClaimClientOptions } from './gateway-claim-client.js';
 export { REPLAYED_HEADER, REPLAYED_ANSWER_HEADERS, captureAnswer } from './answer-replay.js';
 export { openMarkStore } from '../marks/open-mark-store.js';
 export type { AnswerRecord, MarkStore, MarkPolicy } from '../marks/mark-store.js';
