@@ -5,7 +5,14 @@
  * `leasehold/memory`, `leasehold/sqlite` and the other subpaths.
  */
 export { LeaseClient, CLIENT_DEFAULTS } from './core/client.js';
-export type { LeaseClientOptions, AcquireOptions, WithLeaseResult } from './core/client.js';
+export type {
+  LeaseClientOptions,
+  AcquireOptions,
+  AcquireOptionsWithoutFences,
+  WithLeaseResult,
+  FencedWithLeaseResult,
+} from './core/client.js';
+export type { ClaimTarget, FenceClaim } from './core/fence-claim.js';
 export { Lease } from './core/lease.js';
 export type { LeaseStatus } from './core/lease.js';
 export { withLease } from './core/with-lease.js';
@@ -20,6 +27,9 @@ export type {
 export { assertNever } from './core/results.js';
 export type {
   AcquireResult,
+  FencedAcquireResult,
+  ClaimFailedResult,
+  ClaimResult,
   RenewResult,
   ReleaseResult,
   FenceResult,

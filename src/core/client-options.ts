@@ -3,7 +3,8 @@ import type { Duration } from './duration.js';
 import { invalidArgument } from './errors.js';
 import { silentLogger, type Logger } from './events.js';
 import { defaultOwnerId } from './ids.js';
-import type { AcquireResult, LossReason } from './results.js';
+import { resolveFences, type FenceClaim, type ResolvedClaim } from './fence-claim.js';
+import type { AcquireResult, ClaimFailedResult, LossReason } from './results.js';
 import { booleanOption, integerOption, ratioOption, requireObject } from './runtime/options.js';
 import type { LeaseStore } from './store.js';
 import type { Token } from './types.js';
@@ -80,7 +81,22 @@ export interface AcquireOptions {
   readonly autoRenew?: boolean;
   /** Background renewal cadence, below the TTL. Defaults to a third of the TTL. */
   readonly renewEvery?: Duration;
+  /**
+   * Fences to install the new token on before the lease is handed over (claim before start,
+   * DESIGN §4): each entry's `fence.claim(scope, token)` runs, all at once, right after the
+   * grant. Once they all answered `applied`, no write with a lower token is accepted at any of
+   * them, even before this owner's first write (I9). One round trip per fence per
+   * acquisition. A refusal or an unreachable fence releases the lease and answers
+   * `claim_failed` (see {@link ClaimFailedResult}). Defaults to none.
+   *
+   * @example
+   * await client.acquire('report/july', { ttl: '30s', fences: [{ fence: pgFence }] });
+   */
+  readonly fences?: readonly FenceClaim[];
 }
+
+/** {@link AcquireOptions} that name no fences: the acquisition cannot answer `claim_failed`. */
+export type AcquireOptionsWithoutFences = AcquireOptions & { readonly fences?: undefined };
 
 /** The outcome of {@link LeaseClient.withLease}. */
 export type WithLeaseResult<T> =
@@ -94,6 +110,9 @@ export type WithLeaseResult<T> =
       readonly reason: LossReason;
     }
   | Exclude<AcquireResult, { status: 'acquired' }>;
+
+/** The outcome of {@link LeaseClient.withLease} with `fences`: it may also be `claim_failed`. */
+export type FencedWithLeaseResult<T> = WithLeaseResult<T> | ClaimFailedResult;
 
 /** The defaults of {@link LeaseClientOptions}. */
 export const CLIENT_DEFAULTS = Object.freeze({
@@ -131,6 +150,8 @@ export interface ResolvedAcquire {
   readonly renewEveryMs: number | undefined;
   readonly value: string | undefined;
   readonly signal: AbortSignal | undefined;
+  /** The fences to claim on once granted; undefined (the common case) when none. */
+  readonly fences: readonly ResolvedClaim[] | undefined;
 }
 
 /** Checks client options and fills in the defaults; throws `ERR_INVALID_ARGUMENT` naming the field. */
@@ -215,5 +236,6 @@ export function resolveAcquire(
     );
   }
   const signal = checkSignal(options.signal);
-  return { key: k, ttlMs, waitMs, driftMs, renewEveryMs, value, signal };
+  const fences = options.fences === undefined ? undefined : resolveFences(options.fences, k);
+  return { key: k, ttlMs, waitMs, driftMs, renewEveryMs, value, signal, fences };
 }

@@ -4,17 +4,20 @@ import {
   resolveAcquire,
   resolveClientOptions,
   type AcquireOptions,
+  type AcquireOptionsWithoutFences,
+  type FencedWithLeaseResult,
   type LeaseClientOptions,
   type ResolvedAcquire,
   type WithLeaseResult,
 } from './client-options.js';
+import { claimFences, type ResolvedClaim } from './fence-claim.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
 import type { LeaseEventOf, LeaseEventType } from './events.js';
 import { HandOffs } from './hand-off.js';
 import { HeldLeases } from './held-leases.js';
 import { WaitQueues } from './key-waiters.js';
 import type { Lease } from './lease.js';
-import type { AcquireResult } from './results.js';
+import type { AcquireResult, FencedAcquireResult } from './results.js';
 import { boundedRequest, type Settled } from './runtime/request.js';
 import { linkSignals } from './runtime/signals.js';
 import { isQueueingLeaseStore, type LeaseStore } from './store.js';
@@ -24,7 +27,13 @@ import { validateKey, validatePrefix } from './validate.js';
 import { waitForKey, type WaitTurn } from './wait-loop.js';
 
 export { CLIENT_DEFAULTS } from './client-options.js';
-export type { AcquireOptions, LeaseClientOptions, WithLeaseResult } from './client-options.js';
+export type {
+  AcquireOptions,
+  AcquireOptionsWithoutFences,
+  FencedWithLeaseResult,
+  LeaseClientOptions,
+  WithLeaseResult,
+} from './client-options.js';
 
 const PENDING: WaitTurn<AcquireResult> = Object.freeze({ kind: 'pending' });
 
@@ -91,14 +100,21 @@ export class LeaseClient {
    * {@link Lease}, `busy` with the holder, or `unavailable` when the store cannot answer —
    * never throws for those. Throws `ERR_INVALID_ARGUMENT` for bad arguments (nothing is
    * sent), `ERR_ABORTED` when `signal` fires, `ERR_CLOSED` after {@link close}.
+   *
+   * With `fences`, the new token is claimed on each fence before the lease is returned, and
+   * the answer may also be `claim_failed` (the lease was released); see
+   * {@link AcquireOptions.fences}. Without `fences` the answer's type leaves that case out.
    */
-  acquire(key: string, options: AcquireOptions): Promise<AcquireResult> {
+  acquire(key: string, options: AcquireOptionsWithoutFences): Promise<AcquireResult>;
+  acquire(key: string, options: AcquireOptions): Promise<FencedAcquireResult>;
+  acquire(key: string, options: AcquireOptions): Promise<FencedAcquireResult> {
     const ctx = this.ctx;
     let req: ResolvedAcquire;
     let startedAt: number;
     try {
       ctx.assertOpen();
       req = resolveAcquire(key, options, ctx.store, ctx.driftRatio);
+      if (req.fences !== undefined) return this.acquireAndClaim(req, req.fences);
       if (req.waitMs !== 0 || req.signal !== undefined) return this.acquireLinked(req);
       startedAt = ctx.guard.now();
     } catch (err) {
@@ -125,16 +141,46 @@ export class LeaseClient {
     }
   }
 
+  /** {@link acquire}, then the claims on `fences` (claim before start, DESIGN §4). */
+  private async acquireAndClaim(
+    req: ResolvedAcquire,
+    fences: readonly ResolvedClaim[],
+  ): Promise<FencedAcquireResult> {
+    const ctx = this.ctx;
+    const result =
+      req.waitMs !== 0 || req.signal !== undefined
+        ? await this.acquireLinked(req)
+        : await this.tryNow(req, ctx.closeSignal, ctx.guard.now());
+    if (result.status !== 'acquired') return result;
+    const linked = req.signal ? linkSignals([req.signal, ctx.closeSignal]) : undefined;
+    try {
+      return await claimFences(ctx, result, fences, linked?.signal ?? ctx.closeSignal);
+    } finally {
+      linked?.dispose();
+    }
+  }
+
   /**
-   * Runs `fn` under a lease on `key`: acquires (waiting if `wait` is set), renews while `fn`
-   * runs, and releases in every outcome — return, throw or abort. `fn` receives the lease and
-   * a signal that fires when the lease is lost or the caller's `signal` aborts.
+   * Runs `fn` under a lease on `key`: acquires (waiting if `wait` is set; claiming on
+   * `fences` if given), renews while `fn` runs, and releases in every outcome — return, throw
+   * or abort. `fn` receives the lease and a signal that fires when the lease is lost or the
+   * caller's `signal` aborts.
    */
+  withLease<T>(
+    key: string,
+    options: AcquireOptionsWithoutFences,
+    fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<WithLeaseResult<T>>;
+  withLease<T>(
+    key: string,
+    options: AcquireOptions,
+    fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<FencedWithLeaseResult<T>>;
   async withLease<T>(
     key: string,
     options: AcquireOptions,
     fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
-  ): Promise<WithLeaseResult<T>> {
+  ): Promise<FencedWithLeaseResult<T>> {
     const acquired = await this.acquire(key, options);
     if (acquired.status !== 'acquired') return acquired;
     const { lease } = acquired;

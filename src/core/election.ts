@@ -1,5 +1,5 @@
 import { abortReason, delay, systemClock, type Clock, type TimerHandle } from './runtime/clock.js';
-import type { AcquireOptions, LeaseClient } from './client.js';
+import type { AcquireOptionsWithoutFences, LeaseClient } from './client.js';
 import { parseDuration, type Duration } from './duration.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
 import { requireObject } from './runtime/options.js';
@@ -238,7 +238,7 @@ export class Election {
     let backoffMs = 50;
     for (;;) {
       const left = startedAt + waitMs - this.clock.now();
-      const acquireOptions: AcquireOptions = {
+      const acquireOptions: AcquireOptionsWithoutFences = {
         ttl: this.ttl,
         wait: Math.max(0, Math.floor(Math.min(left, LIMITS.maxWaitMs))),
         value,

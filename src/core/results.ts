@@ -1,4 +1,4 @@
-import type { HolderInfo } from './types.js';
+import type { HolderInfo, Token } from './types.js';
 import type { Lease } from './lease.js';
 
 /** The outcome of {@link LeaseClient.acquire}. Expected outcomes are values, not errors. */
@@ -11,6 +11,46 @@ export type AcquireResult =
       readonly retryAfterMs: number;
     }
   | { readonly status: 'unavailable'; readonly cause: unknown };
+
+/**
+ * The outcome of an acquisition that named fences to claim on (`acquire(key, { fences })`):
+ * an {@link AcquireResult}, or {@link ClaimFailedResult} when a fence refused the new token or
+ * could not be reached — the lease was then released, and nothing was handed to the caller.
+ */
+export type FencedAcquireResult = AcquireResult | ClaimFailedResult;
+
+/**
+ * An acquisition whose grant could not be installed on every fence it named: the lease was
+ * released before the result was returned. `stale_fence`: a newer owner had already claimed or
+ * written there — this token lost before it started, do not retry under it. `unavailable`:
+ * the fence threw or did not answer within the lease's validity (its claim may or may not have
+ * landed; a landed claim only raises that scope's mark to this token, which is harmless).
+ */
+export type ClaimFailedResult = {
+  readonly status: 'claim_failed';
+  /** The index in `fences` of the first entry that refused or could not be reached. */
+  readonly fence: number;
+  /** That entry's `name`, when it has one. */
+  readonly name: string | undefined;
+  /** The scope claimed on at that fence. */
+  readonly scope: string;
+  /** The token that was granted, then released. */
+  readonly token: Token;
+} & (
+  | { readonly reason: 'stale_fence'; readonly highWaterMark: bigint }
+  | { readonly reason: 'unavailable'; readonly cause: unknown }
+);
+
+/**
+ * The outcome of a fence's `claim(scope, token)`: the generation is installed at the resource
+ * with no domain write. `applied`: the scope's mark now refuses every token below this one
+ * (the mark moved, or already was there), durably; the first write at this token still
+ * passes under either policy. `stale_fence`: a newer token already claimed or wrote there —
+ * definitive, the caller has lost before it started.
+ */
+export type ClaimResult =
+  | { readonly status: 'applied' }
+  | { readonly status: 'stale_fence'; readonly highWaterMark: bigint };
 
 /**
  * The outcome of {@link Lease.renew}. `lost` is final: the lease never comes back.

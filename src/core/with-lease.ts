@@ -1,4 +1,10 @@
-import type { AcquireOptions, LeaseClient, WithLeaseResult } from './client.js';
+import type {
+  AcquireOptions,
+  AcquireOptionsWithoutFences,
+  FencedWithLeaseResult,
+  LeaseClient,
+  WithLeaseResult,
+} from './client.js';
 import type { Lease } from './lease.js';
 
 /**
@@ -13,8 +19,20 @@ import type { Lease } from './lease.js';
 export function withLease<T>(
   client: LeaseClient,
   key: string,
+  options: AcquireOptionsWithoutFences,
+  fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+): Promise<WithLeaseResult<T>>;
+export function withLease<T>(
+  client: LeaseClient,
+  key: string,
   options: AcquireOptions,
   fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
-): Promise<WithLeaseResult<T>> {
+): Promise<FencedWithLeaseResult<T>>;
+export function withLease<T>(
+  client: LeaseClient,
+  key: string,
+  options: AcquireOptions,
+  fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+): Promise<FencedWithLeaseResult<T>> {
   return client.withLease(key, options, fn);
 }

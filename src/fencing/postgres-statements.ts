@@ -1,7 +1,7 @@
 /**
  * The Postgres fence's SQL: its migrations and its check. `{{fence}}` / `{{ops}}` /
  * `{{refuse}}` are the escaped `schema.table`, `schema.table_op` and `schema.table_refuse`;
- * `{{lease}}` the escaped lease table; `{{cmp}}` the policy's comparison; `$n` parameters.
+ * `{{lease}}` the escaped lease table; `{{pass}}` the policy's condition; `$n` parameters.
  */
 import { invalidArgument } from '../core/errors.js';
 import { requireObject } from '../core/runtime/options.js';
@@ -65,30 +65,42 @@ BEGIN
 END
 $fn$;`;
 
+/**
+ * Version 3: claims (claim before start, DESIGN §4). `claimed` is true while the mark was
+ * installed by a claim and no write at the mark has been accepted since: under policy `>` the
+ * claimed token's one write still passes. A constant default: no table rewrite.
+ */
+const FENCE_0003 = `
+ALTER TABLE {{fence}} ADD COLUMN IF NOT EXISTS claimed boolean NOT NULL DEFAULT false;`;
+
 /** The SQLSTATE the refusal raises. */
 export const REFUSED_STATE = 'LH001';
 
 /**
- * Check-and-advance. In order:
+ * Check-and-advance, of writes and claims alike. In order:
  * - `lease` (only with lease validation; else a constant row): the validate step — the
  *   caller's lease row, locked `FOR UPDATE` so no new acquisition can pass it before this
  *   transaction ends. No row: the lease is gone and nothing below happens.
- * - `mark`: advances the scope's mark to the token if the policy allows (`<=` for '>=',
- *   `<` for '>'). ON CONFLICT locks the scope's row until commit, so concurrent writers of
- *   one scope are serialised and each re-checks against the newest mark.
+ * - `mark`: advances the scope's mark to the token if the policy allows ({@link PASSES}).
+ *   ON CONFLICT locks the scope's row until commit, so concurrent writers of one scope are
+ *   serialised and each re-checks against the newest mark. A write clears `claimed`; a claim
+ *   sets it when it raised the mark and keeps it when the mark already was its token.
  * - `op`: records the idempotency key; a conflict means this (token, key) was applied.
  * - `gc`: forgets the keys of older generations once the mark moved past them.
- * Params: $1 scope, $2 token, $3 idempotency key or NULL, $4 lease key, $5 lease id.
+ * Params: $1 scope, $2 token, $3 idempotency key or NULL, $4 lease key, $5 lease id,
+ * $6 1 for a claim (no write follows), 0 for a write.
  * `{{answer}}` is the final SELECT: counts (the transaction form) or the raising refusal
  * (the one-message form).
  */
 const CHECK_AND_ADVANCE = `
 WITH lease AS ({{lease_check}}),
 mark AS (
-  INSERT INTO {{fence}} AS f (scope, high_water)
-  SELECT $1, $2::bigint WHERE EXISTS (SELECT 1 FROM lease)
-  ON CONFLICT (scope) DO UPDATE SET high_water = EXCLUDED.high_water, updated_at = clock_timestamp()
-  WHERE f.high_water {{cmp}} EXCLUDED.high_water
+  INSERT INTO {{fence}} AS f (scope, high_water, claimed)
+  SELECT $1, $2::bigint, $6 = 1 WHERE EXISTS (SELECT 1 FROM lease)
+  ON CONFLICT (scope) DO UPDATE SET high_water = EXCLUDED.high_water, updated_at = clock_timestamp(),
+    claimed = CASE WHEN EXCLUDED.claimed THEN f.high_water < EXCLUDED.high_water OR f.claimed
+                   ELSE false END
+  WHERE {{pass}}
   RETURNING high_water
 ), op AS (
   INSERT INTO {{ops}} (scope, token, op_key)
@@ -100,6 +112,15 @@ mark AS (
   WHERE o.scope = $1 AND o.token < $2::bigint AND EXISTS (SELECT 1 FROM mark)
 )
 {{answer}}`;
+
+/**
+ * When a token passes the mark, per policy: `>=` not below it; `>` above it, or equal to a
+ * mark a claim installed that no write has used yet (the grant's one write is still to come).
+ */
+const PASSES = {
+  '>=': 'f.high_water <= EXCLUDED.high_water',
+  '>': '(f.high_water < EXCLUDED.high_water OR (f.high_water = EXCLUDED.high_water AND f.claimed))',
+} as const;
 
 /** The transaction form's answer: lease_ok, marked, op_new (ints). */
 const COUNTS = `SELECT (SELECT count(*) FROM lease)::int AS lease_ok,
@@ -160,7 +181,7 @@ export function fenceStatements(n: FenceNames): FenceStatements {
     ops: `${q}.${quoteIdent(`${n.table}_op`)}`,
     refuse: `${q}.${quoteIdent(`${n.table}_refuse`)}`,
     lease,
-    cmp: n.policy === '>=' ? '<=' : '<',
+    pass: PASSES[n.policy],
   };
   const fill = (text: string, extra: Record<string, string> = {}): string =>
     text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => extra[k] ?? names[k] ?? m);
@@ -173,6 +194,7 @@ export function fenceStatements(n: FenceNames): FenceStatements {
     migrations: [
       { name: `${n.table}/0001_fence`, sql: fill(FENCE_0001) },
       { name: `${n.table}/0002_refuse`, sql: fill(FENCE_0002) },
+      { name: `${n.table}/0003_claimed`, sql: fill(FENCE_0003) },
     ],
     checkPlain: check('SELECT 1', COUNTS, 'NULL'),
     checkLease: check(fill(LEASE_CHECK), COUNTS, 'NULL'),
@@ -186,7 +208,7 @@ export function fenceStatements(n: FenceNames): FenceStatements {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** A checked request: the check's parameters ($1 scope … $5 lease id), its key and lease. */
+/** A checked request: the check's parameters ($1 scope … $6 claim), its key and lease. */
 export interface FenceParams {
   readonly params: SqlParam[];
   readonly key: string | undefined;
@@ -213,6 +235,12 @@ export function fenceParams(request: FencedWriteRequest): FenceParams {
     key ?? null,
     lease?.key ?? null,
     lease?.leaseId ?? null,
+    0,
   ];
   return { params, key, lease };
+}
+
+/** Validates a claim; its parameters for the same check statement (no key, no lease, $6 1). */
+export function claimParams(scope: unknown, token: unknown): SqlParam[] {
+  return [validateKey(scope, 'scope'), parseToken(token, 'token'), null, null, null, 1];
 }

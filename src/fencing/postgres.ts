@@ -1,6 +1,6 @@
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import { parseDuration, type Duration } from '../core/duration.js';
-import type { FenceResult } from '../core/results.js';
+import type { ClaimResult, FenceResult } from '../core/results.js';
 import { parseInt8Text, parseToken, validateKey } from '../core/validate.js';
 import { booleanOption, requireObject } from '../core/runtime/options.js';
 import {
@@ -21,6 +21,7 @@ import { runMigrations, type MigrationReport } from '../drivers/postgres/migrate
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
 import {
+  claimParams,
   fenceParams,
   fenceStatements,
   type FenceParams,
@@ -108,6 +109,8 @@ export interface FencedWriteRequest {
  *
  * Concurrent writers of one scope are serialised on the scope's row for the length of the
  * transaction, so keep the write short: no network calls inside it.
+ *
+ * {@link PostgresFence.claim} installs a generation with no write (claim before start).
  *
  * @example
  * const fence = new PostgresFence({ pool });
@@ -267,6 +270,63 @@ export class PostgresFence {
     }
   }
 
+  /**
+   * Claim before start (DESIGN §4): installs `token`'s generation on `scope` with no domain
+   * write, committed (the same statement and durability as a write's check, without lease
+   * validation), so that no write with a lower token is accepted here from now on — even
+   * before this token's first write. One round trip when applied, two when stale.
+   *
+   * The rule, the same in every fence: a claim at T answers `applied` exactly when a write at
+   * T would pass now, and then leaves the mark at T (moved, or already there) without using
+   * T's write:
+   * - `>=`: applied when T ≥ mark. Tokens below T are refused; T writes as often as before.
+   * - `>` (one write per grant): applied when T > mark, or T = mark installed by a claim not
+   *   yet used by a write (so a repeated claim is idempotent). The mark then refuses every
+   *   token below T, and T's one write still passes: the first write at T clears the claim,
+   *   and the next write at T is refused as before. A claim at T after T has written answers
+   *   `stale_fence` (T's write is spent).
+   * - Otherwise `stale_fence` with the mark: a newer owner claimed or wrote; nothing changed.
+   *
+   * Throws `ERR_INVALID_ARGUMENT` for a malformed scope or token, `ERR_UNAVAILABLE` when the
+   * database cannot answer (the claim may or may not have committed: claim again). Not told
+   * to `onDecision` (that hook reports writes).
+   *
+   * @example
+   * const r = await fence.claim('report/july', lease.token);
+   * if (r.status === 'stale_fence') await lease.release(); // superseded before starting
+   */
+  async claim(scope: string, token: bigint | string): Promise<ClaimResult> {
+    this.assertOpen();
+    const params = claimParams(scope, token);
+    await this.ensureReady();
+    const bound = this.timeoutMs + CLIENT_GRACE_MS;
+    try {
+      // One implicit transaction: the check and advance commits with the message.
+      const checked = resultAt(
+        await answerWithin(
+          this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.checkPlain, params)),
+          bound,
+          'PostgreSQL fence: claiming',
+        ),
+        -1,
+      ).rows[0];
+      if (checked?.['marked'] === 1) return CLAIM_APPLIED;
+      // Read with a fresh snapshot: the check may have waited for a newer writer's commit.
+      const why = resultAt(
+        await answerWithin(
+          this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.explainPlain, params)),
+          bound,
+          'PostgreSQL fence: reading the mark',
+        ),
+        -1,
+      ).rows[0];
+      const hwm = why?.['hwm'] == null ? 0n : parseInt8Text(why['hwm'], 'PostgreSQL');
+      return { status: 'stale_fence', highWaterMark: hwm };
+    } catch (err) {
+      throw unavailable('PostgreSQL fence', err);
+    }
+  }
+
   /** The scope's current high-water mark (0n when nothing was accepted yet). */
   async highWaterMark(scope: string): Promise<bigint> {
     this.assertOpen();
@@ -311,6 +371,8 @@ export class PostgresFence {
     if (this.closed) throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL fence was closed');
   }
 }
+
+const CLAIM_APPLIED: ClaimResult = Object.freeze({ status: 'applied' });
 
 /** How much longer than its statement_timeout the fence waits for an answer itself. */
 const CLIENT_GRACE_MS = 1000;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { ReplyError } from 'ioredis';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
-import type { FenceResult } from '../core/results.js';
+import type { ClaimResult, FenceResult } from '../core/results.js';
 import { parseToken, validateKey } from '../core/validate.js';
 import type { RedisClient } from '../drivers/redis/client.js';
 import { DECIMAL_LUA, LuaScript, type ScriptArg } from '../drivers/redis/lua-script.js';
@@ -78,6 +78,8 @@ const WRITES = {
   set: fenceWith('fence-set', readFileSync(lua('write-set.lua'), 'utf8')),
   hset: fenceWith('fence-hset', readFileSync(lua('write-hset.lua'), 'utf8')),
   commands: fenceWith('fence-commands', readFileSync(lua('write-commands.lua'), 'utf8')),
+  // A claim runs fence.lua's decision and never calls the write.
+  claim: fenceWith('fence-claim', 'local function leasehold_write() return nil end'),
 };
 const MAX_CACHED_BODIES = 256;
 
@@ -92,8 +94,10 @@ const MAX_CACHED_BODIES = 256;
  *   unreachable, a script error) throws a `LeaseholdError`.
  * - Tokens go to Lua as decimal strings and are compared as decimal strings, so tokens past
  *   2^53 (Lua numbers are doubles) compare exactly.
- * - The mark lives at `<prefix>{<scope>}:hwm` and never expires. In a Redis Cluster every key
- *   a write touches must share the scope's hash tag — name them `…{<scope>}…`.
+ * - The mark lives at `<prefix>{<scope>}:hwm` and never expires (a claim's marker next to it
+ *   at `…:claimed`). In a Redis Cluster every key a write touches must share the scope's hash
+ *   tag — name them `…{<scope>}…`.
+ * - {@link RedisFence.claim} installs a generation with no write (claim before start).
  * - The mark is only as durable as this Redis (persistence, replication): use AOF with
  *   `appendfsync always` on the resource Redis if a restart must not forget it.
  *
@@ -200,6 +204,47 @@ export class RedisFence {
     return this.apply<T>(compiled, scope, token, script.keys ?? [], script.args ?? [], options);
   }
 
+  /**
+   * Claim before start (DESIGN §4): installs `token`'s generation on `scope` with no domain
+   * write, in the same script and atomic step as a write's check (as durable as this Redis,
+   * like every mark), so that no write with a lower token is accepted here from now on —
+   * even before this token's first write.
+   *
+   * The rule, the same in every fence: a claim at T answers `applied` exactly when a write at
+   * T would pass now, and then leaves the mark at T (moved, or already there) without using
+   * T's write:
+   * - `>=`: applied when T ≥ mark. Tokens below T are refused; T writes as often as before.
+   * - `>` (one write per grant): applied when T > mark, or T = mark installed by a claim not
+   *   yet used by a write (so a repeated claim is idempotent). The mark then refuses every
+   *   token below T, and T's one write still passes: the first write at T clears the claim,
+   *   and the next write at T is refused as before. A claim at T after T has written answers
+   *   `stale_fence` (T's write is spent).
+   * - Otherwise `stale_fence` with the mark: a newer owner claimed or wrote; nothing changed.
+   *
+   * Throws `ERR_INVALID_ARGUMENT` for a malformed scope or token, `ERR_UNAVAILABLE` when
+   * Redis cannot answer (the claim may or may not have landed: claim again). Not told to
+   * `onDecision` (that hook reports writes).
+   *
+   * @example
+   * const r = await fence.claim('report/july', lease.token);
+   * if (r.status === 'stale_fence') await lease.release(); // superseded before starting
+   */
+  async claim(scope: string, token: bigint | string): Promise<ClaimResult> {
+    const s = validateKey(scope, 'scope');
+    const t = parseToken(token);
+    const reply = await this.call(() =>
+      WRITES.claim.run(
+        this.redis,
+        [this.hwmKey(s), this.hwmKey(s), this.claimKey(s)],
+        [t.toString(), this.policy, 'claim', this.idempotencyTtlMs],
+      ),
+    );
+    const r = fenceResultOf<unknown>(reply);
+    if (r.status === 'duplicate')
+      throw new LeaseholdError('ERR_PROTOCOL', 'unexpected fence reply duplicate to a claim');
+    return r.status === 'applied' ? CLAIM_APPLIED : r;
+  }
+
   /** The scope's high-water mark: the highest token accepted so far (0n when none). */
   async highWaterMark(scope: string): Promise<bigint> {
     const v = await this.call(() => this.redis.get(this.hwmKey(validateKey(scope, 'scope'))));
@@ -209,6 +254,11 @@ export class RedisFence {
   /** The Redis key of a scope's high-water mark. */
   hwmKey(scope: string): string {
     return `${this.prefix}{${scope}}:hwm`;
+  }
+
+  /** The Redis key of a scope's claim marker (see fence.lua). */
+  private claimKey(scope: string): string {
+    return `${this.prefix}{${scope}}:claimed`;
   }
 
   private async apply<T>(
@@ -228,7 +278,7 @@ export class RedisFence {
     const reply = await this.call(() =>
       script.run(
         this.redis,
-        [hwm, idemKey, ...keys],
+        [hwm, idemKey, this.claimKey(scope), ...keys],
         [
           token.toString(),
           this.policy,
@@ -267,6 +317,8 @@ export class RedisFence {
     }
   }
 }
+
+const CLAIM_APPLIED: ClaimResult = Object.freeze({ status: 'applied' });
 
 function fenceResultOf<T>(reply: unknown): FenceResult<T> {
   if (!Array.isArray(reply))

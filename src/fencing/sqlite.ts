@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
-import type { FenceResult } from '../core/results.js';
+import type { ClaimResult, FenceResult } from '../core/results.js';
 import { parseToken } from '../core/validate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
@@ -38,11 +38,16 @@ export interface SqliteFenceOptions {
 
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,50}$/;
 
-/** Creates the mark table and the idempotency-key table. Idempotent. */
+/**
+ * Creates the mark table and the idempotency-key table. Idempotent. `claimed` is 1 while the
+ * mark was installed by a claim and no write at the mark has been accepted since (see
+ * {@link SqliteFence.claim}).
+ */
 const CREATE = `
 CREATE TABLE IF NOT EXISTS {{t}} (
   scope TEXT PRIMARY KEY NOT NULL,
-  hwm INTEGER NOT NULL CHECK (hwm > 0)
+  hwm INTEGER NOT NULL CHECK (hwm > 0),
+  claimed INTEGER NOT NULL DEFAULT 0 CHECK (claimed IN (0, 1))
 ) STRICT;
 CREATE TABLE IF NOT EXISTS {{op}} (
   scope TEXT NOT NULL,
@@ -51,15 +56,33 @@ CREATE TABLE IF NOT EXISTS {{op}} (
   PRIMARY KEY (scope, token, op_id)
 ) STRICT, WITHOUT ROWID;`;
 
+/** Mark tables made before claims get the column. Params: none. */
+const ADD_CLAIMED = `ALTER TABLE {{t}} ADD COLUMN claimed INTEGER NOT NULL DEFAULT 0 CHECK (claimed IN (0, 1))`;
+/** Params: none. Returns one row per column of the mark table. */
+const MARK_COLUMNS = `SELECT name FROM pragma_table_info({{t_name}})`;
+
 /**
- * The check and the advance in ONE statement: the row is inserted or raised only when the
- * token passes `{{cmp}}` against the stored mark, so two racing writers cannot both pass with
- * tokens out of order. Params: scope, token. Effect: 1 change when the token passes, 0 when stale.
+ * The check and the advance in ONE statement, for writes and claims alike: the row is
+ * inserted or raised only when the token passes `{{pass}}` against the stored mark, so two
+ * racing writers cannot both pass with tokens out of order. A write clears `claimed`; a claim
+ * sets it when it raised the mark and keeps it when the mark already was its token.
+ * Params: scope, token, claim (1 for a claim, 0 for a write). Effect: 1 change when the token
+ * passes, 0 when stale.
  */
 const ADVANCE = `
-INSERT INTO {{t}} (scope, hwm) VALUES (@scope, @token)
-ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm
-WHERE excluded.hwm {{cmp}} {{t}}.hwm`;
+INSERT INTO {{t}} (scope, hwm, claimed) VALUES (@scope, @token, @claim)
+ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm,
+  claimed = CASE WHEN excluded.claimed = 1 THEN ({{t}}.hwm < excluded.hwm OR {{t}}.claimed) ELSE 0 END
+WHERE {{pass}}`;
+
+/**
+ * When a token passes the mark, per policy: `>=` not below it; `>` above it, or equal to a
+ * mark a claim installed that no write has used yet (the grant's one write is still to come).
+ */
+const PASSES = {
+  '>=': '{{t}}.hwm <= excluded.hwm',
+  '>': '({{t}}.hwm < excluded.hwm OR ({{t}}.hwm = excluded.hwm AND {{t}}.claimed = 1))',
+} as const;
 
 /** Params: scope. Returns: hwm (or no row). */
 const SELECT_HWM = `SELECT hwm FROM {{t}} WHERE scope = @scope`;
@@ -81,6 +104,7 @@ const INSERT_OP = `INSERT INTO {{op}} (scope, token, op_id) VALUES (@scope, @tok
  * - `stale_fence`: a newer token has reached the scope; `mutate` did not run. Definitive: do
  *   not retry under the same lease.
  * - `mutate` throwing rolls everything back (the mark included) and the error propagates.
+ * - {@link SqliteFence.claim} installs a generation with no write (claim before start).
  *
  * @example
  * const fence = new SqliteFence({ database: db });
@@ -137,10 +161,13 @@ export class SqliteFence {
     }
     const sql = (text: string): string =>
       text
+        .replaceAll('{{pass}}', PASSES[policy])
         .replaceAll('{{t}}', `"${table}"`)
-        .replaceAll('{{op}}', `"${table}_op"`)
-        .replaceAll('{{cmp}}', policy);
+        .replaceAll('{{t_name}}', `'${table}'`)
+        .replaceAll('{{op}}', `"${table}_op"`);
     this.db.exec(sql(CREATE));
+    const columns = this.db.prepare(sql(MARK_COLUMNS)).pluck().all() as string[];
+    if (!columns.includes('claimed')) this.db.exec(sql(ADD_CLAIMED));
     this.stmt = {
       advance: this.db.prepare(sql(ADVANCE)),
       hwm: this.db.prepare(sql(SELECT_HWM)).safeIntegers(true),
@@ -167,25 +194,8 @@ export class SqliteFence {
     const opId = options.opId;
     if (opId !== undefined && (typeof opId !== 'string' || opId === ''))
       throw invalidArgument('opId', 'must be a non-empty string', opId);
-    const run = this.db.transaction((): FenceResult<T> => {
-      if (opId !== undefined && this.stmt.selectOp.get({ scope, token: tok, opId }) !== undefined)
-        return { status: 'duplicate' };
-      const passed = this.stmt.advance.run({ scope, token: tok }).changes === 1;
-      if (!passed) return { status: 'stale_fence', highWaterMark: this.highWaterMark(scope) };
-      const value = mutate(this.db);
-      if (opId !== undefined) this.stmt.insertOp.run({ scope, token: tok, opId });
-      return { status: 'applied', value };
-    });
-    let result: FenceResult<T>;
-    try {
-      result = run.immediate();
-    } catch (err) {
-      if (isBusy(err))
-        throw new LeaseholdError('ERR_UNAVAILABLE', `fence database is locked: ${String(err)}`, {
-          cause: err,
-        });
-      throw err;
-    }
+    // With a write, `applied` carries its value.
+    const result = this.decide(scope, tok, opId, mutate) as FenceResult<T>;
     tellDecision(this.onDecision, {
       scope,
       token: tok,
@@ -193,6 +203,67 @@ export class SqliteFence {
       ...(result.status === 'stale_fence' ? { highWaterMark: result.highWaterMark } : {}),
     });
     return result;
+  }
+
+  /**
+   * Claim before start (DESIGN §4): installs `token`'s generation on `scope` with no domain
+   * write, durably (one committed transaction, fsync'd like a write's), so that no write with
+   * a lower token is accepted here from now on — even before this token's first write.
+   *
+   * The rule, the same in every fence: a claim at T answers `applied` exactly when a write at
+   * T would pass now, and then leaves the mark at T (moved, or already there) without using
+   * T's write:
+   * - `>=`: applied when T ≥ mark. Tokens below T are refused; T writes as often as before.
+   * - `>` (one write per grant): applied when T > mark, or T = mark installed by a claim not
+   *   yet used by a write (so a repeated claim is idempotent). The mark then refuses every
+   *   token below T, and T's one write still passes: the first write at T clears the claim,
+   *   and the next write at T is refused as before. A claim at T after T has written answers
+   *   `stale_fence` (T's write is spent).
+   * - Otherwise `stale_fence` with the mark: a newer owner claimed or wrote; nothing changed.
+   *
+   * Throws `ERR_INVALID_ARGUMENT` for a malformed scope or token, `ERR_UNAVAILABLE` when the
+   * database is locked too long. Not told to `onDecision` (that hook reports writes).
+   *
+   * @example
+   * const r = fence.claim('report/july', lease.token);
+   * if (r.status === 'stale_fence') await lease.release(); // superseded before starting
+   */
+  claim(scope: string, token: bigint | string): ClaimResult {
+    if (typeof scope !== 'string' || scope === '')
+      throw invalidArgument('scope', 'must be a non-empty string', scope);
+    const r = this.decide(scope, parseToken(token), undefined, undefined);
+    return r.status === 'stale_fence' ? r : CLAIM_APPLIED;
+  }
+
+  /**
+   * The one decision of writes and claims (`mutate` undefined): check and advance the mark
+   * and, when it passed, run the write, in one `BEGIN IMMEDIATE` transaction.
+   */
+  private decide<T>(
+    scope: string,
+    tok: bigint,
+    opId: string | undefined,
+    mutate: ((db: Database.Database) => T) | undefined,
+  ): FenceResult<T | undefined> {
+    const claim = mutate === undefined ? 1 : 0;
+    const run = this.db.transaction((): FenceResult<T | undefined> => {
+      if (opId !== undefined && this.stmt.selectOp.get({ scope, token: tok, opId }) !== undefined)
+        return { status: 'duplicate' };
+      const passed = this.stmt.advance.run({ scope, token: tok, claim }).changes === 1;
+      if (!passed) return { status: 'stale_fence', highWaterMark: this.highWaterMark(scope) };
+      const value = mutate?.(this.db);
+      if (opId !== undefined) this.stmt.insertOp.run({ scope, token: tok, opId });
+      return { status: 'applied', value };
+    });
+    try {
+      return run.immediate();
+    } catch (err) {
+      if (isBusy(err))
+        throw new LeaseholdError('ERR_UNAVAILABLE', `fence database is locked: ${String(err)}`, {
+          cause: err,
+        });
+      throw err;
+    }
   }
 
   /** The scope's high-water mark (0n when nothing was applied yet). */
@@ -206,6 +277,8 @@ export class SqliteFence {
     if (this.ownsDb) this.db.close();
   }
 }
+
+const CLAIM_APPLIED: ClaimResult = Object.freeze({ status: 'applied' });
 
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

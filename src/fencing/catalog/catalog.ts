@@ -4,6 +4,7 @@ import { parseDuration } from '../../core/duration.js';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/events.js';
 import { leaseIdPrefix } from '../../core/ids.js';
+import type { ClaimResult } from '../../core/results.js';
 import { parseToken, validateKey } from '../../core/validate.js';
 import { CatalogMetrics } from './metrics.js';
 import { isHandle, newHandle, parseHandle, validateName } from './names.js';
@@ -168,6 +169,29 @@ export class Catalog {
       this.logger.info(fields, 'catalog: publish');
     }
     return result;
+  }
+
+  /**
+   * Claim before start (DESIGN §4): raises `name`'s mark to `token` with no pointer move, so
+   * that no publish with a lower token passes from now on — even before this token's first
+   * publish — and answers `applied`, or `stale_fence` when a newer token has claimed or
+   * published (nothing changed). Under the `'>'` policy the claimed token's one publish still
+   * passes. A `ClaimTarget`: name the catalog in `acquire(key, { fences: [{ fence: catalog,
+   * scope: name }] })`. PostgreSQL pointer stores only for now: with a store that cannot
+   * claim (SQLite) it throws `ERR_INVALID_ARGUMENT`; `ERR_UNAVAILABLE` when the store fails.
+   */
+  async claim(name: string, token: bigint | string): Promise<ClaimResult> {
+    validateName(name);
+    const t = parseToken(token, 'token');
+    if (this.pointers.claim === undefined)
+      throw invalidArgument(
+        'pointers',
+        `cannot claim: ${this.pointers.description} has no claim yet (PostgreSQL pointer stores do)`,
+        this.pointers.description,
+      );
+    const r = await this.pointers.claim(name, t);
+    this.logger.info({ name, token: t.toString(), result: r.status }, 'catalog: claim');
+    return r;
   }
 
   /** The visible entry of `name` without its bytes, or undefined. */

@@ -1,3 +1,4 @@
+import type { ClaimResult } from '../../core/results.js';
 import type { CatalogEntry, PublishResult } from './results.js';
 
 /** One publish as the pointer store receives it, already validated. */
@@ -40,6 +41,13 @@ export interface PointerStore {
   complete(handle: string, size: number, checksum: string): Promise<void>;
   /** Moves the pointer in one fenced transaction; see {@link PublishResult}. */
   publish(request: PublishRequest): Promise<PublishResult>;
+  /**
+   * Claim before start: raises the name's mark so that no publish below `token` passes, with
+   * no pointer move, committed; `applied` exactly when a publish at `token` would pass the
+   * mark now, and without using it (under `>` the claimed token's first publish still
+   * passes). Absent on a store that cannot claim yet (the SQLite pointer store).
+   */
+  claim?(name: string, token: bigint): Promise<ClaimResult>;
   /** The visible entry of a name. */
   pointer(name: string): Promise<CatalogEntry | undefined>;
   /** Past publishes of a name, newest first. */

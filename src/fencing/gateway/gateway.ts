@@ -12,6 +12,7 @@ import { openMarkStore } from '../marks/open-mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
 import { ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { installBodyLimit } from './body-limit.js';
+import { registerClaimRoute } from './claim-route.js';
 import {
   answerClientError,
   answerFrameworkError,
@@ -182,6 +183,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   };
 
   registerAdminRoutes(app, marks, metrics);
+  registerClaimRoute(app, ctx);
 
   app.route({
     method: ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'POST', 'PATCH', 'DELETE'],

@@ -16,6 +16,11 @@ export {
   type FenceHeaderNames,
 } from '../http/fence-headers.js';
 export { type FenceErrorCode } from '../http/fence-error.js';
+export {
+  GatewayClaimClient,
+  type GatewayClaimClientOptions,
+} from '../http/gateway-claim-client.js';
+export { CLAIM_PATH } from './claim-route.js';
 export { openMarkStore } from '../marks/open-mark-store.js';
 export { SqliteMarkStore, type SqliteMarkStoreOptions } from '../marks/sqlite.js';
 export type {

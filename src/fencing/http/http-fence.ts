@@ -1,5 +1,6 @@
-import { invalidArgument, isLeaseholdError } from '../../core/errors.js';
-import { validateKey } from '../../core/validate.js';
+import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+import type { ClaimResult } from '../../core/results.js';
+import { parseToken, validateKey } from '../../core/validate.js';
 import { checkDecisionHook, tellDecision, type FenceDecisionHook } from '../decision.js';
 import {
   checkPolicy,
@@ -136,6 +137,28 @@ export class HttpFence {
     return r.status === 'replay'
       ? { status: 'replay', httpStatus: r.httpStatus, headers: r.headers, body: r.body }
       : refused('duplicate', r.message);
+  }
+
+  /**
+   * Claim before start (DESIGN §4): raises `scope`'s mark to `token` with this fence's
+   * policy and no request, in the scope's turn — after the request of this scope in progress
+   * in this process has finished, so that once it answers `applied` no request with a lower
+   * token reaches your handler any more, even before this token's first request. Under `>`
+   * that first request still passes. See `MarkStore.claim` for the rule. Throws
+   * `ERR_INVALID_ARGUMENT` for a malformed scope or token (a string must be a canonical
+   * decimal), `ERR_UNAVAILABLE` when the mark store fails or too many requests wait for the
+   * scope.
+   *
+   * @example
+   * const r = await fence.claim('report/july', lease.token);
+   */
+  async claim(scope: string, token: bigint | string): Promise<ClaimResult> {
+    const s = validateKey(scope, 'scope');
+    const t = parseToken(token);
+    const queued = this.queue.run(s, () => this.marks.claim(s, t, this.policy));
+    if (queued === undefined)
+      throw new LeaseholdError('ERR_UNAVAILABLE', `too many requests wait for scope ${s}`);
+    return queued;
   }
 
   /** Decides one request of `scope` with these request headers. Never throws. */

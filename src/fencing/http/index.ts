@@ -14,6 +14,7 @@ export {
   type FenceHeaderNames,
 } from './fence-headers.js';
 export type { FenceErrorCode } from './fence-error.js';
+export { GatewayClaimClient, type GatewayClaimClientOptions } from './gateway-claim-client.js';
 export { REPLAYED_HEADER, REPLAYED_ANSWER_HEADERS, captureAnswer } from './answer-replay.js';
 export { openMarkStore } from '../marks/open-mark-store.js';
 export type { AnswerRecord, MarkStore, MarkPolicy } from '../marks/mark-store.js';
@@ -59,10 +60,22 @@ function enterScope(
 }
 
 /**
+ * The middleware of {@link createFenceMiddleware}: a connect-style function, with the
+ * {@link HttpFence} it decides by, whose `claim(scope, token)` installs a new owner's token
+ * in the same per-scope order as the requests (claim before start).
+ */
+export type FenceMiddleware<Req extends IncomingMessage = IncomingMessage> = ((
+  req: Req,
+  res: ServerResponse,
+  next: (err?: unknown) => void,
+) => void) & { readonly fence: HttpFence };
+
+/**
  * A connect/Express-style middleware `(req, res, next)` that enforces fencing tokens in your
  * own Node service: a fenced request runs only after its token passed the durable mark of its
  * scope (committed first), one request per scope at a time in this process; stale ones get
- * 409 `stale_fence` (`{ "error": { "code", "message" } }`) and your handler never runs.
+ * 409 `stale_fence` (`{ "error": { "code", "message" } }`) and your handler never runs. Its
+ * `fence.claim(scope, token)` raises a scope's mark for a new owner before its first request.
  *
  * @example
  * const marks = await openMarkStore('sqlite:./marks.db');
@@ -70,10 +83,10 @@ function enterScope(
  */
 export function createFenceMiddleware<Req extends IncomingMessage = IncomingMessage>(
   options: FenceMiddlewareOptions<Req>,
-): (req: Req, res: ServerResponse, next: (err?: unknown) => void) => void {
+): FenceMiddleware<Req> {
   checkScope(options.scope);
   const fence = new HttpFence(options);
-  return (req, res, next) => {
+  const middleware = (req: Req, res: ServerResponse, next: (err?: unknown) => void): void => {
     if (SAFE_METHODS.has(req.method ?? 'GET')) return next();
     // Express strips a mount prefix from req.url; originalUrl is the target as received.
     const bad = fence.refuseTarget((req as { originalUrl?: string }).originalUrl ?? req.url);
@@ -92,6 +105,7 @@ export function createFenceMiddleware<Req extends IncomingMessage = IncomingMess
       next();
     });
   };
+  return Object.assign(middleware, { fence });
 }
 
 /**

@@ -1,4 +1,5 @@
 import { invalidArgument } from '../../core/errors.js';
+import type { ClaimResult } from '../../core/results.js';
 
 /**
  * How a scope's mark compares an incoming token: `>=` accepts several writes per grant (the
@@ -81,6 +82,15 @@ export interface MarkStore {
   readonly kind: 'sqlite' | 'postgres' | 'redis';
   /** Check and advance; see {@link MarkDecision}. */
   check(request: MarkRequest): Promise<MarkDecision>;
+  /**
+   * Claim before start (DESIGN §4): raises the scope's mark to `token` with no write, on the
+   * backend fence's claim (same decision and durability as {@link check}): `applied` exactly
+   * when a write at `token` would pass under `policy` now, after which every lower token is
+   * refused and — under `>` — `token`'s one write still passes; else `stale_fence`, nothing
+   * changed. Under `>=` a claim at the mark is applied without a write. Throws
+   * `ERR_UNAVAILABLE` when the backend fails.
+   */
+  claim(scope: string, token: bigint, policy: MarkPolicy): Promise<ClaimResult>;
   /** The scope's mark (0n when none) and version (0n when none). */
   read(scope: string): Promise<{ highWaterMark: bigint; version: bigint }>;
   /** The record of an idempotency key (undefined when unknown or expired). */
@@ -141,7 +151,9 @@ export function checkPolicy(value: unknown, field = 'policy'): MarkPolicy {
 
 /**
  * The decision a read of the current mark already settles, so that the common case (the
- * current token again, or a stale one) costs no write. Undefined: the store must write.
+ * current token again, or a stale one) costs no write. Undefined: the store must decide.
+ * Under `>` the current token again is the store's to decide: a claim may have installed the
+ * mark, and then that token's one write still passes.
  */
 export function decideFromMark(
   request: MarkRequest,
@@ -151,9 +163,8 @@ export function decideFromMark(
   if (request.idempotencyKey !== undefined || request.expectedVersion !== undefined) {
     return undefined;
   }
-  if (request.token < mark || (request.policy === '>' && request.token === mark)) {
-    return { status: 'stale_fence', highWaterMark: mark };
-  }
-  if (request.token === mark) return { status: 'applied', wrote: false, version };
+  if (request.token < mark) return { status: 'stale_fence', highWaterMark: mark };
+  if (request.token === mark && request.policy === '>=')
+    return { status: 'applied', wrote: false, version };
   return undefined;
 }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { invalidArgument } from '../../core/errors.js';
+import type { ClaimResult } from '../../core/results.js';
 import { checkIdentifier, quoteIdent } from '../../drivers/postgres/client.js';
 import { unavailable } from '../../drivers/postgres/errors.js';
 import { PostgresFence, type FenceTransaction } from '../postgres.js';
@@ -196,6 +197,11 @@ export class PostgresMarkStore implements MarkStore {
         return { status: 'version_mismatch', version: err.version };
       throw err;
     }
+  }
+
+  async claim(scope: string, token: bigint, policy: MarkPolicy): Promise<ClaimResult> {
+    await this.migrate();
+    return this.fences[policy].claim(scope, token);
   }
 
   async read(scope: string): Promise<{ highWaterMark: bigint; version: bigint }> {

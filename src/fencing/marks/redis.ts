@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import type { ClaimResult } from '../../core/results.js';
 import { RedisFence } from '../redis.js';
 import {
   MAX_STORED_ANSWER_BYTES,
@@ -101,6 +102,10 @@ export class RedisMarkStore implements MarkStore {
       if (m?.[1] !== undefined) return { status: 'version_mismatch', version: BigInt(m[1]) };
       throw err;
     }
+  }
+
+  claim(scope: string, token: bigint, policy: MarkPolicy): Promise<ClaimResult> {
+    return this.fences[policy].claim(scope, token);
   }
 
   async read(scope: string): Promise<{ highWaterMark: bigint; version: bigint }> {

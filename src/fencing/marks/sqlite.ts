@@ -1,5 +1,7 @@
 import Database from 'better-sqlite3';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import type { ClaimResult } from '../../core/results.js';
+import { parseToken } from '../../core/validate.js';
 import { SqliteFence } from '../sqlite.js';
 import {
   MAX_STORED_ANSWER_BYTES,
@@ -184,6 +186,16 @@ export class SqliteMarkStore implements MarkStore {
         return { status: 'version_mismatch', version: err.version };
       throw err;
     }
+  }
+
+  // eslint-disable-next-line @typescript-eslint/require-await -- a promise like the other stores'; throws become rejections
+  async claim(scope: string, token: bigint, policy: MarkPolicy): Promise<ClaimResult> {
+    const t = parseToken(token);
+    const r = this.fences[policy].claim(scope, t);
+    // The mark moved (or was refused by a newer one): what `known` says must follow, or a
+    // check of a lower token decided from it would pass.
+    this.remember(scope, r.status === 'applied' ? t : r.highWaterMark);
+    return r;
   }
 
   read(scope: string): Promise<{ highWaterMark: bigint; version: bigint }> {

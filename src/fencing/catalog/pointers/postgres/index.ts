@@ -1,5 +1,6 @@
 import { invalidArgument } from '../../../../core/errors.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
+import type { ClaimResult } from '../../../../core/results.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
 import type { PostgresPointerStoreOptions } from './store.js';
 
@@ -37,6 +38,10 @@ export class PostgresPointerStore implements PointerStore {
   }
   async publish(request: PublishRequest): Promise<PublishResult> {
     return (await this.store()).publish(request);
+  }
+  async claim(name: string, token: bigint): Promise<ClaimResult> {
+    const store = await this.store();
+    return store.claim!(name, token);
   }
   async pointer(name: string): Promise<CatalogEntry | undefined> {
     return (await this.store()).pointer(name);

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL pointer store's statements. `{{pointer}}`, `{{history}}`, `{{object}}`,
- * `{{publish_v4_fn}}` are escaped schema-qualified names; `$n` are parameters.
+ * `{{fence}}`, `{{publish_v4_fn}}` are escaped schema-qualified names; `$n` are parameters.
  */
 
 /**
@@ -58,3 +58,27 @@ export const FORGET = `DELETE FROM {{object}} WHERE handle = ANY($1::text[]) AND
 
 /** $1 handles (text[]). */
 export const REGISTERED = `SELECT handle FROM {{object}} WHERE handle = ANY($1::text[])`;
+
+/**
+ * A claim (claim before start), three statements in one message (an implicit transaction,
+ * each with a snapshot of its own): (1) lock the fence row of the name, as a first publish
+ * does, so no first publish runs in between; (2) raise the mark — in the pointer row, or in
+ * the fence row while the name has no pointer (where a first publish reads it) — when it is
+ * at most $2; (3) read the mark afresh, for a refusal. $1 name, $2 the mark to install: the
+ * token under '>=', the token − 1 under '>' (the policy refuses every token up to the mark,
+ * so the claimed token's one publish still passes). Returns `claimed` (1 or 0), then `mark`.
+ */
+export const CLAIM = `
+INSERT INTO {{fence}} AS f (scope, high_water) VALUES ($1, 0)
+  ON CONFLICT (scope) DO UPDATE SET updated_at = clock_timestamp();
+WITH p AS (
+  UPDATE {{pointer}} SET high_water = $2::bigint WHERE name = $1 AND high_water <= $2::bigint
+  RETURNING 1
+), f AS (
+  UPDATE {{fence}} SET high_water = $2::bigint, updated_at = clock_timestamp()
+  WHERE scope = $1 AND high_water <= $2::bigint
+    AND NOT EXISTS (SELECT 1 FROM {{pointer}} WHERE name = $1)
+  RETURNING 1
+) SELECT ((SELECT count(*) FROM p) + (SELECT count(*) FROM f))::int AS claimed;
+SELECT COALESCE((SELECT high_water FROM {{pointer}} WHERE name = $1),
+                (SELECT high_water FROM {{fence}} WHERE scope = $1), 0)::text AS mark`;

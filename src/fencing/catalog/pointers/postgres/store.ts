@@ -21,6 +21,7 @@ import { runMigrations, type Migration } from '../../../../stores/postgres/migra
 import { PostgresFence } from '../../../postgres.js';
 import { REFUSED_STATE } from '../../../postgres-statements.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
+import type { ClaimResult } from '../../../../core/results.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
 import * as Q from './queries.js';
 
@@ -267,6 +268,33 @@ export class PostgresPointers implements PointerStore {
     return { status: 'applied', version, previousHandle: previous === '' ? undefined : previous };
   }
 
+  /**
+   * Claim before start, one round trip (queries.ts `CLAIM`): the mark in the pointer row, or
+   * in the fence row of a name not yet published, rises to the token (to the token − 1 under
+   * `'>'`, whose publishes must be above the mark: the claimed token's one publish still
+   * passes). Under `'>'` a claim of a token that has published answers `stale_fence`.
+   */
+  async claim(name: string, token: bigint): Promise<ClaimResult> {
+    await this.ensureReady();
+    const mark = this.strict === 'true' ? token - 1n : token;
+    let answer: unknown;
+    try {
+      answer = await this.pool.query(
+        timeoutPrefix(this.timeoutMs) + renderSql(this.sql.CLAIM, [name, mark]),
+      );
+    } catch (err) {
+      throw unavailable('PostgreSQL catalog', err);
+    }
+    const results = (Array.isArray(answer) ? answer : [answer]) as {
+      rows: Record<string, unknown>[];
+    }[];
+    if (results.at(-2)?.rows[0]?.['claimed'] === 1) return CLAIM_APPLIED;
+    return {
+      status: 'stale_fence',
+      highWaterMark: parseInt8Text(results.at(-1)?.rows[0]?.['mark'], 'PostgreSQL'),
+    };
+  }
+
   async pointer(name: string): Promise<CatalogEntry | undefined> {
     const r = await this.query(this.sql.SELECT_POINTER, [name]);
     return r.rows[0] === undefined ? undefined : entryOf(r.rows[0]);
@@ -359,6 +387,8 @@ export class PostgresPointers implements PointerStore {
     );
   }
 }
+
+const CLAIM_APPLIED: ClaimResult = Object.freeze({ status: 'applied' });
 
 /**
  * A statement whose $1 is a text[] of handles, as a literal array: renderSql takes scalars
