@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresPointerStore } from '../../src/fencing/catalog/pointers/postgres/index.js';
-import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/postgres/store.js';
+import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/postgres/migrate.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { runMigrations } from '../../src/drivers/postgres/migrate.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';

@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { EXIT } from '../../src/cli/exit-codes.js';
-import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/postgres/store.js';
+import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/postgres/migrate.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { runMigrations } from '../../src/stores/postgres/migrate.js';
 import { stagedPostgresRow } from '../catalog/pointers.js';

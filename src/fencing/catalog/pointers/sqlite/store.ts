@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../../../core/errors.js';
 import { booleanOption } from '../../../../core/runtime/options.js';
 import { SqliteFence } from '../../../sqlite.js';
-import { retryWhileBusy, useDurableWal } from '../../../../stores/sqlite/open-file.js';
+import { retryWhileBusy, useDurableWal } from '../../../../drivers/sqlite/open-file.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
 import * as Q from './queries.js';

@@ -1,4 +1,0 @@
-// Kept only for src/fencing/catalog/pointers/, which is being changed elsewhere now and still
-// imports these names from here. They belong to src/drivers/sqlite/ (shared by the store and
-// the fences); delete this file once the pointer stores import them from there (issue 47).
-export { retryWhileBusy, useDurableWal } from '../../drivers/sqlite/open-file.js';
