@@ -72,8 +72,32 @@ for (const c of "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-
   ALLOWED[c.charCodeAt(0)] = 1;
 for (const c of '/?;[]{}|^`') ALLOWED[c.charCodeAt(0)] = 2;
 
-const HEX = /^[0-9A-Fa-f]{2}$/;
-const UNRESERVED_BYTE = /^(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[Dd]|5[Ff]|7[Ee])$/;
+/** The value of a hex digit's character code, or -1. */
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const lower = c | 0x20;
+  return lower >= 0x61 && lower <= 0x66 ? lower - 0x57 : -1;
+}
+
+/** The byte `%XX` at `i` encodes, or -1 when two hex digits do not follow the `%`. */
+function escapedByte(target: string, i: number): number {
+  const hi = hexValue(target.charCodeAt(i + 1));
+  const lo = hexValue(target.charCodeAt(i + 2));
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/** Bytes RFC 3986 calls unreserved (letters, digits, `-._~`): sent unencoded. */
+function isUnreserved(b: number): boolean {
+  return (
+    (b >= 0x41 && b <= 0x5a) ||
+    (b >= 0x61 && b <= 0x7a) ||
+    (b >= 0x30 && b <= 0x39) ||
+    b === 0x2d ||
+    b === 0x2e ||
+    b === 0x5f ||
+    b === 0x7e
+  );
+}
 
 function refuse(rule: TargetRule, detail: string): RequestTarget {
   return { status: 'refused', rule, message: `request target refused (${rule}): ${detail}` };
@@ -81,16 +105,16 @@ function refuse(rule: TargetRule, detail: string): RequestTarget {
 
 /** Checks one `%XX` of the path at `i`; undefined when it is allowed. */
 function pathEscape(target: string, i: number): RequestTarget | undefined {
-  const hex = target.slice(i + 1, i + 3);
-  if (!HEX.test(hex))
+  const b = escapedByte(target, i);
+  if (b < 0)
     return refuse('bad_percent_encoding', `'%' at offset ${i} is not followed by two hex digits`);
-  const up = hex.toUpperCase();
-  if (up === '2F' || up === '5C' || up === '2E' || up === '00')
+  const hex = target.slice(i + 1, i + 3);
+  if (b === 0x2f || b === 0x5c || b === 0x2e || b === 0)
     return refuse('encoded_separator', `%${hex} at offset ${i} encodes a separator or NUL`);
-  if (UNRESERVED_BYTE.test(hex))
+  if (isUnreserved(b))
     return refuse(
       'encoded_unreserved',
-      `%${hex} at offset ${i} encodes '${String.fromCharCode(parseInt(hex, 16))}', which is sent unencoded`,
+      `%${hex} at offset ${i} encodes '${String.fromCharCode(b)}', which is sent unencoded`,
     );
   return undefined;
 }
@@ -138,7 +162,7 @@ export function checkRequestTarget(target: string): RequestTarget {
         `character ${JSON.stringify(target[i])} (code ${c}) at offset ${i} must be percent-encoded`,
       );
     if (question >= 0) {
-      if (c === PERCENT && !HEX.test(target.slice(i + 1, i + 3)))
+      if (c === PERCENT && escapedByte(target, i) < 0)
         return refuse(
           'bad_percent_encoding',
           `'%' at offset ${i} is not followed by two hex digits`,
