@@ -2,29 +2,17 @@ import { spawn, spawnSync } from 'node:child_process';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { LeaseholdError } from '../core/errors.js';
+import { installSpec, PEER_PACKAGES, type PeerPackage } from '../core/runtime/peer-packages.js';
 
 /**
  * The packages leasehold uses only for some features, with the versions it supports: its
- * optional peer dependencies (package.json must say the same; a test checks it). A library user
- * installs only the ones for the parts they import; the CLI names the missing ones.
+ * optional peer dependencies. A library user installs only the ones for the parts they
+ * import; the CLI names the missing ones.
  */
-export const OPTIONAL_PACKAGES = Object.freeze({
-  '@aws-sdk/client-s3': '^3.400.0',
-  '@fastify/reply-from': '^12.6.5',
-  '@opentelemetry/api': '^1.9.0',
-  'better-sqlite3': '^12.4.0',
-  etcd3: '^1.1.2',
-  fastify: '^5.6.0',
-  ioredis: '^5.3.0 || ^6.0.0',
-  pg: '^8.11.0',
-  pino: '^10.0.0',
-  'prom-client': '^15.1.0',
-  undici: '^7.10.0',
-  yaml: '^2.8.0',
-});
+export const OPTIONAL_PACKAGES = PEER_PACKAGES;
 
 /** A package named in {@link OPTIONAL_PACKAGES}. */
-export type OptionalPackage = keyof typeof OPTIONAL_PACKAGES;
+export type OptionalPackage = PeerPackage;
 
 /** What each CLI feature needs beyond the core. */
 export const FEATURE_PACKAGES = Object.freeze({
@@ -48,12 +36,7 @@ export function missingPackages(pkgs: readonly OptionalPackage[]): OptionalPacka
 
 /** `fastify@^5.6.0 pino@^10.0.0`: install specs with quotes where a shell needs them. */
 function specs(pkgs: readonly OptionalPackage[]): string {
-  return pkgs
-    .map((p) => {
-      const spec = `${p}@${OPTIONAL_PACKAGES[p]}`;
-      return /[ |]/.test(spec) ? `'${spec}'` : spec;
-    })
-    .join(' ');
+  return pkgs.map(installSpec).join(' ');
 }
 
 /**

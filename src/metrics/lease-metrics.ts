@@ -1,6 +1,8 @@
-import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
+import type * as PromClient from 'prom-client';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { LeaseClient } from '../core/client.js';
 import { invalidArgument } from '../core/errors.js';
+import { requirePeer } from '../core/runtime/peer-packages.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { wrapFence, type FencedWriteEnd } from './fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from './key-groups.js';
@@ -20,6 +22,10 @@ import {
   type MetricRecorder,
 } from './record.js';
 import { BUCKETS, LEASE_METRICS } from './metric-names.js';
+
+// Loaded when leasehold/metrics is first imported: without prom-client that import fails with
+// an error naming the package and the command that installs it (decision 012).
+const promClient = requirePeer<typeof PromClient>('prom-client', 'leasehold/metrics');
 
 /** Options for {@link createLeaseMetrics}. */
 export interface LeaseMetricsOptions extends KeyGroupOptions {
@@ -67,7 +73,7 @@ export class LeaseMetrics {
   constructor(options: LeaseMetricsOptions = {}) {
     if (typeof options !== 'object' || options === null)
       throw invalidArgument('options', 'must be an object', options);
-    const registry = options.registry ?? register;
+    const registry = options.registry ?? promClient.register;
     if (typeof registry?.getSingleMetric !== 'function')
       throw invalidArgument('registry', 'must be a prom-client Registry', registry);
     this.registry = registry;
@@ -77,7 +83,11 @@ export class LeaseMetrics {
     this.groups = new KeyGroups(options);
     const g: Labels[] = this.groups.enabled ? ['key_group'] : [];
     const counter = (m: Metric, labels: Labels[]): Counter<Labels> =>
-      this.reuse(m, labels, () => new Counter({ ...spec(m, labels), registers: [registry] }));
+      this.reuse(
+        m,
+        labels,
+        () => new promClient.Counter({ ...spec(m, labels), registers: [registry] }),
+      );
     const histogram = (
       m: Metric,
       labels: Labels[],
@@ -86,7 +96,12 @@ export class LeaseMetrics {
       this.reuse(
         m,
         labels,
-        () => new Histogram({ ...spec(m, labels), buckets: [...buckets], registers: [registry] }),
+        () =>
+          new promClient.Histogram({
+            ...spec(m, labels),
+            buckets: [...buckets],
+            registers: [registry],
+          }),
       );
     // Labels as they appear on each metric; key_group only when a keyGroup is given.
     const counters: Record<CounterMetric, Counter<Labels>> = {
@@ -111,14 +126,18 @@ export class LeaseMetrics {
     this.leader = this.reuse(
       LEASE_METRICS.leader,
       ['election'],
-      () => new Gauge({ ...spec(LEASE_METRICS.leader, ['election']), registers: [registry] }),
+      () =>
+        new promClient.Gauge({
+          ...spec(LEASE_METRICS.leader, ['election']),
+          registers: [registry],
+        }),
     );
     const groups = this.groups;
     this.reuse(
       LEASE_METRICS.leasesHeld,
       g,
       () =>
-        new Gauge({
+        new promClient.Gauge({
           ...spec(LEASE_METRICS.leasesHeld, g),
           registers: [registry],
           // Counted when scraped, from the clients themselves, rather than kept in step with

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { promClient } from './peers.js';
 
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
 const HELD_BUCKETS = [0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 86400];
@@ -36,49 +37,49 @@ export class ServerMetrics {
   }) {
     const { liveLeases } = options;
     const waiting = options.waiting ?? (() => 0);
-    const registry = new Registry();
+    const registry = new promClient.Registry();
     registry.setDefaultLabels({ store: options.storeKind });
     this.registry = registry;
     const r = [registry];
-    this.acquisitions = new Counter({
+    this.acquisitions = new promClient.Counter({
       name: 'leasehold_acquisitions_total',
       help: 'Acquire requests answered, by result (acquired, busy, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.acquireWait = new Histogram({
+    this.acquireWait = new promClient.Histogram({
       name: 'leasehold_acquire_wait_seconds',
       help: 'Time from an acquire request to its answer, including any bounded wait, by result.',
       labelNames: ['result'],
       buckets: WAIT_BUCKETS,
       registers: r,
     });
-    this.renewals = new Counter({
+    this.renewals = new promClient.Counter({
       name: 'leasehold_renewals_total',
       help: 'Renew requests answered, by result (renewed, lost, not_owner, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.releases = new Counter({
+    this.releases = new promClient.Counter({
       name: 'leasehold_releases_total',
       help: 'Release requests answered, by result (released, not_owner, unavailable).',
       labelNames: ['result'],
       registers: r,
     });
-    this.leasesLost = new Counter({
+    this.leasesLost = new promClient.Counter({
       name: 'leasehold_leases_lost_total',
       help: 'Leases that ended without a release: renewal answered lost, or expiry noticed by the server.',
       labelNames: ['reason'],
       registers: r,
     });
-    this.timeHeld = new Histogram({
+    this.timeHeld = new promClient.Histogram({
       name: 'leasehold_lease_held_seconds',
       help: 'How long leases granted by this server were held, by how they ended (released, expired).',
       labelNames: ['end'],
       buckets: HELD_BUCKETS,
       registers: r,
     });
-    this.leasesTracked = new Gauge({
+    this.leasesTracked = new promClient.Gauge({
       name: 'leasehold_leases_live',
       help: 'Leases granted through this server and not yet seen released or expired.',
       registers: r,
@@ -87,7 +88,7 @@ export class ServerMetrics {
         this.set(liveLeases());
       },
     });
-    new Gauge({
+    new promClient.Gauge({
       name: 'leasehold_acquire_waiting',
       help: 'Acquire requests waiting in the queues of this server (for any key).',
       registers: r,
@@ -95,44 +96,44 @@ export class ServerMetrics {
         this.set(waiting());
       },
     });
-    this.storeRequests = new Histogram({
+    this.storeRequests = new promClient.Histogram({
       name: 'leasehold_store_request_seconds',
       help: 'Latency of requests from the server to its lease store, by operation and outcome.',
       labelNames: ['op', 'outcome'],
       buckets: LATENCY_BUCKETS,
       registers: r,
     });
-    this.httpRequests = new Histogram({
+    this.httpRequests = new promClient.Histogram({
       name: 'leasehold_http_request_seconds',
       help: 'HTTP requests served, by method, route pattern and status code.',
       labelNames: ['method', 'route', 'status'],
       buckets: LATENCY_BUCKETS,
       registers: r,
     });
-    this.authFailures = new Counter({
+    this.authFailures = new promClient.Counter({
       name: 'leasehold_auth_failures_total',
       help: 'Requests refused by authentication or authorization, by error code.',
       labelNames: ['code'],
       registers: r,
     });
-    this.sseClients = new Gauge({
+    this.sseClients = new promClient.Gauge({
       name: 'leasehold_event_stream_clients',
       help: 'Open server-sent event streams.',
       registers: r,
     });
-    this.eventsPublished = new Counter({
+    this.eventsPublished = new promClient.Counter({
       name: 'leasehold_events_total',
       help: 'Lease events published on the event stream, by type.',
       labelNames: ['type'],
       registers: r,
     });
-    this.fenceDecisions = new Counter({
+    this.fenceDecisions = new promClient.Counter({
       name: 'leasehold_fence_decisions_total',
       help: 'Fence decisions reported by protected resources (POST /v1/fence-decisions), by result (applied, duplicate, stale_fence).',
       labelNames: ['result'],
       registers: r,
     });
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+    if (options.defaultMetrics !== false) promClient.collectDefaultMetrics({ register: registry });
   }
 
   /** Times one store request and records it under `op`. */

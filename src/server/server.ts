@@ -1,14 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  fastify,
-  LogController,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-} from 'fastify';
-import { pino, type Logger as PinoLogger } from 'pino';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
 import { invalidArgument } from '../core/errors.js';
 import type { LeaseStore } from '../core/store.js';
 import { LIMITS } from '../core/validate.js';
@@ -36,6 +30,10 @@ import { registerLessonRoutes } from './lesson-page.js';
 import { schemaError } from './schema-errors.js';
 import { registerRecentEventRoutes } from './recent-events.js';
 import { VERSION } from './version.js';
+import { fastifyModule, pinoModule } from './peers.js';
+
+const { fastify, LogController } = fastifyModule;
+const { pino } = pinoModule;
 
 /** Options for {@link createLeaseServer}. */
 export interface LeaseServerOptions {

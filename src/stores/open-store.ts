@@ -1,5 +1,6 @@
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import { existsSync, readFileSync } from 'node:fs';
+import { installSpec, isPeerNotInstalled, PEER_PACKAGES } from '../core/runtime/peer-packages.js';
 import type { LeaseStore } from '../core/store.js';
 
 /** Options every store opener may use; each opener ignores what it does not need. */
@@ -26,15 +27,16 @@ export interface OpenStoreOptions {
  * dependencies): what to install when one is missing.
  */
 export const DRIVER_PACKAGES = Object.freeze({
-  pg: '^8.11.0',
-  ioredis: '^5.3.0 || ^6.0.0',
-  etcd3: '^1.1.2',
-  'better-sqlite3': '^12.4.0',
+  pg: PEER_PACKAGES.pg,
+  ioredis: PEER_PACKAGES.ioredis,
+  etcd3: PEER_PACKAGES.etcd3,
+  'better-sqlite3': PEER_PACKAGES['better-sqlite3'],
 });
 
 /**
- * Loads a store module, turning Node's "Cannot find package 'ioredis'" into an error that
- * says which package (and version) to install for this kind of store.
+ * Loads a store module, turning "package not installed" (the store module's own error, or
+ * Node's "Cannot find package 'ioredis'") into an error that says which package (and version)
+ * to install for this kind of store URL.
  */
 async function loadStoreModule<T>(
   scheme: string,
@@ -44,12 +46,7 @@ async function loadStoreModule<T>(
   try {
     return await load();
   } catch (err) {
-    const e = err as { code?: unknown; message?: unknown };
-    if (
-      e.code === 'ERR_MODULE_NOT_FOUND' &&
-      typeof e.message === 'string' &&
-      e.message.includes(`'${pkg}'`)
-    ) {
+    if (isPeerNotInstalled(err, pkg)) {
       throw new LeaseholdError(
         'ERR_UNAVAILABLE',
         `${scheme}: stores need the ${pkg} package, which is not installed: npm install ${installSpec(pkg)}`,
@@ -58,12 +55,6 @@ async function loadStoreModule<T>(
     }
     throw err;
   }
-}
-
-/** `pkg@range`, quoted when the range has spaces (`'ioredis@^5.3.0 || ^6.0.0'`). */
-function installSpec(pkg: keyof typeof DRIVER_PACKAGES): string {
-  const spec = `${pkg}@${DRIVER_PACKAGES[pkg]}`;
-  return spec.includes(' ') ? `'${spec}'` : spec;
 }
 
 /** The error of a read-only open where the lease table does not exist. */

@@ -32,7 +32,7 @@ describe('leasehold check', () => {
     assert.match(io2.text(), /resource job-result applied token 33 after token 34/);
   });
 
-  it('exits 2 for a missing file, malformed JSON lines or an empty history', () => {
+  it('exits 64 (usage) for a missing file, malformed JSON lines or an empty history', () => {
     const broken = join(tmp.dir, 'broken.jsonl');
     writeFileSync(broken, '{"type":"meta","version":1}\n{"type":"write","phase":"ok"}\n');
     const empty = join(tmp.dir, 'empty.jsonl');
@@ -43,7 +43,7 @@ describe('leasehold check', () => {
       [empty, /holds no events/],
     ] as const) {
       const io = capture();
-      assert.equal(runCheck(path, {}, io), 2);
+      assert.equal(runCheck(path, {}, io), 64);
       assert.match(io.text(), re);
     }
   });
@@ -106,7 +106,7 @@ describe('leasehold check', () => {
       assert.equal(process.exitCode, 0);
       assert.match(io2.text(), /I5 .*: UNKNOWN \(budget exceeded on key\(s\) job/);
       await program.parseAsync(['node', 'leasehold', 'check', path, '--lin-budget', 'x']);
-      assert.equal(process.exitCode, 2);
+      assert.equal(process.exitCode, 64);
       assert.match(io2.text(), /--lin-budget must be a positive integer, got x/);
     } finally {
       process.exitCode = before;

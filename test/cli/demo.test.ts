@@ -88,12 +88,12 @@ describe('leasehold demo', () => {
     assert.match(r.out, /Verdict: One owner at a time/);
   });
 
-  it('refuses options that cannot work, with exit code 2', async () => {
+  it('refuses options that cannot work, with exit code 64 (usage)', async () => {
     const r = await runCli(['demo', '--ttl', '3s', '--renew-every', '3s']);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 64);
     assert.match(r.err, /--renew-every .* must be shorter than --ttl/);
     const bad = await runCli(['demo', '--pause', 'soon']);
-    assert.equal(bad.code, 2);
+    assert.equal(bad.code, 64);
     assert.match(bad.err, /--pause/);
   });
 
@@ -149,9 +149,9 @@ describe('leasehold demo', () => {
     assert.ok(doc.timeline.some((e) => e.actor === 'Lock' && e.kind === 'expire'));
   });
 
-  it('rejects an unknown --fault with exit code 2', async () => {
+  it('rejects an unknown --fault with exit code 64 (usage)', async () => {
     const r = await runCli(['demo', '--fault', 'meteor']);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 64);
     assert.match(r.err, /--fault must be one of pause, delayed_request, lost_renewal, got meteor/);
   });
 });

@@ -7,16 +7,27 @@ import { CLI } from '../support/cli.js';
 import { tempDir } from '../support/tmp.js';
 
 /**
- * A module hook that reports every resolution of a store driver package on stderr. Node 20.6+
- * runs it for every import, static or dynamic, of the child process.
+ * Reports on stderr every store driver package the child process loaded: a module hook sees
+ * each import of one (Node 20.6+ runs it for every import, static or dynamic), and at exit the
+ * CommonJS module cache shows the ones loaded with \`require\` (leasehold loads its optional
+ * packages that way, so that a missing one is named in leasehold's own error).
  */
 const HOOK = `
-import { register } from 'node:module';
+import { createRequire, register } from 'node:module';
 register('data:text/javascript,' + encodeURIComponent(\`
   export async function resolve(specifier, context, next) {
     if (/^(pg|etcd3|ioredis)(\\\\/|$)/.test(specifier)) process.stderr.write('DRIVER ' + specifier + '\\\\n');
     return next(specifier, context);
   }\`));
+const cache = createRequire(process.cwd() + '/').cache;
+process.on('exit', () => {
+  const loaded = new Set();
+  for (const file of Object.keys(cache)) {
+    const m = /[\\\\/]node_modules[\\\\/](pg|etcd3|ioredis)[\\\\/]/.exec(file);
+    if (m) loaded.add(m[1]);
+  }
+  for (const name of loaded) process.stderr.write('DRIVER ' + name + '\\n');
+});
 `;
 
 function drivers(args: string[], cwd: string): { code: number; loaded: string[]; out: string } {

@@ -146,7 +146,10 @@ function importAll(subs: readonly string[]): string {
   return `for (const s of ${JSON.stringify(subs.map(spec))}) {
   try { await import(s); console.log('OK ' + s); }
   catch (e) {
-    const m = /Cannot find package '([^']+)'/.exec(String(e.message));
+    // Node's own error for a package imported directly, or leasehold's LeaseholdError
+    // ("the package pg, used by …" / "the packages fastify, pino, …"), which names the first.
+    const m = /Cannot find package '([^']+)'/.exec(String(e.message)) ??
+      /^the packages? ([^ ,]+)[ ,]/.exec(String(e.message));
     console.log(m ? 'MISSING ' + s + ' ' + m[1] : 'BROKEN ' + s + ' ' + e.message);
   }
 }\n`;

@@ -46,13 +46,16 @@ export class TcpProxy {
     private readonly target: { host: string; port: number },
   ) {}
 
-  /** Starts a proxy in front of `target`. */
-  static async start(target: { host: string; port: number }): Promise<TcpProxy> {
+  /**
+   * Starts a proxy in front of `target`, on `listenPort` (a free one by default: a test that
+   * starts a store late at an address it has already given out takes one from freePort()).
+   */
+  static async start(target: { host: string; port: number }, listenPort = 0): Promise<TcpProxy> {
     const ref: { proxy?: TcpProxy } = {};
     const server = createServer((client) => ref.proxy!.accept(client));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
+      server.listen(listenPort, '127.0.0.1', () => resolve());
     });
     const address = server.address();
     if (address === null || typeof address === 'string') throw new Error('proxy has no port');

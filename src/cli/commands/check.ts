@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { checkHistory, formatReport } from '../../check/checker.js';
 import { HistoryParseError, parseHistory } from '../../history/parse.js';
 import { DEFAULT_MAX_STEPS_PER_KEY } from '../../check/linearizability.js';
+import { EXIT } from '../exit-codes.js';
 import { processIo, type CommandIo } from './io.js';
 
 /** Options of `leasehold check`. */
@@ -17,12 +18,15 @@ export interface CheckCommandOptions {
   readonly storeTimeFromT?: boolean;
 }
 
-/** Exit codes of `leasehold check`: 0 valid, 1 violations, 2 bad input. */
-export const CHECK_EXIT = Object.freeze({ valid: 0, violations: 1, badInput: 2 });
+/**
+ * Exit codes of `leasehold check`: 0 valid, 1 violations, 64 (the CLI's usage code) for bad
+ * options or a history that cannot be read.
+ */
+export const CHECK_EXIT = Object.freeze({ valid: 0, violations: 1, badInput: EXIT.usage });
 
 /**
  * Checks a JSON-lines history file (docs/history-format.md) and prints the verdict with
- * counterexamples. Returns 0 when no safety invariant is violated, 1 when one is, 2 when the
+ * counterexamples. Returns 0 when no safety invariant is violated, 1 when one is, 64 when the
  * file cannot be read or is not a valid history (`-` reads stdin).
  */
 export function runCheck(
@@ -67,13 +71,13 @@ export function runCheck(
  *
  * @example
  * registerCheckCommand(program);
- * // $ leasehold check run.jsonl; echo $?   → 0 valid, 1 violations, 2 bad input
+ * // $ leasehold check run.jsonl; echo $?   → 0 valid, 1 violations, 64 bad input
  */
 export function registerCheckCommand(program: Command, io: CommandIo = processIo): void {
   program
     .command('check')
     .description(
-      'check a JSON-lines lease/fencing history for I1–I7 and liveness; exit 0 valid, 1 violations, 2 bad input',
+      'check a JSON-lines lease/fencing history for I1–I7 and liveness; exit 0 valid, 1 violations, 64 bad input',
     )
     .argument('<history>', 'history file (JSON lines, see docs/history-format.md), or - for stdin')
     .option('--liveness-bound <ms>', 'a waiting acquirer must get a freed key within this many ms')

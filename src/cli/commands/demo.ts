@@ -12,6 +12,8 @@ import {
   type LessonFault,
 } from '../../sim/lesson.js';
 import type { RealStep } from '../../fault/stories.js';
+import { cliDuration } from '../common.js';
+import { EXIT } from '../exit-codes.js';
 import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 import { processIo, type CommandIo } from './io.js';
 
@@ -49,26 +51,28 @@ export const DEMO_DEFAULTS: DemoOptions = Object.freeze({
  * timeline (who took which token when, who wrote, what storage did) and a one-line verdict.
  * On the simulation by default (virtual time: instant, deterministic); with `real`, as real
  * processes on the embedded SQLite store, frozen with SIGSTOP (takes real time). Returns the
- * exit code: 0 (the story ran; the verdict says what happened), 2 for bad options.
+ * exit code: 0 (the story ran; the verdict says what happened), 64 for bad options.
  */
 export async function runDemo(
   options: Partial<DemoOptions> = {},
   io: CommandIo = processIo,
 ): Promise<number> {
   const o: DemoOptions = { ...DEMO_DEFAULTS, ...options };
+  // The TTL's own bound first: with --ttl 5 alone, "--renew-every (3000ms) must be shorter
+  // than --ttl (5ms)" would blame the option the user did not give.
+  if (o.ttlMs < 100) {
+    io.err(`leasehold demo: --ttl must be at least 100ms, got ${o.ttlMs}ms`);
+    return EXIT.usage;
+  }
   if (o.renewEveryMs >= o.ttlMs) {
     io.err(
       `leasehold demo: --renew-every (${o.renewEveryMs}ms) must be shorter than --ttl (${o.ttlMs}ms)`,
     );
-    return 2;
-  }
-  if (o.ttlMs < 100) {
-    io.err(`leasehold demo: --ttl must be at least 100ms, got ${o.ttlMs}ms`);
-    return 2;
+    return EXIT.usage;
   }
   if (o.real && (o.json || o.fault !== 'pause')) {
     io.err('leasehold demo: --real tells only the pause story, as text (no --json, no --fault)');
-    return 2;
+    return EXIT.usage;
   }
   if (o.json) {
     const r = await runLessonStory({
@@ -104,7 +108,7 @@ export async function runDemo(
     io.err(
       'leasehold demo --real: --pause must be longer than --ttl (otherwise A never loses its lease)',
     );
-    return 2;
+    return EXIT.usage;
   }
   // The real story runs SQLite stores in child processes; the simulated one needs nothing.
   await requirePackages('demo --real', FEATURE_PACKAGES.sqlite);
@@ -187,10 +191,10 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
         parsed = {
           fault: fault as LessonFault,
           json: opts.json === true,
-          pauseMs: parseDuration('--pause', opts.pause),
-          ttlMs: parseDuration('--ttl', opts.ttl),
-          renewEveryMs: parseDuration('--renew-every', opts.renewEvery),
-          freezeAtMs: parseDuration('--freeze-at', opts.freezeAt),
+          pauseMs: parseDuration('--pause', cliDuration(String(opts.pause))),
+          ttlMs: parseDuration('--ttl', cliDuration(String(opts.ttl))),
+          renewEveryMs: parseDuration('--renew-every', cliDuration(String(opts.renewEvery))),
+          freezeAtMs: parseDuration('--freeze-at', cliDuration(String(opts.freezeAt))),
           firstToken: BigInt(first),
           fencing: opts.fencing !== false,
           real: opts.real === true,
@@ -199,7 +203,7 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
         io.err(
           `leasehold demo: ${isLeaseholdError(err) || err instanceof Error ? err.message : String(err)}`,
         );
-        process.exitCode = 2;
+        process.exitCode = EXIT.usage;
         return;
       }
       process.exitCode = await runDemo(parsed, io);

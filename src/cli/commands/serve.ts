@@ -1,11 +1,13 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { parseDuration } from '../../core/duration.js';
 import { invalidArgument } from '../../core/errors.js';
 import { loadServerConfig, type ServerConfigFile } from '../../server/config.js';
 import { openStore, storeSchemes } from '../../stores/open-store.js';
-import { action, closeQuietly, DEFAULT_STORE, UsageError } from '../common.js';
+import { action, cliDuration, closeQuietly, DEFAULT_STORE, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
 import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
+import { checkAtStart, storeTarget, openListenerWarning, START_TRY_MS } from '../start-checks.js';
 
 interface ServeFlags {
   store?: string;
@@ -15,6 +17,8 @@ interface ServeFlags {
   tlsCert?: string;
   tlsKey?: string;
   logLevel?: string;
+  waitForStore?: string;
+  allowNoAuth?: boolean;
 }
 
 function parsePort(value: string | number | undefined): number | undefined {
@@ -51,9 +55,16 @@ export function registerServeCommand(program: Command): void {
       '--log-level <level>',
       'pino log level on stderr: fatal error warn info debug silent (default info)',
     )
+    .option(
+      '--wait-for-store <duration>',
+      'keep trying to reach the store at start for this long before giving up (default 0: one try)',
+    )
+    .option('--allow-no-auth', 'no warning when listening beyond loopback without auth tokens')
     .addHelpText(
       'after',
       `
+Before listening, serve checks that the store answers. If it does not (within
+--wait-for-store), serve exits 69 with one line naming the store, its address and the cause.
 The first line on stdout is "leasehold listening on URL (store: …)". Logs are JSON on stderr.
 SIGTERM or SIGINT stops gracefully: new requests get 503, waiting acquires answer unavailable,
 event streams end, in-flight requests finish. Leases live in the store, not in the server.
@@ -79,6 +90,11 @@ Examples:
         const storeUrl =
           flags.store ?? file.store ?? process.env['LEASEHOLD_STORE'] ?? DEFAULT_STORE;
         const port = parsePort(flags.port) ?? parsePort(file.listen?.port);
+        const waitMs =
+          flags.waitForStore === undefined
+            ? 0
+            : parseDuration('--wait-for-store', cliDuration(flags.waitForStore));
+        if (waitMs < 0) throw invalidArgument('--wait-for-store', 'must not be negative', waitMs);
         // Loaded here so that client commands (run, status …) do not pay for Fastify, and so
         // that a library install without the server's packages can still run them.
         const sqlite = storeUrl.startsWith('sqlite:') || /^[^:]*\.db$/.test(storeUrl);
@@ -91,6 +107,19 @@ Examples:
         const store = await openStore(storeUrl, { groupCommit: true });
         let server;
         try {
+          // A server that listens over a store it cannot reach fails every request while it
+          // says it is up: refuse to start instead, in one line (docs/server.md).
+          await checkAtStart({
+            command: 'serve',
+            target: storeTarget(storeUrl, 'lease store'),
+            flag: '--wait-for-store',
+            waitMs,
+            attempt: (signal) =>
+              store
+                .inspect('leasehold/readyz', { timeoutMs: START_TRY_MS, signal })
+                .then(() => undefined),
+            say: (line) => process.stderr.write(`${line}\n`),
+          });
           server = createLeaseServer({
             store,
             host: flags.host ?? file.listen?.host,
@@ -108,10 +137,18 @@ Examples:
           throw err;
         }
         const url = await server.listen();
+        const warning = openListenerWarning({
+          command: 'serve',
+          host: flags.host ?? file.listen?.host ?? '127.0.0.1',
+          authEnabled: (file.auth?.tokens?.length ?? 0) > 0,
+          allowed: flags.allowNoAuth === true,
+          risk: 'take, renew and release any lease',
+        });
+        if (warning !== undefined) process.stderr.write(`${warning}\n`);
         const shown =
           storeUrl.startsWith('sqlite:') || storeUrl === 'memory:' ? storeUrl : store.kind;
-        process.stdout.write(`leasehold listening on ${url} (store: ${shown})\n`);
-        return new Promise<number>((resolve) => {
+        // The handlers go in before the line: a supervisor may signal as soon as it reads it.
+        const stopped = new Promise<number>((resolve) => {
           let stopping = false;
           const stop = (signal: NodeJS.Signals): void => {
             if (stopping) {
@@ -131,6 +168,8 @@ Examples:
           process.on('SIGTERM', stop);
           process.on('SIGINT', stop);
         });
+        process.stdout.write(`leasehold listening on ${url} (store: ${shown})\n`);
+        return stopped;
       }),
     );
 }

@@ -4,6 +4,9 @@ import { formatReport } from '../../check/checker.js';
 import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
 import { runRandomSeed } from '../../sim/random-workload.js';
 import { formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
+import { isLeaseholdError } from '../../core/errors.js';
+import { UsageError } from '../common.js';
+import { EXIT } from '../exit-codes.js';
 import { processIo, type CommandIo } from './io.js';
 
 /** Options of `leasehold sim run`. */
@@ -89,14 +92,14 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
 function parseBug(value: string | undefined): PlantedBug | undefined {
   if (value === undefined) return undefined;
   if (!(PLANTED_BUGS as readonly string[]).includes(value))
-    throw new Error(`--bug must be one of ${PLANTED_BUGS.join(', ')}, got ${value}`);
+    throw new UsageError(`--bug must be one of ${PLANTED_BUGS.join(', ')}, got ${value}`);
   return value as PlantedBug;
 }
 
 function parseCount(name: string, value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 0xffffffff)
-    throw new Error(`${name} must be an integer from 0 to 2^32-1, got ${value}`);
+    throw new UsageError(`${name} must be an integer from 0 to 2^32-1, got ${value}`);
   return n;
 }
 
@@ -113,7 +116,10 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
       process.exitCode = await fn();
     } catch (err) {
       io.err(`leasehold sim: ${err instanceof Error ? err.message : String(err)}`);
-      process.exitCode = 2;
+      process.exitCode =
+        err instanceof UsageError || isLeaseholdError(err, 'ERR_INVALID_ARGUMENT')
+          ? EXIT.usage
+          : EXIT.error;
     }
   };
   sim

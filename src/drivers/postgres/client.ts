@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import pg from 'pg';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { parseInt8Text } from '../../core/validate.js';
+import { pg } from './driver.js';
 import { unavailable } from './errors.js';
 
 /**

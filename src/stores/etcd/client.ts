@@ -1,6 +1,5 @@
-import { createRequire } from 'node:module';
-import type * as Etcd3Module from 'etcd3';
 import type { Etcd3, IOptions, Watcher } from 'etcd3';
+import { etcd3 } from './driver.js';
 
 /**
  * A watch as the etcd store uses it: etcd3's `Watcher` events (`connected`, `data`, `delete`,
@@ -43,21 +42,13 @@ export interface EtcdClient {
 /** More etcd3 client options than the hosts: TLS `credentials`, an etcd user in `auth`, … */
 export type EtcdClientOptions = Omit<IOptions, 'hosts'>;
 
-/**
- * Opens an etcd3 client for `hosts`. The driver's constructor is loaded here, when the store
- * opens its own client, rather than by a value import at the top of this module: besides its
- * error classes (errors.ts), the structural types above are all the store takes from etcd3.
- * `createRequire` keeps this synchronous, so the store's constructor stays synchronous; etcd3
- * is CommonJS, and Node gives `require` and `import` the same module instance.
- */
+/** Opens an etcd3 client for `hosts`. */
 export function openEtcdClient(
   hosts: string | readonly string[],
   clientOptions: EtcdClientOptions | undefined,
 ): Etcd3 {
-  const { Etcd3: Client } = loadEtcd3();
-  return new Client({ ...clientOptions, hosts: typeof hosts === 'string' ? hosts : [...hosts] });
-}
-
-function loadEtcd3(): typeof Etcd3Module {
-  return createRequire(import.meta.url)('etcd3') as typeof Etcd3Module;
+  return new etcd3.Etcd3({
+    ...clientOptions,
+    hosts: typeof hosts === 'string' ? hosts : [...hosts],
+  });
 }

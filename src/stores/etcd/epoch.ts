@@ -1,7 +1,8 @@
-import { Etcd3, type IOptions } from 'etcd3';
+import type { Etcd3, IOptions } from 'etcd3';
 import { LeaseholdError } from '../../core/errors.js';
 import { parseToken } from '../../core/validate.js';
 import { epochFloor } from '../epoch-floor.js';
+import { openEtcdClient } from './client.js';
 import { decodeEntry, KeyLayout, prefixEnd } from './keys.js';
 import type { Kv } from './queries.js';
 
@@ -218,10 +219,7 @@ export async function advanceEtcdFencingEpoch(options: EtcdEpochOptions): Promis
   const atLeast = options.atLeast === undefined ? 0n : parseToken(options.atLeast, 'atLeast');
   const client =
     options.client ??
-    new Etcd3({
-      ...options.clientOptions,
-      hosts: [...(options.hosts ?? ['http://127.0.0.1:2379'])],
-    });
+    openEtcdClient(options.hosts ?? ['http://127.0.0.1:2379'], options.clientOptions);
   const layout = new KeyLayout(options.namespace ?? '');
   const deadline = (): { deadline: Date } => ({ deadline: new Date(Date.now() + 10_000) });
   try {

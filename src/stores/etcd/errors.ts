@@ -1,16 +1,11 @@
-import {
-  EtcdAuthenticationFailedError,
-  EtcdPermissionDeniedError,
-  EtcdUserNotFoundError,
-} from 'etcd3';
 import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+import { etcd3 } from './driver.js';
+
+const { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, EtcdUserNotFoundError } = etcd3;
 
 /**
  * How the etcd store's failures reach the client: a driver error becomes `ERR_UNAVAILABLE`
  * (the client reports `unavailable`, never `busy`); a closed store is `ERR_CLOSED`.
- *
- * This module imports etcd3's error classes as values, so `import('leasehold/etcd')` without
- * etcd3 installed fails at once with Node's "Cannot find package 'etcd3'" (decision 012).
  */
 
 /** etcd's answer when a put names a lease that has expired or was revoked. */

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
+import type * as PgModule from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
 import { quoteIdent, type PgConnectionConfig } from '../../drivers/postgres/client.js';
+import { pg } from '../../drivers/postgres/driver.js';
 import { unavailable } from '../../drivers/postgres/errors.js';
 import { GRANT_NOTICE } from './queries.js';
 
@@ -42,7 +43,7 @@ export type RegisterInterest = (
  */
 export class Listener {
   private readonly byKey = new Map<string, Set<(change?: WatchChange) => void>>();
-  private client: pg.Client | undefined;
+  private client: PgModule.Client | undefined;
   private connecting: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private retryMs = RETRY_MIN_MS;
@@ -304,8 +305,8 @@ export class Listener {
  * TCP proxy) passes the server's through. Session mode would work, but it looks the same
  * from here, so every pooler is refused and the error says what to do instead.
  */
-async function throughPooler(client: pg.Client): Promise<LeaseholdError | undefined> {
-  const announced = (client as pg.Client & { processID?: unknown }).processID;
+async function throughPooler(client: PgModule.Client): Promise<LeaseholdError | undefined> {
+  const announced = (client as PgModule.Client & { processID?: unknown }).processID;
   const row = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0];
   if (typeof announced !== 'number' || row === undefined || row.pid === announced) {
     return undefined;

@@ -1,7 +1,13 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type * as IORedis from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import { requirePeer } from '../../core/runtime/peer-packages.js';
 import type { Logger } from '../../core/events.js';
 import type { RedisClient, RedisNodeClient } from '../../drivers/redis/client.js';
 import { abortedError, unreachableError } from './errors.js';
+
+// Loaded when the store is first imported: without ioredis that import fails with an error
+// naming the package and the command that installs it (decision 012).
+const { Redis } = requirePeer<typeof IORedis>('ioredis', 'leasehold/redis');
 
 /**
  * Opens the store's own client for a `redis://` URL. The only places in this folder that load

@@ -1,4 +1,5 @@
 import { isLeaseholdError, LeaseholdError } from '../../core/errors.js';
+import { networkCause } from '../../core/runtime/network-errors.js';
 
 /**
  * A failed Redis operation as the store reports it: `ERR_PROTOCOL` for a reply the store
@@ -15,9 +16,17 @@ export function storeError(err: unknown, op: string): LeaseholdError {
   });
 }
 
-/** The client's connection failed before anything was sent. */
+/**
+ * The client's connection failed before anything was sent. A host name that cannot be
+ * resolved is said in words, naming the host.
+ */
 export function unreachableError(err: unknown): LeaseholdError {
-  const why = err instanceof Error ? err.message : String(err);
+  const message = err instanceof Error ? err.message : String(err);
+  const cause = networkCause(err);
+  const why =
+    cause !== undefined && /^E(NOTFOUND|AI_)/.test(cause.code)
+      ? `${cause.words} (${message})`
+      : message;
   return new LeaseholdError('ERR_UNAVAILABLE', `Redis is not reachable: ${why}`, { cause: err });
 }
 

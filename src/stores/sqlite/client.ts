@@ -1,4 +1,9 @@
-import Database from 'better-sqlite3';
+import type DatabaseConstructor from 'better-sqlite3';
+import { requirePeer } from '../../core/runtime/peer-packages.js';
+
+// Loaded when the store is first imported: without better-sqlite3 that import fails with an
+// error naming the package and the command that installs it (decision 012).
+const Database = requirePeer<typeof DatabaseConstructor>('better-sqlite3', 'leasehold/sqlite');
 
 /**
  * The part of a better-sqlite3 prepared statement leasehold calls: structural, so that the
