@@ -37,25 +37,31 @@ if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
   );
   process.exit(1);
 }
-// Two test files at a time, but the fault tests one at a time after the rest. Most of a file's
-// time is spent waiting on real servers, child processes, TTLs and signals, not on this
-// machine's CPU: on 2 cores one file at a time (Node's default there) took 1,117 s for the
-// whole suite, all of it two at a time 524 s. Every file keeps to its own tables, keys and
-// ports (test/support/ports.ts picks child processes' ports outside the range outgoing
-// connections take theirs from), so files running side by side do not meet. The fault tests
-// (test/fault) stage pauses, lost replies and races between real processes and assert that
-// each control arm shows its anomaly: beside another file's load one of them missed its
-// premise once in four clean-clone runs (F5 over HTTP: a renewal meant to be applied with its
-// reply held failed before its reply could be held), so they run alone. Chaos runs keep one
-// file at a time throughout: their load is the point, and their figures are compared with
-// earlier ones. LEASEHOLD_TEST_CONCURRENCY sets the first group's concurrency.
+// Two test files at a time. Most of a file's time is spent waiting on real servers, child
+// processes, TTLs and signals, not on this machine's CPU: on 2 cores one file at a time (Node's
+// default there) took 1,117 s for the whole suite, all of it two at a time 524 s. Every file
+// keeps to its own tables, keys and ports (test/support/ports.ts picks child processes' ports
+// outside the range outgoing connections take theirs from), so files running side by side do
+// not meet. The fault tests (test/fault) stage pauses, lost replies and races between real
+// processes and assert that each control arm shows its anomaly; they run after the rest, two
+// at a time among themselves (2026-12-07, on a machine loaded to ~13 by other work: 287 s
+// instead of 442 s one at a time, every control arm showing its anomaly), except the files in
+// ALONE: F5 over HTTP missed its premise once beside another file's load (a renewal meant to
+// be applied with its reply held failed before its reply could be held), so it runs by itself
+// at the end. Chaos runs keep one file at a time throughout: their load is the point, and their
+// figures are compared with earlier ones. LEASEHOLD_TEST_CONCURRENCY sets the first group's
+// concurrency.
 const concurrency = Number(process.env.LEASEHOLD_TEST_CONCURRENCY ?? (CHAOS ? 1 : 2));
 if (!Number.isSafeInteger(concurrency) || concurrency <= 0) {
   console.error(`LEASEHOLD_TEST_CONCURRENCY must be a positive whole number, got ${concurrency}`);
   process.exit(1);
 }
-const alone = files.filter((f) => f.includes('/fault/'));
-const together = files.filter((f) => !f.includes('/fault/'));
+const ALONE = ['/fault/f5-lost-reply.test.js'];
+const isFault = (f) => f.includes('/fault/');
+const isAlone = (f) => ALONE.some((a) => f.endsWith(a));
+const together = files.filter((f) => !isFault(f));
+const faults = files.filter((f) => isFault(f) && !isAlone(f));
+const alone = files.filter((f) => isAlone(f));
 
 function run(group, perGroupConcurrency) {
   if (group.length === 0) return 0;
@@ -75,7 +81,9 @@ function run(group, perGroupConcurrency) {
 }
 
 const first = run(together, concurrency);
-if (alone.length > 0)
-  console.log(`\n# the fault tests, one file at a time (${alone.length} files)\n`);
-const second = run(alone, 1);
-process.exit(first !== 0 ? first : second);
+if (faults.length > 0)
+  console.log(`\n# the fault tests, ${CHAOS ? 'one' : 'two'} at a time (${faults.length} files)\n`);
+const second = run(faults, CHAOS ? 1 : 2);
+if (alone.length > 0) console.log(`\n# the fault tests that run alone (${alone.length} file)\n`);
+const third = run(alone, 1);
+process.exit([first, second, third].find((c) => c !== 0) ?? 0);
