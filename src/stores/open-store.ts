@@ -2,6 +2,7 @@ import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { installSpec, isPeerNotInstalled, PEER_PACKAGES } from '../core/runtime/peer-packages.js';
 import type { LeaseStore } from '../core/store.js';
+import type { IOptions } from 'etcd3';
 
 /** Options every store opener may use; each opener ignores what it does not need. */
 export interface OpenStoreOptions {
@@ -229,8 +230,13 @@ export function parseEtcdStoreUrl(url: string): EtcdStoreUrl {
   };
 }
 
-async function openEtcd(url: string): Promise<LeaseStore> {
-  const { hosts, namespace, tls, auth } = parseEtcdStoreUrl(url);
+/**
+ * The etcd3 client options an `etcd[s]://` URL asks for: TLS from its PEM files (read now, so
+ * an unreadable file is named before any connection) and its user. The store and
+ * `leasehold epoch` both connect with these.
+ */
+export function etcdClientOptions(parsed: EtcdStoreUrl): Omit<IOptions, 'hosts'> {
+  const { tls, auth } = parsed;
   const read = (field: string, path: string | undefined): Buffer | undefined => {
     if (path === undefined) return undefined;
     try {
@@ -242,26 +248,32 @@ async function openEtcd(url: string): Promise<LeaseStore> {
   const ca = read('ca', tls?.ca);
   const cert = read('cert', tls?.cert);
   const key = read('key', tls?.key);
+  return {
+    ...(ca === undefined && cert === undefined
+      ? {}
+      : {
+          credentials: {
+            // Without ca, the system's trusted CAs verify the server.
+            ...(ca === undefined ? {} : { rootCertificate: ca }),
+            ...(cert === undefined ? {} : { certChain: cert, privateKey: key! }),
+          } as { rootCertificate: Buffer },
+        }),
+    ...(auth === undefined ? {} : { auth }),
+  };
+}
+
+async function openEtcd(url: string): Promise<LeaseStore> {
+  const parsed = parseEtcdStoreUrl(url);
+  const clientOptions = etcdClientOptions(parsed);
   const { EtcdLeaseStore } = await loadStoreModule(
     'etcd',
     'etcd3',
     () => import('./etcd/index.js'),
   );
   return new EtcdLeaseStore({
-    hosts,
-    ...(namespace === undefined ? {} : { namespace }),
-    clientOptions: {
-      ...(ca === undefined && cert === undefined
-        ? {}
-        : {
-            credentials: {
-              // Without ca, the system's trusted CAs verify the server.
-              ...(ca === undefined ? {} : { rootCertificate: ca }),
-              ...(cert === undefined ? {} : { certChain: cert, privateKey: key! }),
-            } as { rootCertificate: Buffer },
-          }),
-      ...(auth === undefined ? {} : { auth }),
-    },
+    hosts: parsed.hosts,
+    ...(parsed.namespace === undefined ? {} : { namespace: parsed.namespace }),
+    clientOptions,
   });
 }
 

@@ -5,6 +5,7 @@ import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { openStore, parseEtcdStoreUrl } from '../../src/stores/open-store.js';
 import { contractCases } from '../contract/cases.js';
 import type { StoreHarness } from '../contract/harness.js';
+import { spawnCli } from '../support/cli.js';
 import { etcdctl } from '../support/etcdctl.js';
 import {
   ETCD_APP_PREFIX,
@@ -147,6 +148,49 @@ describe('etcd with TLS and RBAC: credentials and permissions', () => {
         assert.match(String(denied.cause), /authentication failed/);
       await other.close();
       await bad.close();
+    } finally {
+      await client.close();
+      await store.close();
+    }
+  });
+
+  it('leasehold epoch on an etcds:// URL connects with its user and client certificate; later tokens exceed the floor', async () => {
+    const hosts = etcd.endpoints.map((e) => e.replace('https://', '')).join(',');
+    const query = new URLSearchParams({
+      namespace: ETCD_APP_PREFIX,
+      ca: etcd.ca.certPath,
+      cert: etcd.client.certPath,
+      key: etcd.client.keyPath,
+    });
+    const url = `etcds://app:${encodeURIComponent(ETCD_USERS.app)}@${hosts}?${query.toString()}`;
+    const store = await openStore(url);
+    const client = new LeaseClient({ store, ownerId: 'epoch-url' });
+    try {
+      const key = uniqueKey('tls-epoch');
+      const before = await client.acquire(key, { ttl: '5s' });
+      assert.equal(before.status, 'acquired');
+      if (before.status !== 'acquired') return;
+      await before.lease.release();
+      const cli = spawnCli(['epoch', '--store', url, '--json']);
+      const code = await cli.exited;
+      assert.equal(code, 0, cli.stderr());
+      const floor = BigInt((JSON.parse(cli.stdout()) as { floor: string }).floor);
+      assert.ok(floor > before.lease.token, `floor ${floor} above the earlier token`);
+      const after = await client.acquire(key, { ttl: '5s' });
+      assert.equal(after.status, 'acquired');
+      if (after.status === 'acquired') {
+        assert.ok(after.lease.token > floor, `token ${after.lease.token} above floor ${floor}`);
+        await after.lease.release();
+      }
+      // The same URL with a wrong password: the command names the failure and exits 69.
+      const bad = spawnCli([
+        'epoch',
+        '--store',
+        url.replace(encodeURIComponent(ETCD_USERS.app), 'nope'),
+      ]);
+      assert.equal(await bad.exited, 69);
+      assert.match(bad.stderr(), /authentication failed/i);
+      assert.doesNotMatch(bad.stderr(), new RegExp(ETCD_USERS.app.replace(/\W/g, '.')));
     } finally {
       await client.close();
       await store.close();

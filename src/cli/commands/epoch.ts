@@ -1,5 +1,10 @@
 import type { Command } from 'commander';
-import { parseEtcdStoreUrl, parseRedisStoreUrl, sqliteStorePath } from '../../stores/open-store.js';
+import {
+  etcdClientOptions,
+  parseEtcdStoreUrl,
+  parseRedisStoreUrl,
+  sqliteStorePath,
+} from '../../stores/open-store.js';
 import { action, DEFAULT_STORE, printJson, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
 import { adminTarget, storeScheme } from './admin-store.js';
@@ -29,9 +34,17 @@ async function advance(url: string, atLeast: string | undefined): Promise<EpochR
     const { advanceRedisFencingEpoch } = await import('../../stores/redis/epoch.js');
     return advanceRedisFencingEpoch({ ...parseRedisStoreUrl(url), ...floor });
   }
-  if (scheme === 'etcd') {
+  if (scheme === 'etcd' || scheme === 'etcds') {
+    // The same connection as the store's: TLS files and the user from the URL.
+    const parsed = parseEtcdStoreUrl(url);
+    const clientOptions = etcdClientOptions(parsed);
     const { advanceEtcdFencingEpoch } = await import('../../stores/etcd/epoch.js');
-    return advanceEtcdFencingEpoch({ ...parseEtcdStoreUrl(url), ...floor });
+    return advanceEtcdFencingEpoch({
+      hosts: parsed.hosts,
+      ...(parsed.namespace === undefined ? {} : { namespace: parsed.namespace }),
+      clientOptions,
+      ...floor,
+    });
   }
   const target = adminTarget('epoch', url);
   const { advancePostgresFencingEpoch } = await import('../../stores/postgres/index.js');
@@ -47,7 +60,7 @@ export function registerEpochCommand(program: Command): void {
     )
     .option(
       '--store <url>',
-      'sqlite:PATH, postgres://…[?schema=S&table=T], redis://…[?prefix=P] or etcd://HOST:PORT[?namespace=N]; env LEASEHOLD_STORE',
+      'sqlite:PATH, postgres://…[?schema=S&table=T], redis://…[?prefix=P] or etcd[s]://[USER:PW@]HOST:PORT[?namespace=N&ca=F&cert=F&key=F]; env LEASEHOLD_STORE',
     )
     .option(
       '--at-least <token>',
