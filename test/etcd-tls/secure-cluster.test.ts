@@ -26,6 +26,18 @@ after(async () => {
   await etcd?.stop();
 });
 
+/** The `app` user's etcds:// URL: its password, the CA, a client certificate, its prefix. */
+function appUrl(): string {
+  const hosts = etcd.endpoints.map((e) => e.replace('https://', '')).join(',');
+  const query = new URLSearchParams({
+    namespace: ETCD_APP_PREFIX,
+    ca: etcd.ca.certPath,
+    cert: etcd.client.certPath,
+    key: etcd.client.keyPath,
+  });
+  return `etcds://app:${encodeURIComponent(ETCD_USERS.app)}@${hosts}?${query.toString()}`;
+}
+
 function storeAs(username: string, password: string, extra: { clientCert?: boolean } = {}) {
   return new EtcdLeaseStore({
     hosts: etcd.endpoints,
@@ -124,14 +136,7 @@ describe('etcd with TLS and RBAC: credentials and permissions', () => {
   });
 
   it('opens from an etcds:// URL with the user, the CA and a client certificate', async () => {
-    const hosts = etcd.endpoints.map((e) => e.replace('https://', '')).join(',');
-    const query = new URLSearchParams({
-      namespace: ETCD_APP_PREFIX,
-      ca: etcd.ca.certPath,
-      cert: etcd.client.certPath,
-      key: etcd.client.keyPath,
-    });
-    const url = `etcds://app:${encodeURIComponent(ETCD_USERS.app)}@${hosts}?${query.toString()}`;
+    const url = appUrl();
     const store = await openStore(url);
     const client = new LeaseClient({ store, ownerId: 'from-url' });
     try {
@@ -155,14 +160,7 @@ describe('etcd with TLS and RBAC: credentials and permissions', () => {
   });
 
   it('leasehold epoch on an etcds:// URL connects with its user and client certificate; later tokens exceed the floor', async () => {
-    const hosts = etcd.endpoints.map((e) => e.replace('https://', '')).join(',');
-    const query = new URLSearchParams({
-      namespace: ETCD_APP_PREFIX,
-      ca: etcd.ca.certPath,
-      cert: etcd.client.certPath,
-      key: etcd.client.keyPath,
-    });
-    const url = `etcds://app:${encodeURIComponent(ETCD_USERS.app)}@${hosts}?${query.toString()}`;
+    const url = appUrl();
     const store = await openStore(url);
     const client = new LeaseClient({ store, ownerId: 'epoch-url' });
     try {
