@@ -121,15 +121,22 @@ export function testPool(max = 2): pg.Pool {
   return pool;
 }
 
+const pythons = new Map<string, string>();
+
 /**
  * The Python with the named modules: Debian's packages install for `/usr/bin/python3`,
  * which may not be the first `python3` on PATH. Fails (never skips) when none has them.
  */
 export function pythonWith(...modules: string[]): string {
   const check = `import ${modules.join(', ')}`;
-  for (const python of ['python3', '/usr/bin/python3']) {
+  const known = pythons.get(check);
+  if (known !== undefined) return known;
+  for (const python of ['/usr/bin/python3', 'python3']) {
     const r = spawnSync(python, ['-c', check], { encoding: 'utf8' });
-    if (r.status === 0) return python;
+    if (r.status === 0) {
+      pythons.set(check, python);
+      return python;
+    }
   }
   assert.fail(`no python3 can ${check} (scripts/setup-test-env.sh installs Debian's packages)`);
 }
