@@ -35,13 +35,20 @@ export interface KnexExecutor {
   raw(sql: string, bindings: unknown[]): PromiseLike<unknown>;
 }
 
-/** @example await fenceIn(pgQuery(client), { scope, token }) — after `client.query('BEGIN')`. */
+/**
+ * The query function of a pg client inside your transaction (after `client.query('BEGIN')`).
+ *
+ * @example await fenceIn(pgQuery(client), { scope, token });
+ */
 export function pgQuery(client: PgQueryable): SqlQuery {
   need(client, 'query', 'client');
   return (text, values) => client.query(text, [...values]);
 }
 
 /**
+ * The query function of a Kysely transaction (PostgreSQL dialect): the statement runs as
+ * Kysely's own raw queries do, through the transaction's connection.
+ *
  * @example
  * await db.transaction().execute(async (trx) => fenceIn(kyselyQuery(trx), { scope, token }));
  */
@@ -58,7 +65,7 @@ export function kyselyQuery(trx: KyselyExecutor): SqlQuery {
 }
 
 /**
- * Drizzle's `execute` takes a string as raw SQL with no parameters, so the values go in as
+ * The query function of a Drizzle transaction. Drizzle's `execute` takes a string as raw SQL with no parameters, so the values go in as
  * literals, quoted here (strings and NULL only; never a number).
  *
  * @example await db.transaction(async (tx) => fenceIn(drizzleQuery(tx), { scope, token }));
@@ -69,7 +76,7 @@ export function drizzleQuery(tx: DrizzleExecutor): SqlQuery {
 }
 
 /**
- * Knex's raw SQL takes `?` placeholders; a `?` of the text itself (in a quoted name) is
+ * The query function of a Knex transaction. Knex's raw SQL takes `?` placeholders; a `?` of the text itself (in a quoted name) is
  * escaped so Knex leaves it alone.
  *
  * @example await knex.transaction(async (trx) => fenceIn(knexQuery(trx), { scope, token }));
