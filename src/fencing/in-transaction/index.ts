@@ -20,4 +20,12 @@ export {
   type KyselyExecutor,
   type PgQueryable,
 } from './adapters.js';
+export {
+  claimInSqlite,
+  fenceInSqlite,
+  type InSqliteFenceOptions,
+  type InSqliteFenceRequest,
+  type SqliteHandle,
+  type SqliteStatement,
+} from './sqlite.js';
 export type { ClaimResult, FenceResult } from '../../core/results.js';
