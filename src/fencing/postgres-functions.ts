@@ -1,5 +1,5 @@
 /**
- * The Postgres fence as database functions (decision 036): the one implementation of the
+ * The Postgres fence as database functions (decision 034): the one implementation of the
  * fence's decision, called by `PostgresFence` and by anyone inside their own transaction
  * (`leasehold/fencing/in-transaction`, psql, psycopg, any driver). `{{fence}}` / `{{ops}}` are
  * the escaped mark and idempotency tables, `{{decide}}`, `{{write}}` and `{{claim}}` the

@@ -213,7 +213,7 @@ export class PostgresFence {
     try {
       const ms = this.timeoutMs;
       inTransaction = true;
-      // The decision is the database function every other caller uses too (decision 036);
+      // The decision is the database function every other caller uses too (decision 034);
       // it answers a refusal with its reason, so a refusal costs no extra read.
       const decided = decisionOf(
         resultAt(

@@ -4,7 +4,7 @@ import type { RedisClient } from '../drivers/redis/client.js';
 import { DECIMAL_LUA, type LuaScript, type ScriptArg } from '../drivers/redis/lua-script.js';
 
 /**
- * The Redis fence as a Redis Functions library (Redis ≥ 7, decision 036): the same decision
+ * The Redis fence as a Redis Functions library (Redis ≥ 7, decision 034): the same decision
  * as the fence script, callable with `FCALL` from any client in any language. The library is
  * built from the script's own files — decimal.lua, each write's `leasehold_write` and
  * fence.lua — so both paths run one implementation; function-args.lua adds the argument
