@@ -44,6 +44,14 @@ need_cmd radosgw radosgw
 need_cmd python3 python3
 need_cmd curl curl
 
+# The fence-in-your-own-transaction examples (examples/fence-in-transaction/, run by
+# test/fencing-tx): psycopg with PostgreSQL and redis-py with FCALL, from Debian's packages
+# (they install for Debian's own /usr/bin/python3), and psql alone.
+need_py() { /usr/bin/python3 -c "import $1" >/dev/null 2>&1 || missing+=("$2"); }
+need_py psycopg python3-psycopg
+need_py redis python3-redis
+need_cmd psql postgresql-client
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"

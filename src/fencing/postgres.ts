@@ -27,6 +27,7 @@ import {
   type FenceParams,
   type FenceStatements,
 } from './postgres-statements.js';
+import { decisionOf } from './postgres-functions.js';
 
 export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
@@ -188,17 +189,17 @@ export class PostgresFence {
     });
   }
 
-  /** Validates a request; its parameters for the check. */
+  /** Validates a request; its parameters for the decision. */
   private checkRequest(request: FencedWriteRequest): FenceParams {
     this.assertOpen();
-    return fenceParams(request);
+    return fenceParams(request, this.policy, this.sql.leaseTable);
   }
 
   private async decide<T>(
     request: FencedWriteRequest,
     write: (tx: FenceTransaction) => Promise<T> | T,
   ): Promise<FenceResult<T>> {
-    const { params, key, lease } = this.checkRequest(request);
+    const { params } = this.checkRequest(request);
     if (typeof write !== 'function') throw invalidArgument('write', 'must be a function', write);
     await this.ensureReady();
 
@@ -212,33 +213,22 @@ export class PostgresFence {
     try {
       const ms = this.timeoutMs;
       inTransaction = true;
-      const checked = resultAt(
-        await client.query(
-          `BEGIN; ${timeoutPrefix(ms)}` +
-            `SET LOCAL idle_in_transaction_session_timeout = ${ms}; ` +
-            renderSql(lease ? this.sql.checkLease : this.sql.checkPlain, params),
-        ),
-        -1,
-      ).rows[0];
-      const leaseOk = checked?.['lease_ok'] === 1;
-      const marked = checked?.['marked'] === 1;
-      const opNew = checked?.['op_new'] === 1;
-
-      if (!marked || (key !== undefined && !opNew)) {
-        const why = resultAt(
+      // The decision is the database function every other caller uses too (decision 034);
+      // it answers a refusal with its reason, so a refusal costs no extra read.
+      const decided = decisionOf(
+        resultAt(
           await client.query(
-            renderSql(lease ? this.sql.explainLease : this.sql.explainPlain, params) + '; ROLLBACK',
+            `BEGIN; ${timeoutPrefix(ms)}` +
+              `SET LOCAL idle_in_transaction_session_timeout = ${ms}; ` +
+              renderSql(this.sql.decideWrite, params),
           ),
-          0,
-        ).rows[0];
+          -1,
+        ).rows[0],
+      );
+      if (decided.status !== 'applied') {
+        await client.query('ROLLBACK');
         inTransaction = false;
-        if (key !== undefined && why?.['dup'] === true) return { status: 'duplicate' };
-        let hwm = why?.['hwm'] == null ? 0n : parseInt8Text(why['hwm'], 'PostgreSQL');
-        if (!leaseOk && why?.['lease_token'] != null) {
-          const leaseToken = parseInt8Text(why['lease_token'], 'PostgreSQL');
-          if (leaseToken > hwm) hwm = leaseToken;
-        }
-        return { status: 'stale_fence', highWaterMark: hwm };
+        return decided;
       }
 
       let value: T;
@@ -297,32 +287,30 @@ export class PostgresFence {
    */
   async claim(scope: string, token: bigint | string): Promise<ClaimResult> {
     this.assertOpen();
-    const params = claimParams(scope, token);
+    const params = claimParams(scope, token, this.policy, this.sql.leaseTable);
     await this.ensureReady();
-    const bound = this.timeoutMs + CLIENT_GRACE_MS;
     try {
-      // One implicit transaction: the check and advance commits with the message.
-      const checked = resultAt(
-        await answerWithin(
-          this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.checkPlain, params)),
-          bound,
-          'PostgreSQL fence: claiming',
-        ),
-        -1,
-      ).rows[0];
-      if (checked?.['marked'] === 1) return CLAIM_APPLIED;
-      // Read with a fresh snapshot: the check may have waited for a newer writer's commit.
-      const why = resultAt(
-        await answerWithin(
-          this.pool.query(timeoutPrefix(this.timeoutMs) + renderSql(this.sql.explainPlain, params)),
-          bound,
-          'PostgreSQL fence: reading the mark',
-        ),
-        -1,
-      ).rows[0];
-      const hwm = why?.['hwm'] == null ? 0n : parseInt8Text(why['hwm'], 'PostgreSQL');
-      return { status: 'stale_fence', highWaterMark: hwm };
+      // One implicit transaction: the decision commits with the message.
+      const decided = decisionOf(
+        resultAt(
+          await answerWithin(
+            this.pool.query(
+              timeoutPrefix(this.timeoutMs) + renderSql(this.sql.decideClaim, params),
+            ),
+            this.timeoutMs + CLIENT_GRACE_MS,
+            'PostgreSQL fence: claiming',
+          ),
+          -1,
+        ).rows[0],
+      );
+      if (decided.status === 'applied') return CLAIM_APPLIED;
+      if (decided.status === 'stale_fence') return decided;
+      throw new LeaseholdError(
+        'ERR_PROTOCOL',
+        'the fence function answered a claim with duplicate',
+      );
     } catch (err) {
+      if (err instanceof LeaseholdError && err.code === 'ERR_PROTOCOL') throw err;
       throw unavailable('PostgreSQL fence', err);
     }
   }

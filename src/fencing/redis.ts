@@ -7,8 +7,10 @@ import type { RedisClient } from '../drivers/redis/client.js';
 import { DECIMAL_LUA, LuaScript, type ScriptArg } from '../drivers/redis/lua-script.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
+import { FenceRunner, type FenceFunctionKind } from './redis-functions.js';
 
 export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
+export { FENCE_FUNCTIONS, FENCE_LIBRARY, fenceLibrarySource } from './redis-functions.js';
 
 /**
  * Which tokens pass the high-water mark: `>=` lets one lease make several writes (the same
@@ -31,6 +33,14 @@ export interface RedisFenceOptions {
    * lease server (`createFenceReporter` in `leasehold/http`). Defaults to none.
    */
   readonly onDecision?: FenceDecisionHook;
+  /**
+   * Run the fence as the `leasehold_fence` Redis Functions library (loaded with `FUNCTION LOAD
+   * REPLACE` on first use, the same decision any client can `FCALL`) when the server has
+   * Redis Functions (Redis ≥ 7, a single node or Sentinel); `false` always runs the script.
+   * A server without functions, or one that refuses `FUNCTION LOAD`, gets the script either
+   * way. Writes with your own Lua body (`script`) always run as a script. Defaults to `true`.
+   */
+  readonly functions?: boolean;
 }
 
 /** Options for one fenced write. */
@@ -74,7 +84,7 @@ const FENCE_LUA = readFileSync(lua('fence.lua'), 'utf8');
 const DECIMAL = readFileSync(DECIMAL_LUA, 'utf8');
 const fenceWith = (name: string, write: string): LuaScript =>
   new LuaScript(name, `${DECIMAL}\n${write}\n${FENCE_LUA}`);
-const WRITES = {
+const WRITES: Record<FenceFunctionKind, LuaScript> = {
   set: fenceWith('fence-set', readFileSync(lua('write-set.lua'), 'utf8')),
   hset: fenceWith('fence-hset', readFileSync(lua('write-hset.lua'), 'utf8')),
   commands: fenceWith('fence-commands', readFileSync(lua('write-commands.lua'), 'utf8')),
@@ -113,6 +123,7 @@ export class RedisFence {
   private readonly idempotencyTtlMs: number;
   private readonly bodies = new Map<string, LuaScript>();
   private readonly onDecision: FenceDecisionHook | undefined;
+  private readonly runner: FenceRunner;
 
   constructor(options: RedisFenceOptions) {
     if (typeof options !== 'object' || options === null)
@@ -133,6 +144,15 @@ export class RedisFence {
       throw invalidArgument('idempotencyTtlMs', 'must be an integer from 1000 to 30 days', ttl);
     this.idempotencyTtlMs = ttl;
     this.onDecision = checkDecisionHook(options.onDecision);
+    const functions = options.functions ?? true;
+    if (typeof functions !== 'boolean')
+      throw invalidArgument('functions', 'must be a boolean', functions);
+    this.runner = new FenceRunner(options.redis, functions);
+  }
+
+  /** Whether writes run as the Redis Functions library (`'function'`) or the script, once known. */
+  get runsAs(): 'function' | 'script' | undefined {
+    return this.runner.via;
   }
 
   /** Fenced `SET key value`. */
@@ -143,7 +163,7 @@ export class RedisFence {
     value: string,
     options?: FenceWriteOptions,
   ): Promise<FenceResult<string>> {
-    return this.apply<string>(WRITES.set, scope, token, [key], [value], options);
+    return this.apply<string>(WRITES.set, 'set', scope, token, [key], [value], options);
   }
 
   /** Fenced `HSET key field value …`. Resolves `applied` with the number of new fields. */
@@ -156,7 +176,7 @@ export class RedisFence {
   ): Promise<FenceResult<number>> {
     const args = Object.entries(fields).flat();
     if (args.length === 0) throw invalidArgument('fields', 'must not be empty', fields);
-    return this.apply<number>(WRITES.hset, scope, token, [key], args, options);
+    return this.apply<number>(WRITES.hset, 'hset', scope, token, [key], args, options);
   }
 
   /** Fenced list of commands, run in order in the same atomic step. Resolves with their replies. */
@@ -180,7 +200,7 @@ export class RedisFence {
       keys.push(...ck);
       args.push(c.command, ck.length, ca.length, ...ca);
     }
-    return this.apply<unknown[]>(WRITES.commands, scope, token, keys, args, options);
+    return this.apply<unknown[]>(WRITES.commands, 'commands', scope, token, keys, args, options);
   }
 
   /** Fenced user script: `body` runs only when the token passes, before the mark advances. */
@@ -201,7 +221,15 @@ export class RedisFence {
       );
       this.bodies.set(script.body, compiled);
     }
-    return this.apply<T>(compiled, scope, token, script.keys ?? [], script.args ?? [], options);
+    return this.apply<T>(
+      compiled,
+      undefined,
+      scope,
+      token,
+      script.keys ?? [],
+      script.args ?? [],
+      options,
+    );
   }
 
   /**
@@ -233,8 +261,9 @@ export class RedisFence {
     const s = validateKey(scope, 'scope');
     const t = parseToken(token);
     const reply = await this.call(() =>
-      WRITES.claim.run(
-        this.redis,
+      this.runner.run(
+        WRITES.claim,
+        'claim',
         [this.hwmKey(s), this.hwmKey(s), this.claimKey(s)],
         [t.toString(), this.policy, 'claim', this.idempotencyTtlMs],
       ),
@@ -263,6 +292,7 @@ export class RedisFence {
 
   private async apply<T>(
     script: LuaScript,
+    kind: FenceFunctionKind | undefined,
     scopeIn: string,
     tokenIn: bigint | string,
     keys: readonly string[],
@@ -276,8 +306,9 @@ export class RedisFence {
     const hwm = this.hwmKey(scope);
     const idemKey = idem === undefined ? hwm : `${this.prefix}{${scope}}:op:${idem}`;
     const reply = await this.call(() =>
-      script.run(
-        this.redis,
+      this.runner.run(
+        script,
+        kind,
         [hwm, idemKey, this.claimKey(scope), ...keys],
         [
           token.toString(),

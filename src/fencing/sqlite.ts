@@ -5,11 +5,16 @@ import { parseToken } from '../core/validate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, tellDecision } from './decision.js';
 import { retryWhileBusy, useDurableWal } from '../drivers/sqlite/open-file.js';
+import {
+  checkPolicy,
+  checkTableName,
+  SqliteFenceDecision,
+  type SqliteFencePolicy,
+} from './sqlite-decision.js';
 
 export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
 
-/** How a fence compares a token with the high-water mark. */
-export type SqliteFencePolicy = '>=' | '>';
+export type { SqliteFencePolicy } from './sqlite-decision.js';
 
 /** Options for {@link SqliteFence}. */
 export interface SqliteFenceOptions {
@@ -36,63 +41,6 @@ export interface SqliteFenceOptions {
   readonly onDecision?: FenceDecisionHook;
 }
 
-const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,50}$/;
-
-/**
- * Creates the mark table and the idempotency-key table. Idempotent. `claimed` is 1 while the
- * mark was installed by a claim and no write at the mark has been accepted since (see
- * {@link SqliteFence.claim}).
- */
-const CREATE = `
-CREATE TABLE IF NOT EXISTS {{t}} (
-  scope TEXT PRIMARY KEY NOT NULL,
-  hwm INTEGER NOT NULL CHECK (hwm > 0),
-  claimed INTEGER NOT NULL DEFAULT 0 CHECK (claimed IN (0, 1))
-) STRICT;
-CREATE TABLE IF NOT EXISTS {{op}} (
-  scope TEXT NOT NULL,
-  token INTEGER NOT NULL,
-  op_id TEXT NOT NULL,
-  PRIMARY KEY (scope, token, op_id)
-) STRICT, WITHOUT ROWID;`;
-
-/** Mark tables made before claims get the column. Params: none. */
-const ADD_CLAIMED = `ALTER TABLE {{t}} ADD COLUMN claimed INTEGER NOT NULL DEFAULT 0 CHECK (claimed IN (0, 1))`;
-/** Params: none. Returns one row per column of the mark table. */
-const MARK_COLUMNS = `SELECT name FROM pragma_table_info({{t_name}})`;
-
-/**
- * The check and the advance in ONE statement, for writes and claims alike: the row is
- * inserted or raised only when the token passes `{{pass}}` against the stored mark, so two
- * racing writers cannot both pass with tokens out of order. A write clears `claimed`; a claim
- * sets it when it raised the mark and keeps it when the mark already was its token.
- * Params: scope, token, claim (1 for a claim, 0 for a write). Effect: 1 change when the token
- * passes, 0 when stale.
- */
-const ADVANCE = `
-INSERT INTO {{t}} (scope, hwm, claimed) VALUES (@scope, @token, @claim)
-ON CONFLICT (scope) DO UPDATE SET hwm = excluded.hwm,
-  claimed = CASE WHEN excluded.claimed = 1 THEN ({{t}}.hwm < excluded.hwm OR {{t}}.claimed) ELSE 0 END
-WHERE {{pass}}`;
-
-/**
- * When a token passes the mark, per policy: `>=` not below it; `>` above it, or equal to a
- * mark a claim installed that no write has used yet (the grant's one write is still to come).
- */
-const PASSES = {
-  '>=': '{{t}}.hwm <= excluded.hwm',
-  '>': '({{t}}.hwm < excluded.hwm OR ({{t}}.hwm = excluded.hwm AND {{t}}.claimed = 1))',
-} as const;
-
-/** Params: scope. Returns: hwm (or no row). */
-const SELECT_HWM = `SELECT hwm FROM {{t}} WHERE scope = @scope`;
-
-/** Params: scope, token, opId. Returns: one row when this (token, op) was applied before. */
-const SELECT_OP = `SELECT 1 AS seen FROM {{op}} WHERE scope = @scope AND token = @token AND op_id = @opId`;
-
-/** Params: scope, token, opId. Records an applied idempotency key. */
-const INSERT_OP = `INSERT INTO {{op}} (scope, token, op_id) VALUES (@scope, @token, @opId)`;
-
 /**
  * A fence for data kept in SQLite: a durable high-water mark per scope, checked and advanced
  * atomically with your mutation, in one `BEGIN IMMEDIATE` transaction.
@@ -118,22 +66,13 @@ export class SqliteFence {
   private readonly db: Database.Database;
   private readonly ownsDb: boolean;
   private readonly onDecision: FenceDecisionHook | undefined;
-  private readonly stmt: {
-    advance: Database.Statement;
-    hwm: Database.Statement;
-    selectOp: Database.Statement;
-    insertOp: Database.Statement;
-  };
+  private readonly decision: SqliteFenceDecision;
 
   constructor(options: SqliteFenceOptions) {
     if (typeof options !== 'object' || options === null)
       throw invalidArgument('options', 'must be an object with a path or a database', options);
-    const table = options.table ?? 'leasehold_fence';
-    if (!TABLE_NAME.test(table))
-      throw invalidArgument('table', 'must be a plain SQL identifier', table);
-    const policy = options.policy ?? '>=';
-    if (policy !== '>=' && policy !== '>')
-      throw invalidArgument('policy', "must be '>=' or '>'", policy);
+    const table = checkTableName(options.table ?? 'leasehold_fence');
+    const policy = checkPolicy(options.policy ?? '>=');
     this.policy = policy;
     this.onDecision = checkDecisionHook(options.onDecision);
     if (options.database !== undefined) {
@@ -159,21 +98,7 @@ export class SqliteFence {
       }
       this.ownsDb = true;
     }
-    const sql = (text: string): string =>
-      text
-        .replaceAll('{{pass}}', PASSES[policy])
-        .replaceAll('{{t}}', `"${table}"`)
-        .replaceAll('{{t_name}}', `'${table}'`)
-        .replaceAll('{{op}}', `"${table}_op"`);
-    this.db.exec(sql(CREATE));
-    const columns = this.db.prepare(sql(MARK_COLUMNS)).pluck().all() as string[];
-    if (!columns.includes('claimed')) this.db.exec(sql(ADD_CLAIMED));
-    this.stmt = {
-      advance: this.db.prepare(sql(ADVANCE)),
-      hwm: this.db.prepare(sql(SELECT_HWM)).safeIntegers(true),
-      selectOp: this.db.prepare(sql(SELECT_OP)),
-      insertOp: this.db.prepare(sql(INSERT_OP)),
-    };
+    this.decision = new SqliteFenceDecision(this.db, table, policy);
   }
 
   /**
@@ -245,16 +170,7 @@ export class SqliteFence {
     opId: string | undefined,
     mutate: ((db: Database.Database) => T) | undefined,
   ): FenceResult<T | undefined> {
-    const claim = mutate === undefined ? 1 : 0;
-    const run = this.db.transaction((): FenceResult<T | undefined> => {
-      if (opId !== undefined && this.stmt.selectOp.get({ scope, token: tok, opId }) !== undefined)
-        return { status: 'duplicate' };
-      const passed = this.stmt.advance.run({ scope, token: tok, claim }).changes === 1;
-      if (!passed) return { status: 'stale_fence', highWaterMark: this.highWaterMark(scope) };
-      const value = mutate?.(this.db);
-      if (opId !== undefined) this.stmt.insertOp.run({ scope, token: tok, opId });
-      return { status: 'applied', value };
-    });
+    const run = this.db.transaction(() => this.decision.decide(scope, tok, opId, mutate));
     try {
       return run.immediate();
     } catch (err) {
@@ -268,8 +184,7 @@ export class SqliteFence {
 
   /** The scope's high-water mark (0n when nothing was applied yet). */
   highWaterMark(scope: string): bigint {
-    const row = this.stmt.hwm.get({ scope }) as { hwm: bigint } | undefined;
-    return row === undefined ? 0n : row.hwm;
+    return this.decision.highWaterMark(scope);
   }
 
   /** Closes the database if the fence opened it. */

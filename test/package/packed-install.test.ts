@@ -127,7 +127,7 @@ function node(dir: string, file: string, source: string, env: NodeJS.ProcessEnv 
 
 /** Subpaths that load with only the core's own dependencies, by the driver they need. */
 const NEEDS = {
-  core: ['.', './memory', './testing', './http', './fencing/http'],
+  core: ['.', './memory', './testing', './http', './fencing/http', './fencing/in-transaction'],
   pg: ['./postgres', './fencing/postgres'],
   ioredis: ['./redis', './fencing/redis'],
   'better-sqlite3': ['./sqlite', './fencing/sqlite'],
