@@ -45,8 +45,6 @@ export const MAX_LINES = 400;
 export const LONG_FILES = {
   'src/fault/harness.ts':
     'the real-process harness: starts, pauses and kills worker processes and their proxies, in one class',
-  'src/core/lease.ts':
-    'Lease: its state machine, renewal, loss, release and hand-off paths share private state',
   'src/stores/postgres/store.ts':
     'the Postgres store: each operation with its coalesced and single-statement paths',
   'src/fencing/catalog/pointers/sqlite/store.ts':
