@@ -49,7 +49,6 @@ export const LONG_FILES = {
     'the Postgres store: each operation with its coalesced and single-statement paths',
   'src/fencing/catalog/pointers/sqlite/store.ts':
     'the SQLite pointer store: publish, tombstones and reads; being changed elsewhere now',
-  'src/stores/redis/store.ts': 'the Redis store: each operation with its script and answers',
   'src/fault/worker.ts':
     'the real-process worker: one child process that runs what the harness asks, over IPC',
 };
