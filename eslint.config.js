@@ -45,8 +45,6 @@ export const MAX_LINES = 400;
 export const LONG_FILES = {
   'src/fault/harness.ts':
     'the real-process harness: starts, pauses and kills worker processes and their proxies, in one class',
-  'src/fencing/catalog/pointers/sqlite/store.ts':
-    'the SQLite pointer store: publish, tombstones and reads; being changed elsewhere now',
   'src/fault/worker.ts':
     'the real-process worker: one child process that runs what the harness asks, over IPC',
 };
