@@ -14,10 +14,11 @@ export function isLeaseNotFound(err: unknown): boolean {
 }
 
 /**
- * Wraps a driver error as `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`),
- * with a hint for the errors a locked-down cluster gives a misconfigured client.
+ * The store's error mapper (`StoreErrorMapper`, core/store-folder.ts): wraps a driver error as
+ * `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`), with a hint for the
+ * errors a locked-down cluster gives a misconfigured client.
  */
-export function toUnavailable(err: unknown): unknown {
+export function storeError(err: unknown): LeaseholdError {
   if (isLeaseholdError(err)) return err;
   const message = err instanceof Error ? err.message : String(err);
   return new LeaseholdError('ERR_UNAVAILABLE', `etcd lease store: ${message}${hintFor(err)}`, {

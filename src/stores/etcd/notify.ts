@@ -1,6 +1,6 @@
 import type { StoreRequestOptions, Unwatch } from '../../core/store.js';
 import type { EtcdClient, EtcdWatcher } from './client.js';
-import { toUnavailable, withTimeout } from './errors.js';
+import { storeError, withTimeout } from './errors.js';
 import { prefixEnd, type KeyLayout } from './keys.js';
 import { callOptions } from './queries.js';
 
@@ -100,7 +100,7 @@ export async function watchNamespaceDeletes(
     });
     return w;
   } catch (err) {
-    throw toUnavailable(err);
+    throw storeError(err);
   }
 }
 
@@ -146,7 +146,7 @@ export async function watchDeletion(
     watcher.on('error', onReconnect);
     return { key, watcher, createdRev };
   } catch (err) {
-    throw toUnavailable(err);
+    throw storeError(err);
   } finally {
     if (!created) {
       watcher.on('error', () => undefined);

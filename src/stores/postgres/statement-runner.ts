@@ -7,7 +7,7 @@ import {
   type PgResult,
   type SqlParam,
 } from '../../drivers/postgres/client.js';
-import { unavailable } from '../../drivers/postgres/errors.js';
+import { storeError } from './errors.js';
 import type { Commit, CommitModes } from './statements.js';
 
 /**
@@ -71,7 +71,7 @@ export class StatementRunner {
     try {
       return await this.pool.query(text);
     } catch (err) {
-      throw unavailable('PostgreSQL lease store', err);
+      throw storeError(err);
     }
   }
 
