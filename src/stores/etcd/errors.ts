@@ -40,23 +40,3 @@ function hintFor(err: unknown): string {
 export function closedError(): LeaseholdError {
   return new LeaseholdError('ERR_CLOSED', 'the etcd lease store was closed');
 }
-
-/** Rejects with ERR_UNAVAILABLE when `p` does not settle within `ms`. */
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(
-      () => reject(new LeaseholdError('ERR_UNAVAILABLE', `${what} took longer than ${ms}ms`)),
-      ms,
-    );
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(t);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}
