@@ -42,19 +42,8 @@ export const MAX_LINES = 400;
  * test/docs/architecture.test.ts fails when a file here is no longer over the limit (take it
  * off) and when the list is longer than the count recorded there.
  */
-export const LONG_FILES = {
-  'src/fault/harness.ts':
-    'the real-process harness: starts, pauses and kills worker processes and their proxies, in one class',
-  'src/core/lease.ts':
-    'Lease: its state machine, renewal, loss, release and hand-off paths share private state',
-  'src/stores/postgres/store.ts':
-    'the Postgres store: each operation with its coalesced and single-statement paths',
-  'src/fencing/catalog/pointers/sqlite/store.ts':
-    'the SQLite pointer store: publish, tombstones and reads; being changed elsewhere now',
-  'src/stores/redis/store.ts': 'the Redis store: each operation with its script and answers',
-  'src/fault/worker.ts':
-    'the real-process worker: one child process that runs what the harness asks, over IPC',
-};
+/** @type {Record<string, string>} */
+export const LONG_FILES = {};
 
 /** The layer of a path relative to src/ (`core/lease.ts`), or undefined. */
 function layerOf(path) {
@@ -182,5 +171,8 @@ export default tseslint.config(
       'max-lines': ['error', { max: MAX_LINES, skipBlankLines: false, skipComments: false }],
     },
   },
-  { files: Object.keys(LONG_FILES), rules: { 'max-lines': 'off' } },
+  // ESLint refuses an empty `files`: the entry is there only while LONG_FILES names a file.
+  ...(Object.keys(LONG_FILES).length > 0
+    ? [{ files: Object.keys(LONG_FILES), rules: { 'max-lines': 'off' } }]
+    : []),
 );

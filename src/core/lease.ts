@@ -1,9 +1,19 @@
 import { LeaseholdError } from './errors.js';
 import { leaseIdPrefix } from './ids.js';
-import { boundedRequest, isProgrammerError, type Settled } from './runtime/request.js';
+import {
+  reportLost,
+  reportReleased,
+  reportRenewCrashed,
+  reportRenewFailed,
+  reportRenewed,
+} from './lease-reports.js';
+import { BatchedLeaseRenewal } from './batched-lease-renewal.js';
+import { DirectRenewal } from './direct-renewal.js';
+import { isProgrammerError, type Settled } from './runtime/request.js';
 import type { LeaseContext, LeaseGrant, LeaseHooks } from './lease-grant.js';
-import { BatchedRenewal, type RenewalOwner } from './renewal-batch.js';
+import type { LeaseRenewal, RenewalTiming, RenewingLease } from './lease-renewal.js';
 import { RenewalSchedule, renewTimeoutMs } from './renewal.js';
+import { releaseAtStore } from './store-release.js';
 import type { LossReason, ReleaseResult, RenewResult } from './results.js';
 import type { StoreRenewRequest, StoreRenewResult } from './store.js';
 import type { Token } from './types.js';
@@ -30,7 +40,7 @@ export type LeaseStatus = 'held' | 'lost' | 'released';
  * const staged = await catalog.stage(lease, 'reports/july', body); // leasehold/catalog
  * await catalog.publish(lease, 'reports/july', staged.handle);
  */
-export class Lease implements AsyncDisposable, RenewalOwner {
+export class Lease implements AsyncDisposable, RenewingLease {
   readonly key: string;
   readonly leaseId: string;
   readonly ownerId: string;
@@ -57,23 +67,8 @@ export class Lease implements AsyncDisposable, RenewalOwner {
   private statusValue: LeaseStatus = 'held';
   private reason: LossReason | undefined;
   private readonly schedule: RenewalSchedule;
-  /** A renewal in flight on a store without renewMany (one bounded request each). */
-  private inflight: Promise<RenewResult> | undefined;
-  /**
-   * A renewal in flight in the client's batches, with no promise of its own unless someone
-   * waits for it ({@link renew} by hand, {@link release}): a background renewal costs no
-   * promise (see BatchedRenewal).
-   */
-  private renewal: BatchedRenewal | undefined;
-  /** This lease's batched renewals, one object for all of them (see BatchedRenewal). */
-  private batched: BatchedRenewal | undefined;
-  private renewalPromise: Promise<RenewResult> | undefined;
-  private renewalSettle:
-    { resolve: (r: RenewResult) => void; reject: (e: unknown) => void } | undefined;
-  /** The background timer is waiting for {@link renewal}: an unexpected error ends the lease. */
-  private renewalInBackground = false;
-  /** What every renewal of this lease sends (its fields never change). */
-  private renewRef: StoreRenewRequest | undefined;
+  /** How renewals reach the store and what is in flight: made at the first renewal. */
+  private renewals: LeaseRenewal | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
   /** {@link clockNow} for the schedule, made once: `arm` runs twice per renewal. */
   private readonly readClock = (): number | undefined => this.clockNow();
@@ -178,7 +173,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     if (this.statusValue !== 'held') {
       return Promise.resolve({ status: 'lost', reason: this.reason ?? 'lost' });
     }
-    return this.renewOnce();
+    return this.renewal().renew();
   }
 
   /**
@@ -207,8 +202,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
 
   private async doRelease(): Promise<ReleaseResult> {
     this.schedule.take();
-    const renewing =
-      this.inflight ?? (this.renewal !== undefined ? this.renewalResult() : undefined);
+    const renewing = this.renewals?.inFlight();
     if (renewing !== undefined) await renewing.catch(() => undefined);
     const heldMs = this.heldMs();
     const wasHeld = this.statusValue === 'held';
@@ -220,88 +214,35 @@ export class Lease implements AsyncDisposable, RenewalOwner {
       // A local successor takes over the store lease: nothing to ask the store. Reported
       // first, so that observers see this lease end before the next one begins.
       result = RELEASED;
-      this.emitReleased(result, heldMs);
+      reportReleased(this.ctx, this, result, heldMs);
       handedOff();
       return result;
     } else if (handedOff !== undefined) {
       result = await handedOff;
     } else {
-      const { store, timeouts, requestTimeoutMs } = this.ctx;
-      const storeToken = this.storeToken;
-      const settled = await boundedRequest(timeouts, requestTimeoutMs, undefined, (o) =>
-        store.release({ key, leaseId, token: storeToken }, o),
-      );
-      if (settled.ok) {
-        result = settled.value;
-      } else {
-        if (isProgrammerError(settled.error)) throw settled.error;
-        result = { status: 'unavailable', cause: settled.error };
-      }
+      result = await releaseAtStore(this.ctx, { key, leaseId, token: this.storeToken });
     }
-    this.emitReleased(result, heldMs);
+    reportReleased(this.ctx, this, result, heldMs);
     return result;
   }
 
-  private emitReleased(result: ReleaseResult, heldMs: number): void {
-    if (!this.ctx.events.active) return;
-    this.ctx.events.emit({
-      type: 'released',
-      key: this.key,
-      ownerId: this.ownerId,
-      token: this.token,
-      leaseIdPrefix: leaseIdPrefix(this.leaseId),
-      result: result.status,
-      heldMs,
-    });
+  /** The lease's renewal strategy: batched where the client batches, otherwise direct. */
+  private renewal(): LeaseRenewal {
+    const batcher = this.ctx.renewals;
+    this.renewals ??=
+      batcher !== undefined
+        ? new BatchedLeaseRenewal(this, batcher)
+        : new DirectRenewal(this, this.ctx);
+    return this.renewals;
   }
 
-  private renewOnce(): Promise<RenewResult> {
-    if (this.ctx.renewals !== undefined) {
-      if (this.renewal === undefined) {
-        const immediate = this.startBatchedRenewal();
-        if (immediate !== undefined) return Promise.resolve(immediate);
-      }
-      return this.renewalResult();
-    }
-    if (this.inflight) return this.inflight;
-    const p = this.doRenew().finally(() => {
-      if (this.inflight === p) this.inflight = undefined;
-    });
-    this.inflight = p;
-    return p;
+  /** @internal What every renewal of this lease sends (RenewingLease). */
+  renewRequest(): StoreRenewRequest {
+    return { key: this.key, leaseId: this.leaseId, token: this.storeToken, ttlMs: this.ttlMs };
   }
 
-  /**
-   * The background timer's renewal: never leaks a rejection (see {@link failClosed}). `now`
-   * is the timer's reading of the clock, taken before anything is sent.
-   */
-  private renewInBackground(now: number): void {
-    if (this.ctx.renewals !== undefined) {
-      if (this.renewal === undefined && this.startBatchedRenewal(now) !== undefined) return;
-      this.renewalInBackground = true;
-      return;
-    }
-    this.renewOnce().catch((err: unknown) => this.failClosed(err));
-  }
-
-  /** What every renewal of this lease sends: made once, its fields never change. */
-  private renewRequest(): StoreRenewRequest {
-    this.renewRef ??= {
-      key: this.key,
-      leaseId: this.leaseId,
-      token: this.storeToken,
-      ttlMs: this.ttlMs,
-    };
-    return this.renewRef;
-  }
-
-  /**
-   * Hands a renewal to the client's batcher, or answers at once (undefined when handed):
-   * the same checks and timeout as {@link doRenew}. `now`, when given, is a reading of the
-   * clock taken just before (the background timer's): the renewal counts as sent then, a
-   * few microseconds early, which only makes its deadline earlier.
-   */
-  private startBatchedRenewal(now?: number): RenewResult | undefined {
+  /** @internal Checks before a renewal is sent, and its timing (RenewingLease). */
+  prepareRenewal(now: number | undefined, timing: RenewalTiming): RenewResult | undefined {
     const sentAt = now ?? this.clockNow();
     if (sentAt === undefined) return { status: 'lost', reason: 'clock' };
     const left = this.currentDeadline - sentAt;
@@ -309,85 +250,22 @@ export class Lease implements AsyncDisposable, RenewalOwner {
       this.end('expired');
       return { status: 'lost', reason: 'expired' };
     }
-    const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
-    const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
-    const renewal = (this.batched ??= new BatchedRenewal(this.renewRequest(), this));
-    renewal.begin(timeoutMs, sentAt, scheduledFor);
-    this.renewal = renewal;
-    this.ctx.renewals!.submit(renewal);
+    timing.sentAt = sentAt;
+    timing.scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
+    timing.timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
     return undefined;
   }
 
-  /** A promise for the batched renewal in flight, made for whoever waits for it. */
-  private renewalResult(): Promise<RenewResult> {
-    this.renewalPromise ??= new Promise<RenewResult>((resolve, reject) => {
-      this.renewalSettle = { resolve, reject };
-    });
-    return this.renewalPromise;
-  }
-
-  /** @internal The batched renewal's answer, failure or timeout (RenewalOwner). */
-  renewalSettled(renewal: BatchedRenewal, settled: Settled<StoreRenewResult>): void {
-    if (this.renewal !== renewal) return;
-    let result: RenewResult | undefined;
-    let error: unknown;
-    let threw = false;
-    try {
-      result = this.finishRenew(renewal.sentAt, renewal.scheduledFor, settled);
-    } catch (err) {
-      threw = true;
-      error = err;
-    }
-    // Cleared after the outcome is applied, as the unbatched path's `finally` does: whoever
-    // asks for the renewal while it is being applied gets this one's answer.
-    this.renewal = undefined;
-    const settle = this.renewalSettle;
-    const background = this.renewalInBackground;
-    this.renewalSettle = undefined;
-    this.renewalPromise = undefined;
-    this.renewalInBackground = false;
-    if (!threw) {
-      // A background renewal nobody waits for answers no one: its `renewed` result is made
-      // only for whoever waits (one object per renewal was the client's largest allocation
-      // with 10,000 leases held), including a `renewed` listener that called renew() while
-      // the outcome was applied.
-      settle?.resolve(result ?? this.renewed());
-      return;
-    }
-    settle?.reject(error);
-    if (background) this.failClosed(error);
-  }
-
-  private async doRenew(): Promise<RenewResult> {
-    const { store, timeouts } = this.ctx;
-    const sentAt = this.clockNow();
-    if (sentAt === undefined) return { status: 'lost', reason: 'clock' };
-    const left = this.currentDeadline - sentAt;
-    if (left <= 0) {
-      this.end('expired');
-      return { status: 'lost', reason: 'expired' };
-    }
-    const scheduledFor = this.schedule.dueAfter(this.lastRenewSentAt);
-    const timeoutMs = renewTimeoutMs(left, this.ctx.requestTimeoutMs);
-    const ref = this.renewRequest();
-    const settled = await boundedRequest(timeouts, timeoutMs, undefined, (o) =>
-      store.renew(ref, o),
-    );
-    return this.finishRenew(sentAt, scheduledFor, settled) ?? this.renewed();
-  }
-
-  /** The answer to a renewal that moved the deadline. */
-  private renewed(): RenewResult {
+  /** @internal The answer to a renewal that moved the deadline (RenewingLease). */
+  renewed(): RenewResult {
     return { status: 'renewed', deadline: this.currentDeadline };
   }
 
   /**
-   * Applies a renewal's outcome (sent at `sentAt`, due at `scheduledFor`): the deadline moves
-   * only on a confirmed `renewed` that arrives before it. Answers undefined for that case
-   * ({@link renewed} makes its result for whoever waits), any other outcome itself. Throws
-   * only a programmer error.
+   * @internal Applies a renewal's outcome (sent at `sentAt`, due at `scheduledFor`; see
+   * RenewingLease): the deadline moves only on a confirmed `renewed` that arrives before it.
    */
-  private finishRenew(
+  applyRenewal(
     sentAt: number,
     scheduledFor: number,
     settled: Settled<StoreRenewResult>,
@@ -398,23 +276,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     }
     if (!settled.ok) {
       if (isProgrammerError(settled.error)) throw settled.error;
-      this.ctx.events.emit({
-        type: 'renew_failed',
-        key: this.key,
-        ownerId: this.ownerId,
-        token: this.token,
-        leaseIdPrefix: leaseIdPrefix(this.leaseId),
-        cause: settled.error,
-      });
-      this.ctx.logger.warn(
-        {
-          key: this.key,
-          token: this.token.toString(),
-          lease: leaseIdPrefix(this.leaseId),
-          err: String(settled.error),
-        },
-        'lease renewal failed; retrying until the local deadline',
-      );
+      reportRenewFailed(this.ctx, this, settled.error);
       this.scheduleRetry();
       return { status: 'unavailable', cause: settled.error };
     }
@@ -432,17 +294,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     this.currentDeadline = Math.max(this.currentDeadline, sentAt + this.ttlMs - this.driftMs);
     this.schedule.next(this.schedule.dueAfter(sentAt));
     this.arm(now); // the deadline moved even when renewals are by hand
-    if (this.ctx.events.active) {
-      this.ctx.events.emit({
-        type: 'renewed',
-        key: this.key,
-        ownerId: this.ownerId,
-        token: this.token,
-        leaseIdPrefix: leaseIdPrefix(this.leaseId),
-        latencyMs: now - sentAt,
-        lateMs: Math.max(0, sentAt - scheduledFor),
-      });
-    }
+    reportRenewed(this.ctx, this, now - sentAt, Math.max(0, sentAt - scheduledFor));
     return undefined;
   }
 
@@ -471,9 +323,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
    * (Re)arms the lease's one timer for the earlier of the next renewal and the deadline.
    * `now`, when given, is a reading of the clock just taken (the timer's own time then runs
    * from it, so it fires at the same instant either way); otherwise the clock is read only if
-   * the timer must move. Reading it once per step rather than once per use: the clock was
-   * five readings per background renewal, about a quarter of the client's own time besides
-   * the garbage collector's (profile of 10,000 leases over a store that answers at once).
+   * the timer must move: the clock is read once per step, not once per use (decision 034).
    */
   private arm(now?: number): void {
     if (this.statusValue !== 'held') return;
@@ -492,20 +342,17 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     }
     if (this.schedule.isDue(left, this.currentDeadline)) {
       this.schedule.take();
-      this.renewInBackground(now);
+      this.renewal().renewInBackground(now);
     }
     this.arm(now);
   }
 
   /**
-   * A background renewal must never leak a rejection: anything unexpected ends the lease
-   * (fail closed) and is logged.
+   * @internal A background renewal must never leak a rejection: anything unexpected ends the
+   * lease (fail closed) and is logged (RenewingLease).
    */
-  private failClosed(err: unknown): void {
-    this.ctx.logger.error(
-      { key: this.key, token: this.token.toString(), err: String(err) },
-      'lease renewal failed unexpectedly; treating the lease as lost',
-    );
+  failClosed(err: unknown): void {
+    reportRenewCrashed(this.ctx, this, err);
     this.end('lost');
   }
 
@@ -530,21 +377,7 @@ export class Lease implements AsyncDisposable, RenewalOwner {
     this.reason = reason;
     this.schedule.stop();
     this.controller?.abort(this.lossError());
-    if (reason !== 'released') {
-      this.ctx.events.emit({
-        type: 'lost',
-        key: this.key,
-        ownerId: this.ownerId,
-        token: this.token,
-        leaseIdPrefix: leaseIdPrefix(this.leaseId),
-        reason,
-        heldMs,
-      });
-      this.ctx.logger.warn(
-        { key: this.key, token: this.token.toString(), lease: leaseIdPrefix(this.leaseId), reason },
-        'lease lost',
-      );
-    }
+    if (reason !== 'released') reportLost(this.ctx, this, reason, heldMs);
     this.hooks.settled(this);
   }
 }

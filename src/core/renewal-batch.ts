@@ -31,10 +31,8 @@ const NO_ANSWER: StoreRenewResult = Object.freeze({ status: 'lost' });
  * The renewal grid of a client whose store renews in batches: a background renewal is due
  * at the grid line at or before its own due time (never later), so the renewals of many
  * leases meet on a few lines and go out as one call each. Eight lines per renewal interval
- * keep the store's calls at about eight per interval however many leases are held (measured
- * with 10,000 leases on SQLite: ten lines gave 10.7 calls, a line's timers now and then
- * firing more than the gather window apart), for renewals at most an eighth of an interval
- * early.
+ * keep the store's calls at about eight per interval however many leases are held (decision
+ * 034), for renewals at most an eighth of an interval early.
  */
 export function renewalGridMs(everyMs: number): number {
   return Math.max(1, Math.floor(everyMs / 8));
@@ -68,8 +66,7 @@ export interface RenewalOwner {
  * allocation (116 of about 485 bytes per renewal, allocation sampling with 10,000 leases over
  * a store that answers at once), and none of them was freed by a scavenge: V8 had pretenured
  * the allocation site, so every renewal made old-space garbage for a full mark-compact of the
- * heap to clear every few seconds. Together with fewer clock readings per renewal (lease.ts):
- * 7.63 → 4.35 µs of client CPU per renewal (renewals-ab --store floor, median of 6 rounds).
+ * heap to clear every few seconds (figures: decision 034).
  *
  * Whichever comes first wins: the store's answer, the call's failure, or the timeout. The
  * timeout ends this renewal only: the call goes on for the others, and a late answer for this
@@ -239,9 +236,8 @@ export class RenewalBatcher {
     // A key at most once per call: a second renewal of one key (a lease and its local
     // successor never renew together, but nothing forbids it) waits for the next call.
     // Renewals that timed out while gathered are not sent.
-    // A fresh set per call, not one map kept across calls: a map of every key held (10,000)
-    // was slower to look up in than the set is to build (PostgreSQL, 10,000 leases, medians of
-    // three runs: 6.8 µs of client CPU per renewal with the set, 7.6 with the map).
+    // A fresh set per call, not one map kept across calls: a map of every key held was slower
+    // to look up in than the set is to build (decision 034).
     const seen = new Set<string>();
     // The renewals sent are compacted into `batch` and `batchGens` themselves (this call owns
     // both; a sent one is never behind the slot it moves to): usually every one is sent, and

@@ -1,19 +1,21 @@
 import Database from 'better-sqlite3';
-import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { checkHistory, type CheckReport } from '../check/checker.js';
 import { HistoryRecorder } from '../history/recorder.js';
 import type { HistoryEvent } from '../history/events.js';
+import { RESOURCE_SCHEMA, sharedNow, type WorkerConfig, type WorkerNotice } from './protocol.js';
+import { RealWorker } from './real-worker.js';
 import {
-  RESOURCE_SCHEMA,
-  sharedNow,
-  type WorkerConfig,
-  type WorkerNotice,
-  type WorkerReply,
-  type WorkerRequest,
-} from './protocol.js';
+  noticeEvent,
+  observedBy,
+  resourceEvents,
+  writePhase,
+  type WriteBase,
+} from './recorded-events.js';
 import { allowExpiryLag } from './store-time.js';
+
+export { RealWorker } from './real-worker.js';
 
 /** Where the harness's stores and resource live. */
 export interface RealHarnessOptions {
@@ -38,143 +40,6 @@ export interface RealHarnessOptions {
    * the monotonic reading; on a loaded machine the two are a few ms apart. Defaults to 50 ms.
    */
   readonly timeToleranceMs?: number;
-}
-
-type Request = WorkerRequest extends infer R
-  ? R extends { id: number }
-    ? Omit<R, 'id'>
-    : never
-  : never;
-
-/** One worker child process, driven over IPC. */
-export class RealWorker {
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resolve: (reply: Record<string, unknown>) => void; reject: (err: Error) => void }
-  >();
-  private readonly waiters: {
-    event: WorkerNotice['event'];
-    resolve: (n: WorkerNotice) => void;
-    reject: (err: Error) => void;
-  }[] = [];
-  private readonly exited: Promise<number | null>;
-
-  constructor(
-    readonly name: string,
-    readonly child: ChildProcess,
-    private readonly onNotice: (w: RealWorker, n: WorkerNotice) => void,
-    private readonly replyTimeoutMs: number,
-  ) {
-    child.on('message', (msg: WorkerReply | WorkerNotice) => {
-      if ('id' in msg) {
-        this.pending.get(msg.id)?.resolve(msg.reply);
-        this.pending.delete(msg.id);
-        return;
-      }
-      this.onNotice(this, msg);
-      const i = this.waiters.findIndex((w) => w.event === msg.event);
-      if (i >= 0) this.waiters.splice(i, 1)[0]!.resolve(msg);
-    });
-    this.exited = new Promise((resolve) =>
-      child.on('exit', (code, signal) => {
-        // A dead worker sends no more notices: fail its waiters now, not at their timeout.
-        for (const w of this.waiters.splice(0))
-          w.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before ${w.event}`));
-        // Nor answers: a request in flight when the worker was killed fails now (its outcome
-        // is unknown, `:info` in the history).
-        for (const p of this.pending.values())
-          p.reject(new Error(`worker ${this.name} exited (${signal ?? code}) before answering`));
-        this.pending.clear();
-        resolve(code);
-      }),
-    );
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  /** Sends a request and resolves with the worker's reply (rejects after the reply timeout). */
-  request(req: Request): Promise<Record<string, unknown>> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(
-          new Error(
-            `worker ${this.name} did not answer ${req.cmd} within ${this.replyTimeoutMs}ms`,
-          ),
-        );
-      }, this.replyTimeoutMs);
-      this.pending.set(id, {
-        resolve: (reply) => {
-          clearTimeout(timer);
-          resolve(reply);
-        },
-        reject: (err) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      });
-      this.child.send({ ...req, id });
-    });
-  }
-
-  /**
-   * Resolves with the next notice of this kind (`checked`, `writing`, `lost`, `renewed`);
-   * rejects after the reply timeout or when the worker exits first.
-   */
-  next(event: WorkerNotice['event']): Promise<WorkerNotice> {
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        event,
-        resolve: (n: WorkerNotice) => {
-          clearTimeout(timer);
-          resolve(n);
-        },
-        reject: (err: Error) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      };
-      const timer = setTimeout(() => {
-        const i = this.waiters.indexOf(waiter);
-        if (i >= 0) this.waiters.splice(i, 1);
-        reject(new Error(`worker ${this.name} sent no ${event} within ${this.replyTimeoutMs}ms`));
-      }, this.replyTimeoutMs);
-      this.waiters.push(waiter);
-    });
-  }
-
-  /** True while the process is stopped (SIGSTOP), from /proc on Linux. */
-  isStopped(): boolean {
-    try {
-      const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
-      return /^\d+ \(.*\) [Tt] /.test(stat);
-    } catch {
-      return false;
-    }
-  }
-
-  /** Sends a real signal to the worker. */
-  signal(sig: NodeJS.Signals): void {
-    this.child.kill(sig);
-  }
-
-  /** Resolves with the exit code once the process has exited. */
-  waitExit(): Promise<number | null> {
-    return this.exited;
-  }
-
-  /** Stops the worker: SIGCONT (in case it is stopped), then SIGKILL; waits for the exit. */
-  async kill(): Promise<void> {
-    if (this.child.exitCode === null && this.child.signalCode === null) {
-      this.child.kill('SIGCONT');
-      this.child.kill('SIGKILL');
-    }
-    await this.exited;
-  }
 }
 
 /**
@@ -373,20 +238,7 @@ export class RealHarness {
       variant?: 'atomic' | 'split_mark' | 'check_then_write';
     },
   ): Promise<Record<string, unknown>> {
-    const op = this.history.newOp(`${worker.name}-w`);
-    const base = {
-      type: 'write',
-      proc: worker.name,
-      op,
-      resource: req.scope,
-      token: req.token,
-    } as const;
-    this.history.record({
-      ...base,
-      phase: 'invoke',
-      t: sharedNow(),
-      fenced: req.fenced,
-    });
+    const { op, base } = this.writeInvoked(worker, req);
     const r = await worker.request({
       cmd: 'write',
       scope: req.scope,
@@ -405,13 +257,8 @@ export class RealHarness {
       ...(req.explicitToken === true ? { token: req.token } : {}),
       ...(req.variant === undefined ? {} : { variant: req.variant }),
     });
-    const s = String(r.status);
-    if (s === 'applied' || s === 'duplicate' || s === 'stale_fence')
-      this.history.record({
-        ...base,
-        phase: s === 'applied' ? 'ok' : s === 'duplicate' ? 'duplicate' : 'stale',
-        t: Number(r.t),
-      });
+    const phase = writePhase(String(r.status));
+    if (phase !== 'unknown') this.history.record({ ...base, phase, t: Number(r.t) });
     return r;
   }
 
@@ -431,20 +278,7 @@ export class RealHarness {
       timeoutMs: number;
     },
   ): Promise<{ status: string; op: string }> {
-    const op = this.history.newOp(`${worker.name}-w`);
-    const base = {
-      type: 'write',
-      proc: worker.name,
-      op,
-      resource: req.scope,
-      token: req.token,
-    } as const;
-    this.history.record({
-      ...base,
-      phase: 'invoke',
-      t: sharedNow(),
-      fenced: req.fenced,
-    });
+    const { op, base } = this.writeInvoked(worker, req);
     const r = await worker.request({
       cmd: 'netWrite',
       port: req.port,
@@ -454,20 +288,25 @@ export class RealHarness {
       opId: op,
       timeoutMs: req.timeoutMs,
     });
-    const s = String(r.status);
-    this.history.record({
-      ...base,
-      phase:
-        s === 'applied'
-          ? 'ok'
-          : s === 'duplicate'
-            ? 'duplicate'
-            : s === 'stale_fence'
-              ? 'stale'
-              : 'unknown',
-      t: Number(r.t),
-    });
-    return { status: s, op };
+    this.history.record({ ...base, phase: writePhase(String(r.status)), t: Number(r.t) });
+    return { status: String(r.status), op };
+  }
+
+  /** Records a write's invoke; its op and the fields its outcome repeats. */
+  private writeInvoked(
+    worker: RealWorker,
+    req: { scope: string; token: string; fenced: boolean },
+  ): { op: string; base: WriteBase } {
+    const op = this.history.newOp(`${worker.name}-w`);
+    const base: WriteBase = {
+      type: 'write',
+      proc: worker.name,
+      op,
+      resource: req.scope,
+      token: req.token,
+    };
+    this.history.record({ ...base, phase: 'invoke', t: sharedNow(), fenced: req.fenced });
+    return { op, base };
   }
 
   /** Releases the worker's lease, recording invoke and outcome. */
@@ -539,37 +378,7 @@ export class RealHarness {
    */
   async finish(): Promise<{ history: readonly HistoryEvent[]; report: CheckReport; text: string }> {
     await Promise.all(this.workers.map((w) => w.kill()));
-    const db = new Database(this.options.resourcePath, { timeout: 5000, readonly: true });
-    try {
-      const rows = db
-        .prepare('SELECT t, proc, op, scope, token, action, hwm FROM job_log ORDER BY seq')
-        .all() as {
-        t: number;
-        op: string;
-        scope: string;
-        token: string;
-        action: 'applied' | 'rejected' | 'duplicate';
-        hwm: string | null;
-      }[];
-      for (const r of rows)
-        this.history.record({
-          type: 'resource',
-          action: r.action,
-          t: r.t,
-          op: r.op,
-          resource: r.scope,
-          token: r.token,
-          ...(r.hwm === null ? {} : { hwm: r.hwm }),
-        });
-      const jobs = db.prepare('SELECT scope, body FROM job').all() as {
-        scope: string;
-        body: string;
-      }[];
-      for (const j of jobs)
-        this.history.record({ type: 'final', t: sharedNow(), resource: j.scope, values: [j.body] });
-    } finally {
-      db.close();
-    }
+    for (const e of resourceEvents(this.options.resourcePath)) this.history.record(e);
     if (!this.history.events.some((e) => e.type === 'meta')) this.meta({ scenario: 'real' });
     const events = this.history.events;
     const behind = this.options.storeBehindServer;
@@ -582,43 +391,9 @@ export class RealHarness {
     return { history, report: checkHistory(history), text: this.history.lines() };
   }
 
+  /** A worker's notice: its own history events, background renewals and losses. */
   private notice(worker: RealWorker, n: WorkerNotice): void {
-    if (n.event === 'history' && n.record !== undefined) {
-      this.history.record(n.record);
-      return;
-    }
-    if (n.event === 'renewed' && n.detail !== undefined) {
-      const d = n.detail;
-      this.history.record({
-        type: 'renew',
-        phase: 'ok',
-        t: n.t,
-        proc: worker.name,
-        op: this.history.newOp(`${worker.name}-r`),
-        key: String(d.key),
-        token: String(d.token),
-        lease: String(d.lease),
-        ttlMs: Number(d.ttlMs),
-        deadline: Number(d.deadline),
-        ...(typeof d.storeExpiresAt === 'number' ? { storeExpiresAt: d.storeExpiresAt } : {}),
-        ...observedBy(d),
-      });
-      return;
-    }
-    if (n.event !== 'lost' || n.detail === undefined) return;
-    this.history.record({
-      type: 'lost',
-      t: n.t,
-      proc: worker.name,
-      key: typeof n.detail.key === 'string' ? n.detail.key : 'job',
-      token: String(n.detail.token),
-      ...(typeof n.detail.lease === 'string' ? { lease: n.detail.lease } : {}),
-      reason: String(n.detail.reason),
-    });
+    const e = noticeEvent(worker.name, n, () => this.history.newOp(`${worker.name}-r`));
+    if (e !== undefined) this.history.record(e);
   }
-}
-
-/** The history's `storeExpiryObservedBy` of a worker's answer (etcd: the client's clock). */
-function observedBy(r: Record<string, unknown>): { storeExpiryObservedBy?: 'client' } {
-  return r.storeExpiryObservedBy === 'client' ? { storeExpiryObservedBy: 'client' } : {};
 }

@@ -5,21 +5,10 @@
  * real signals (SIGSTOP, SIGKILL) at exact points of a lease's life.
  */
 import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { LeaseClient } from '../core/client.js';
 import { systemClock, type Clock } from '../core/runtime/clock.js';
-import { ForwardingLeaseStore } from '../testing/forwarding-store.js';
 import type { Lease } from '../core/lease.js';
-import type {
-  LeaseStore,
-  StoreAcquireRequest,
-  StoreAcquireResult,
-  StoreHandOffResult,
-  StoreLeaseRef,
-  StoreRenewResult,
-  StoreRequestOptions,
-} from '../core/store.js';
 import { SqliteFence } from '../fencing/sqlite.js';
 import {
   INSERT_LOG,
@@ -31,144 +20,22 @@ import {
   type WorkerNotice,
   type WorkerRequest,
 } from './protocol.js';
-import { HistoryRecorder } from '../history/recorder.js';
-import type { HistoryEvent } from '../history/events.js';
-import { LeaseLabels, StoreOpRecorder } from '../sim/recording-store.js';
+import { StoreOpRecorder } from '../sim/recording-store.js';
+import { spin, spinUntilFile } from './busy-loop.js';
+import { ObservedStore } from './observed-store.js';
 import { openStoreFromUrl } from './store-url.js';
-import { withoutWorkerStoreTime } from './store-time.js';
+import { ForwardedHistory, WorkerLeaseLabels } from './worker-history.js';
 import { retryWhileBusy, useDurableWal } from '../drivers/sqlite/open-file.js';
 
 const config = JSON.parse(process.env.LEASEHOLD_WORKER ?? '{}') as WorkerConfig;
 
-/** Calls kept in the renewal log; a run makes a few dozen, this only bounds a runaway one. */
-const RENEW_LOG_LIMIT = 1000;
-
-/**
- * Wraps the store: remembers the store's own expiry for each lease id (for I3/I4 in the
- * history), and logs every renewal call with its timeout against the validity the current
- * lease has left (`remaining` reads it without side effects). A {@link ForwardingLeaseStore},
- * so the client's hand-off path is there exactly when the store has it.
- */
-class ObservedStore extends ForwardingLeaseStore {
-  constructor(
-    inner: LeaseStore,
-    private readonly expiries: Map<string, number>,
-    private readonly renewLog: RenewCallRecord[],
-    private readonly remaining: () => number,
-  ) {
-    super(inner);
-  }
-
-  override async tryAcquire(
-    req: StoreAcquireRequest,
-    o: StoreRequestOptions,
-  ): Promise<StoreAcquireResult> {
-    const a = await this.inner.tryAcquire(req, o);
-    if (a.status === 'acquired' && a.expiresAtWallMs !== undefined)
-      this.expiries.set(req.leaseId, a.expiresAtWallMs);
-    return a;
-  }
-
-  override async renew(
-    lease: StoreLeaseRef & { ttlMs: number },
-    o: StoreRequestOptions,
-  ): Promise<StoreRenewResult> {
-    const call: RenewCallRecord = {
-      t: sharedNow(),
-      timeoutMs: o.timeoutMs,
-      remainingMs: this.remaining(),
-      outcome: 'pending',
-    };
-    if (this.renewLog.length < RENEW_LOG_LIMIT) this.renewLog.push(call);
-    lastRenewCall = call;
-    try {
-      const a = await this.inner.renew(lease, o);
-      if (a.status === 'renewed' && a.expiresAtWallMs !== undefined)
-        this.expiries.set(lease.leaseId, a.expiresAtWallMs);
-      call.outcome = a.status;
-      return a;
-    } catch (err) {
-      call.outcome = 'error';
-      throw err;
-    } finally {
-      call.endT = sharedNow();
-    }
-  }
-
-  protected override async handOff(
-    release: StoreLeaseRef,
-    acquire: StoreAcquireRequest,
-    o: StoreRequestOptions,
-  ): Promise<StoreHandOffResult> {
-    const a = await super.handOff(release, acquire, o);
-    if (a.acquired.status === 'acquired' && a.acquired.expiresAtWallMs !== undefined)
-      this.expiries.set(acquire.leaseId, a.acquired.expiresAtWallMs);
-    return a;
-  }
-}
-
-/**
- * The worker's part of the shared history: events go to the harness over IPC, which records
- * them; op ids carry the worker's name, so they are unique across processes. Store times:
- * see store-time.ts.
- */
-class ForwardedHistory extends HistoryRecorder {
-  override newOp(prefix = 'op'): string {
-    return super.newOp(`${config.name}-${prefix}`);
-  }
-
-  override record(event: HistoryEvent): void {
-    const record = event.type === 'store_op' ? withoutWorkerStoreTime(event) : event;
-    void send({ event: 'history', t: sharedNow(), record } satisfies WorkerNotice);
-  }
-}
-
-/**
- * Lease labels shared by the worker's client events and its store operations (`A-L1`, …, in
- * order of first sight), unique across workers.
- */
-class WorkerLeaseLabels extends LeaseLabels {
-  private readonly byId = new Map<string, string>();
-
-  override of(leaseId: string): string {
-    let label = this.byId.get(leaseId);
-    if (label === undefined)
-      this.byId.set(leaseId, (label = `${config.name}-L${this.byId.size + 1}`));
-    return label;
-  }
-}
-
 /** The harness's time scale as a clock (the recorder reads only `now`). */
 const sharedClock: Clock = { ...systemClock, now: sharedNow };
-
-/** The store call of the latest renewal (whether its answer came is what makes it ambiguous). */
-let lastRenewCall: RenewCallRecord | undefined;
 
 function send(message: unknown): Promise<void> {
   return new Promise((resolve) => {
     process.send!(message, undefined, {}, () => resolve());
   });
-}
-
-function spin(ms: number): void {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    // Deliberately blocks the event loop: timers, renewals and IPC all wait.
-  }
-}
-
-/** The longest a gated busy loop waits for its gate file: a stuck harness fails, not hangs. */
-const BUSY_GATE_LIMIT_MS = 60_000;
-
-/**
- * Blocks the event loop, like {@link spin}, until `path` exists (the harness's gate: IPC
- * cannot reach a blocked process, a file check can), at most {@link BUSY_GATE_LIMIT_MS}.
- */
-function spinUntilFile(path: string): void {
-  const end = performance.now() + BUSY_GATE_LIMIT_MS;
-  while (!existsSync(path) && performance.now() < end) {
-    // Blocks as spin() does; the file check is the only way out before the limit.
-  }
 }
 
 async function main(): Promise<void> {
@@ -179,7 +46,7 @@ async function main(): Promise<void> {
   // whose deadline passed: an observer must not change what it observes).
   const remaining = (): number =>
     lease === undefined || lease.status !== 'held' ? 0 : lease.deadline - performance.now();
-  const labels = new WorkerLeaseLabels();
+  const labels = new WorkerLeaseLabels(config.name);
   // Client → observer → recorder → store: the recorder sees each request as sent to the
   // store (retries and renewals included), the observer what the client gets back.
   const recorder = new StoreOpRecorder(
@@ -187,7 +54,7 @@ async function main(): Promise<void> {
     config.name,
     sharedClock,
     sharedClock,
-    new ForwardedHistory(),
+    new ForwardedHistory(config.name, (notice) => void send(notice)),
     labels,
   );
   const store = new ObservedStore(recorder, expiries, renewLog, remaining);
@@ -406,9 +273,9 @@ async function main(): Promise<void> {
       }
       case 'renew': {
         if (lease === undefined) return { status: 'no_lease' };
-        lastRenewCall = undefined;
+        store.lastRenewCall = undefined;
         const r = await lease.renew();
-        const call = lastRenewCall as RenewCallRecord | undefined;
+        const call = store.lastRenewCall as RenewCallRecord | undefined;
         return {
           status: r.status,
           t: sharedNow(),

@@ -20,9 +20,8 @@ export abstract class Timed {
  *
  * Requests with the same timeout, queued in the order they start, are also in deadline order;
  * each such list needs one timer, at its head's deadline. A Node timer per request cost about
- * 1 µs per acquire+release cycle (measured: LeaseClient over the memory store, 3.8 → 2.8 µs
- * per cycle without request timers; over Redis at one worker ≈ 2.6 µs of CPU per cycle), most
- * of it Node creating and destroying its own list for a delay nobody else used.
+ * a microsecond per acquire+release cycle, most of it Node creating and destroying its own
+ * list for a delay nobody else used (decision 034).
  *
  * On a clock that can keep a timer without holding the process alive ({@link Clock.retain},
  * Node's), a list left empty keeps its timer, unreferenced, until it fires: the next request

@@ -2,7 +2,10 @@ import { createHash } from 'node:crypto';
 import { invalidArgument, LeaseholdError } from '../../core/errors.js';
 import { parseInt8Text } from '../../core/validate.js';
 import { pg } from './driver.js';
+import { answerWithin } from '../../core/runtime/answer-within.js';
 import { unavailable } from './errors.js';
+
+export { answerWithin };
 
 /**
  * The part of a `pg.Pool` leasehold uses: structural, so that the declarations do not
@@ -312,41 +315,4 @@ export function boundedClient(client: PgPoolClient, ms: number, what: string): P
       ),
     release: (destroy) => client.release(destroy),
   };
-}
-
-/**
- * Settles like `work`, or rejects `ERR_UNAVAILABLE` after `ms` when no answer came. The
- * server-side `statement_timeout` bounds a statement only once it reaches PostgreSQL; a
- * stalled pooler (PgBouncer stopped or overloaded) or a silent network never delivers it, and
- * the driver would wait forever. A late result is handed to `onLate` (to give a connection
- * back); a late failure is ignored. The caller destroys the connection it gave up on.
- */
-export function answerWithin<T>(
-  work: Promise<T>,
-  ms: number,
-  what: string,
-  onLate?: (late: T) => void,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let done = false;
-    const timer = setTimeout(() => {
-      done = true;
-      reject(new LeaseholdError('ERR_UNAVAILABLE', `${what}: no answer within ${ms} ms`));
-    }, ms);
-    work.then(
-      (value) => {
-        if (!done) {
-          done = true;
-          clearTimeout(timer);
-          resolve(value);
-        } else onLate?.(value);
-      },
-      (err: unknown) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
 }

@@ -6,10 +6,10 @@ import type {
   StoreRequestOptions,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import type { Session, SessionPool } from './batch.js';
+import type { Session, SessionPool } from './session-pool.js';
 import type { EtcdClient } from './client.js';
 import { epochRangeOp, type EpochGate, type EpochView } from './epoch.js';
-import { isLeaseNotFound, toUnavailable } from './errors.js';
+import { isLeaseNotFound, storeError } from './errors.js';
 import type { HeldEntries } from './held-entries.js';
 import { decodeEntry, prefixEnd, type KeyLayout } from './keys.js';
 import { callOptions, fastAcquireTxn, putLastTxn, recipePutTxn, type Kv } from './queries.js';
@@ -61,7 +61,7 @@ export class TryAcquire {
         // round deletes (matched by its value, which holds our lease id), so the shared
         // session cannot keep an entry nobody knows about alive (Jepsen's etcd ghost locks).
         this.h.entries.rememberGhost(session, request, startedAt);
-        throw toUnavailable(err);
+        throw storeError(err);
       }
     }
     throw new LeaseholdError('ERR_UNAVAILABLE', `no live etcd session for ${request.key}`);

@@ -14,10 +14,11 @@ export function isLeaseNotFound(err: unknown): boolean {
 }
 
 /**
- * Wraps a driver error as `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`),
- * with a hint for the errors a locked-down cluster gives a misconfigured client.
+ * The store's error mapper (`StoreErrorMapper`, core/store-folder.ts): wraps a driver error as
+ * `ERR_UNAVAILABLE` (the client reports `unavailable`, never `busy`), with a hint for the
+ * errors a locked-down cluster gives a misconfigured client.
  */
-export function toUnavailable(err: unknown): unknown {
+export function storeError(err: unknown): LeaseholdError {
   if (isLeaseholdError(err)) return err;
   const message = err instanceof Error ? err.message : String(err);
   return new LeaseholdError('ERR_UNAVAILABLE', `etcd lease store: ${message}${hintFor(err)}`, {
@@ -38,24 +39,4 @@ function hintFor(err: unknown): string {
 /** The error every call on a closed store throws. */
 export function closedError(): LeaseholdError {
   return new LeaseholdError('ERR_CLOSED', 'the etcd lease store was closed');
-}
-
-/** Rejects with ERR_UNAVAILABLE when `p` does not settle within `ms`. */
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(
-      () => reject(new LeaseholdError('ERR_UNAVAILABLE', `${what} took longer than ${ms}ms`)),
-      ms,
-    );
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(t);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
 }

@@ -1,6 +1,6 @@
 import type { StoreAcquireRequest, StoreLeaseRef, StoreRequestOptions } from '../../core/store.js';
 import type { EtcdClient } from './client.js';
-import type { Session, SessionPool } from './batch.js';
+import type { Session, SessionPool } from './session-pool.js';
 import type { KeyLayout } from './keys.js';
 import { callOptions, deleteByRevisionTxn, deleteByValueTxn } from './queries.js';
 

@@ -1,6 +1,7 @@
 import type { StoreRequestOptions, Unwatch } from '../../core/store.js';
 import type { EtcdClient, EtcdWatcher } from './client.js';
-import { toUnavailable, withTimeout } from './errors.js';
+import { answerWithin } from '../../core/runtime/answer-within.js';
+import { storeError } from './errors.js';
 import { prefixEnd, type KeyLayout } from './keys.js';
 import { callOptions } from './queries.js';
 
@@ -26,7 +27,7 @@ export async function watchContenders(
   // it at once (a watcher started in the past is caught up only every 100 ms). The caller
   // re-checks after this resolves, so nothing before it is missed.
   const watcher = await run(() =>
-    withTimeout(
+    answerWithin(
       client
         .watch()
         .inRange({ start: dir, end: prefixEnd(dir) })
@@ -84,7 +85,7 @@ export async function watchNamespaceDeletes(
       .exec();
     let w: EtcdWatcher;
     try {
-      [w] = await withTimeout(
+      [w] = await answerWithin(
         Promise.all([creating, probe]),
         timeoutMs,
         'creating the etcd deletion watch',
@@ -100,7 +101,7 @@ export async function watchNamespaceDeletes(
     });
     return w;
   } catch (err) {
-    throw toUnavailable(err);
+    throw storeError(err);
   }
 }
 
@@ -129,7 +130,7 @@ export async function watchDeletion(
   const watcher = client.watch().key(key).only('delete').watcher();
   let created = false;
   try {
-    const createdRev = await withTimeout(
+    const createdRev = await answerWithin(
       new Promise<bigint>((resolve, reject) => {
         watcher.once('connected', (res: { header: { revision: string } }) =>
           resolve(BigInt(res.header.revision)),
@@ -146,7 +147,7 @@ export async function watchDeletion(
     watcher.on('error', onReconnect);
     return { key, watcher, createdRev };
   } catch (err) {
-    throw toUnavailable(err);
+    throw storeError(err);
   } finally {
     if (!created) {
       watcher.on('error', () => undefined);

@@ -4,10 +4,10 @@ import type {
   StoreRequestOptions,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import type { Session, SessionPool } from './batch.js';
+import type { Session, SessionPool } from './session-pool.js';
 import type { EtcdClient } from './client.js';
 import type { EpochGate } from './epoch.js';
-import { toUnavailable } from './errors.js';
+import { storeError } from './errors.js';
 import type { HeldEntry } from './held-entries.js';
 import { prefixEnd, type KeyLayout } from './keys.js';
 import { aheadRange, callOptions, recheckTxn, type Kv } from './queries.js';
@@ -80,7 +80,7 @@ export class QueueReads {
     const sentAt = h.epoch.sent;
     const [alive, res] = await Promise.all([
       h.pool.confirm(session, storeAt, rt.timeoutMs, 'strict', true).catch((err: unknown) => {
-        throw toUnavailable(err);
+        throw storeError(err);
       }),
       h.run(() =>
         h.client.kv.txn(

@@ -7,8 +7,8 @@ import type {
   StoreRequestOptions,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import type { Session } from './batch.js';
-import { closedError, isLeaseNotFound, toUnavailable } from './errors.js';
+import type { Session } from './session-pool.js';
+import { closedError, isLeaseNotFound, storeError } from './errors.js';
 import type { HeldEntry } from './held-entries.js';
 import { holderFromEntry, prefixEnd } from './keys.js';
 import {
@@ -129,7 +129,7 @@ export class EtcdQueue implements QueueSteps {
       try {
         session = await h.pool.fresh(ttlS, storeAt, rt.timeoutMs, lane);
       } catch (err) {
-        throw toUnavailable(err);
+        throw storeError(err);
       }
       const entryKey = h.layout.entry(request.key, session.hex);
       const etcdKey = entryKey.toString('utf8');

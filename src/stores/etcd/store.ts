@@ -14,10 +14,10 @@ import type {
 } from '../../core/store.js';
 import type { HolderInfo, LeaseState, StoreCapabilities } from '../../core/types.js';
 import { TryAcquire, firstDirect } from './acquire.js';
-import { SessionPool } from './batch.js';
+import { SessionPool } from './session-pool.js';
 import { openEtcdClient, type EtcdClient, type EtcdWatcher } from './client.js';
 import { EpochGate, epochRangeOp } from './epoch.js';
-import { closedError, toUnavailable } from './errors.js';
+import { closedError, storeError } from './errors.js';
 import { HeldEntries } from './held-entries.js';
 import { decodeEntry, encodeEntry, holderFromEntry, KeyLayout, prefixEnd } from './keys.js';
 import { watchContenders, watchNamespaceDeletes } from './notify.js';
@@ -193,7 +193,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     try {
       ok = await this.pool.confirm(e.session, startedAt, options.timeoutMs, 'strict');
     } catch (err) {
-      throw toUnavailable(err);
+      throw storeError(err);
     }
     if (!ok || e.gone) return { status: 'lost' };
     e.ttlMs = lease.ttlMs;
@@ -375,7 +375,7 @@ export class EtcdLeaseStore implements LeaseStore, QueueingLeaseStore {
     try {
       return await fn();
     } catch (err) {
-      throw toUnavailable(err);
+      throw storeError(err);
     }
   }
 

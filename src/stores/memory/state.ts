@@ -1,3 +1,5 @@
+import { KeyedListeners } from '../../core/runtime/keyed-listeners.js';
+
 /** One key's record: its last grant and, while the lease lives, its holder. */
 export interface Row {
   /** The holder's token (or the last holder's): renew and release compare it. */
@@ -16,5 +18,5 @@ export interface Row {
  */
 export class MemoryLeaseState {
   readonly rows = new Map<string, Row>();
-  readonly watchers = new Map<string, Set<() => void>>();
+  readonly watchers = new KeyedListeners<() => void>();
 }

@@ -146,14 +146,7 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
 
   watch(key: string, onChange: () => void): Promise<Unwatch> {
     this.assertOpen();
-    let set = this.state.watchers.get(key);
-    if (set === undefined) this.state.watchers.set(key, (set = new Set()));
-    const entry = (): void => onChange();
-    set.add(entry);
-    return Promise.resolve(() => {
-      set.delete(entry);
-      if (set.size === 0 && this.state.watchers.get(key) === set) this.state.watchers.delete(key);
-    });
+    return Promise.resolve(this.state.watchers.add(key, () => onChange()));
   }
 
   close(): Promise<void> {
@@ -162,10 +155,8 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
   }
 
   private notify(key: string): void {
-    const set = this.state.watchers.get(key);
-    if (set === undefined) return;
     // Deliver after the current operation completes, as a real store's notification would.
-    for (const fn of [...set]) queueMicrotask(fn);
+    for (const fn of this.state.watchers.of(key) ?? []) queueMicrotask(fn);
   }
 
   private assertOpen(): void {

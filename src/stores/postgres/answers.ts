@@ -80,3 +80,10 @@ export function unpackGrant(row: Record<string, unknown>): Record<string, unknow
     details_ok: f[5] === 't',
   };
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whether `leaseId` can be one this store granted (its lease ids are UUIDs). */
+export function isLeaseId(leaseId: string): boolean {
+  return UUID.test(leaseId);
+}

@@ -1,3 +1,4 @@
+import { KeyedListeners } from '../../core/runtime/keyed-listeners.js';
 import { randomUUID } from 'node:crypto';
 import type * as PgModule from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
@@ -42,7 +43,7 @@ export type RegisterInterest = (
  * gap sent no notification we could see, so everyone re-checks — a read, which costs no write.
  */
 export class Listener {
-  private readonly byKey = new Map<string, Set<(change?: WatchChange) => void>>();
+  private readonly byKey = new KeyedListeners<(change?: WatchChange) => void>();
   private client: PgModule.Client | undefined;
   private connecting: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -81,9 +82,9 @@ export class Listener {
    * waiting for the notification to come round through the LISTEN session (decision 022).
    */
   changed(key: string, change?: WatchChange): void {
-    const set = this.byKey.get(key);
-    if (set === undefined) return;
-    for (const fn of [...set]) {
+    const listeners = this.byKey.of(key);
+    if (listeners === undefined) return;
+    for (const fn of listeners) {
       try {
         fn(change);
       } catch {
@@ -100,17 +101,10 @@ export class Listener {
   async subscribe(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
     if (this.closed)
       throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
-    let set = this.byKey.get(key);
-    if (set === undefined) this.byKey.set(key, (set = new Set()));
-    const entry = (change?: WatchChange): void => {
+    const unwatch = this.byKey.add(key, (change?: WatchChange): void => {
       if (change === undefined) onChange();
       else onChange(change);
-    };
-    set.add(entry);
-    const unwatch = (): void => {
-      set.delete(entry);
-      if (set.size === 0 && this.byKey.get(key) === set) this.byKey.delete(key);
-    };
+    });
     try {
       await this.ensureConnected();
       await this.interestIn(key);
@@ -170,7 +164,7 @@ export class Listener {
     for (const [k, until] of this.registeredUntil) {
       if (until <= now && !this.byKey.has(k)) this.registeredUntil.delete(k);
     }
-    const keys = [...this.byKey.keys()];
+    const keys = this.byKey.keys();
     if (keys.length === 0) {
       if (this.refreshTimer !== undefined) clearInterval(this.refreshTimer);
       this.refreshTimer = undefined;
@@ -279,19 +273,17 @@ export class Listener {
   /** After a reconnect: interest again for every watched key (best effort), then re-checks. */
   private async reregisterAndWake(): Promise<void> {
     this.registeredUntil.clear();
-    const keys = [...this.byKey.keys()];
+    const keys = this.byKey.keys();
     if (keys.length > 0) await this.register(keys, false).catch(() => undefined);
     this.wakeAll();
   }
 
   private wake(key: string, change?: WatchChange): void {
-    const set = this.byKey.get(key);
-    if (set === undefined) return;
-    for (const fn of [...set]) fn(change);
+    for (const fn of this.byKey.of(key) ?? []) fn(change);
   }
 
   private wakeAll(): void {
-    for (const set of [...this.byKey.values()]) for (const fn of [...set]) fn();
+    for (const fn of this.byKey.all()) fn();
   }
 }
 

@@ -1,3 +1,4 @@
+import { answerWithin } from '../../core/runtime/answer-within.js';
 import { LeaseholdError } from '../../core/errors.js';
 import type { Logger } from '../../core/events.js';
 import { isCluster, type RedisClient, type RedisNodeClient } from '../../drivers/redis/client.js';
@@ -112,18 +113,11 @@ export class EvictionGuard {
     name: string,
     bounded = false,
   ): Promise<string | undefined> {
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const reply = await Promise.race([
-        node.config('GET', 'maxmemory-policy'),
-        new Promise<never>((_, reject) => {
-          if (!bounded) return;
-          timer = setTimeout(
-            () => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS}ms`)),
-            CHECK_TIMEOUT_MS,
-          );
-        }),
-      ]);
+      const asked = node.config('GET', 'maxmemory-policy');
+      const reply = await (bounded
+        ? answerWithin(asked, CHECK_TIMEOUT_MS, `CONFIG GET maxmemory-policy on ${name}`)
+        : asked);
       if (Array.isArray(reply) && typeof reply[1] === 'string') return reply[1];
       return 'noeviction';
     } catch (err) {
@@ -132,8 +126,6 @@ export class EvictionGuard {
         'could not read maxmemory-policy (CONFIG disabled?); make sure it is noeviction',
       );
       return undefined;
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

@@ -21,19 +21,20 @@ import {
   runInspect,
   runRelease,
   runRenew,
-  runRenewMany,
   type AcquireReply,
   type LeaseKeys,
 } from './scripts.js';
 import { WriteCoalescer } from './batch.js';
-import { openRedisClient, whenConnected } from './client.js';
-import { isCluster, type RedisClient } from '../../drivers/redis/client.js';
+import { openRedisClient } from './client.js';
+import type { RedisClient } from '../../drivers/redis/client.js';
 import { EpochFloorCache, epochKey } from './epoch.js';
-import { closedError, replicationError, storeError } from './errors.js';
-import { EvictionGuard } from './eviction-check.js';
-import { leaseKeys, leaseRecord, sameSlotGroups, scanLeaseKeys } from './keys.js';
+import { storeError } from './errors.js';
+import { leaseKeys, scanLeaseKeys } from './keys.js';
 import { ReleaseSubscriber, type WakeMode } from './notify.js';
 import { resolveRedisStoreOptions, type RedisLeaseStoreOptions } from './options.js';
+import { RedisReadiness } from './readiness.js';
+import { renewManyOn } from './renew-many.js';
+import { awaitReplication, type ReplicaAcks } from './replication.js';
 
 const RELEASED: StoreReleaseResult = Object.freeze({ status: 'released' });
 const NOT_OWNER: StoreReleaseResult = Object.freeze({ status: 'not_owner' });
@@ -50,9 +51,6 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   ttlGranularityMs: 1,
   tokenBlocks: true,
 });
-
-/** A lost renewal's answer: one object for all of them. */
-const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
 
 /**
  * A lease store on Redis (5 or later; standalone, Sentinel or Cluster), through ioredis 5.
@@ -98,24 +96,21 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
   private readonly redis: RedisClient;
   private readonly ownsClient: boolean;
   private readonly logger: Logger;
-  private readonly replicas: number;
-  private readonly replicationTimeoutMs: number;
+  private readonly acks: ReplicaAcks;
   private readonly wake: WakeMode;
-  private readonly check: Promise<void>;
-  private readonly eviction: EvictionGuard | undefined;
-  private checked = false;
+  /** The one gate every operation passes before it sends (readiness.ts). */
+  private readonly readiness: RedisReadiness;
   private subscriber: ReleaseSubscriber | undefined;
   private readonly coalescer: WriteCoalescer | undefined;
+  private readonly holdWrites = (): void => this.coalescer?.hold();
   /** The fencing epoch's floor, passed to every grant (see epoch.ts). */
   private readonly epoch: EpochFloorCache;
-  private closed = false;
 
   constructor(options: RedisLeaseStoreOptions) {
     const resolved = resolveRedisStoreOptions(options);
     const { prefix, evictionCheck } = resolved;
     this.prefix = prefix;
-    this.replicas = resolved.replicas;
-    this.replicationTimeoutMs = resolved.replicationTimeoutMs;
+    this.acks = { replicas: resolved.replicas, timeoutMs: resolved.replicationTimeoutMs };
     this.wake = resolved.wakeOnRelease;
     this.logger = resolved.logger;
     const given = resolved.redis;
@@ -126,19 +121,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
         : given.client;
     this.coalescer = resolved.coalesceWrites ? new WriteCoalescer(this.redis) : undefined;
     this.epoch = new EpochFloorCache(this.redis, epochKey(prefix));
-    this.eviction =
-      evictionCheck === 'off'
-        ? undefined
-        : new EvictionGuard(this.redis, evictionCheck, this.logger);
-    this.check =
-      this.eviction === undefined
-        ? Promise.resolve()
-        : this.eviction.start().finally(() => {
-            this.checked = true;
-          });
-    if (evictionCheck === 'off') this.checked = true;
-    // ready() reports the outcome; unobserved, a failed check must not crash the process.
-    this.check.catch(() => undefined);
+    this.readiness = new RedisReadiness(this.redis, evictionCheck, this.logger);
   }
 
   /**
@@ -147,8 +130,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
    * an unsafe policy or Redis did not answer.
    */
   async ready(): Promise<void> {
-    await this.check;
-    if (this.eviction?.refused) throw this.eviction.refused;
+    await this.readiness.started();
     // The fencing epoch's floor, which the first grant would otherwise wait for.
     try {
       await this.epoch.current();
@@ -161,15 +143,35 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     request: StoreAcquireRequest,
     options?: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    // The usual case, connected and checked with the epoch's floor at hand, without an async
-    // frame: its awaits were two promise steps per grant (decision 023).
-    if (this.redis.status !== 'ready' || !this.checked || this.closed) {
-      return this.tryAcquireWhenReady(request, options);
-    }
-    const epochFloor = this.epoch.current();
-    if (typeof epochFloor !== 'bigint') return this.tryAcquireWhenReady(request, options);
+    // The usual case, open with the epoch's floor at hand, without an async frame: its
+    // awaits were two promise steps per grant (decision 023).
+    const floor = this.readiness.isOpen() ? this.epoch.current() : undefined;
+    if (typeof floor !== 'bigint') return this.tryAcquireWhenOpen(request, options);
+    return this.acquireUnder(request, floor);
+  }
+
+  /** {@link tryAcquire} once the store is open and the epoch's floor read. */
+  private async tryAcquireWhenOpen(
+    request: StoreAcquireRequest,
+    options: StoreRequestOptions | undefined,
+  ): Promise<StoreAcquireResult> {
+    await this.readiness.untilOpen(options);
+    let epochFloor: bigint;
     try {
-      this.gate();
+      epochFloor = await this.epoch.current();
+    } catch (err) {
+      throw storeError(err, 'acquire');
+    }
+    return this.acquireUnder(request, epochFloor);
+  }
+
+  /** One acquire script under the epoch's floor `epochFloor`. */
+  private acquireUnder(
+    request: StoreAcquireRequest,
+    epochFloor: bigint,
+  ): Promise<StoreAcquireResult> {
+    try {
+      this.readiness.gate();
       const keys = this.keysOf(request.key);
       this.coalescer?.hold();
       return runAcquire(
@@ -192,45 +194,13 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     }
   }
 
-  /** {@link tryAcquire} when the client is still connecting or the start-up check runs. */
-  private async tryAcquireWhenReady(
-    request: StoreAcquireRequest,
-    _options?: StoreRequestOptions,
-  ): Promise<StoreAcquireResult> {
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
-    const keys = this.keysOf(request.key);
-    let reply;
-    try {
-      const floor = this.epoch.current();
-      const epochFloor = typeof floor === 'bigint' ? floor : await floor;
-      this.coalescer?.hold();
-      reply = await runAcquire(
-        this.redis,
-        keys,
-        request.leaseId,
-        request.ownerId,
-        request.ttlMs,
-        request.value,
-        request.tokenBlock,
-        epochFloor,
-      );
-    } catch (err) {
-      throw storeError(err, 'acquire');
-    }
-    return this.acquireResult(request, keys, reply);
-  }
-
   /** {@link HandOffLeaseStore}: release `release`, then an acquire attempt, in one script. */
   async releaseAndAcquire(
     release: StoreLeaseRef,
     acquire: StoreAcquireRequest,
     _options?: StoreRequestOptions,
   ): Promise<StoreHandOffResult> {
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
+    await this.readiness.untilOpen(_options);
     const keys = this.keysOf(acquire.key);
     let reply;
     try {
@@ -282,17 +252,17 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
             token: reply.token,
             expiresAtWallMs: reply.serverMs + request.ttlMs,
           };
-    if (this.replicas === 0) return result;
-    return this.awaitReplication(request, reply.token).then(() => result);
+    if (this.acks.replicas === 0) return result;
+    return awaitReplication(this.redis, this.acks, this.logger, keys, request, reply.token).then(
+      () => result,
+    );
   }
 
   async renew(
     lease: StoreLeaseRef & { readonly ttlMs: number },
     _options?: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
+    await this.readiness.untilOpen(_options);
     this.coalescer?.hold();
     let serverMs;
     try {
@@ -312,56 +282,33 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
   }
 
   /**
-   * {@link BatchRenewingLeaseStore}: one renew-many.lua call for the whole batch on one node
-   * (standalone, Sentinel). On a Cluster a script's keys must share a slot, so the batch is
-   * split by hash tag and the scripts go out together (pipelined on each node's connection).
+   * {@link BatchRenewingLeaseStore}: one renew-many.lua call for the batch on one node, one
+   * per slot on a Cluster (renew-many.ts).
    */
   async renewMany(
     leases: readonly StoreRenewRequest[],
     _options?: StoreRequestOptions,
   ): Promise<readonly StoreRenewResult[]> {
     if (leases.length === 0) return [];
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
-    // Per lease only its record's name and its answer: renewing 10,000 leases, the objects
-    // made per lease on the way (items, their positions, each group's copy) were a third of
-    // this store's client CPU per renewal.
-    const records = new Array<string>(leases.length);
-    for (let i = 0; i < leases.length; i++) records[i] = leaseRecord(this.prefix, leases[i]!.key);
-    const groups = isCluster(this.redis)
-      ? sameSlotGroups(
-          leases.map((_, i) => i),
-          (i) => records[i]!,
-        )
-      : [undefined];
-    const results = new Array<StoreRenewResult>(leases.length);
+    await this.readiness.untilOpen(_options);
     try {
-      await Promise.all(
-        groups.map(async (group) => {
-          this.coalescer?.hold();
-          const { serverMs, renewed } = await runRenewMany(this.redis, leases, records, group);
-          const n = group === undefined ? leases.length : group.length;
-          for (let k = 0; k < n; k++) {
-            const i = group === undefined ? k : group[k]!;
-            results[i] = renewed(k)
-              ? { status: 'renewed', expiresAtWallMs: serverMs + leases[i]!.ttlMs }
-              : LOST;
-          }
-        }),
-      );
+      return await renewManyOn(this.redis, this.prefix, leases, this.holdWrites);
     } catch (err) {
       throw storeError(err, 'renew');
     }
-    return results;
   }
 
   release(lease: StoreLeaseRef, options?: StoreRequestOptions): Promise<StoreReleaseResult> {
-    if (this.redis.status !== 'ready' || !this.checked || this.closed) {
-      return this.releaseWhenReady(lease, options);
+    // Without an async frame when the store is open, as tryAcquire.
+    if (!this.readiness.isOpen()) {
+      return this.readiness.untilOpen(options).then(() => this.releaseNow(lease));
     }
+    return this.releaseNow(lease);
+  }
+
+  private releaseNow(lease: StoreLeaseRef): Promise<StoreReleaseResult> {
     try {
-      this.gate();
+      this.readiness.gate();
       this.coalescer?.hold();
       return runRelease(this.redis, this.keysOf(lease.key), lease.leaseId, lease.token).then(
         releaseResult,
@@ -374,28 +321,8 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     }
   }
 
-  /** {@link release} when the client is still connecting or the start-up check runs. */
-  private async releaseWhenReady(
-    lease: StoreLeaseRef,
-    _options?: StoreRequestOptions,
-  ): Promise<StoreReleaseResult> {
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
-    this.coalescer?.hold();
-    let released;
-    try {
-      released = await runRelease(this.redis, this.keysOf(lease.key), lease.leaseId, lease.token);
-    } catch (err) {
-      throw storeError(err, 'release');
-    }
-    return releaseResult(released);
-  }
-
   async inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
+    await this.readiness.untilOpen(_options);
     try {
       const state = await runInspect(this.redis, this.keysOf(key));
       return { key, lastToken: state.lastToken, holder: state.holder };
@@ -409,9 +336,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
    * a Cluster, see keys.ts): an observer's tool, O(keys in Redis), not for hot paths.
    */
   async list(prefix: string, limit: number, _options?: StoreRequestOptions): Promise<LeaseState[]> {
-    if (this.redis.status !== 'ready') await this.connection(_options);
-    if (!this.checked) await this.check;
-    this.gate();
+    await this.readiness.untilOpen(_options);
     try {
       const keys = await scanLeaseKeys(this.redis, this.prefix, prefix);
       const out: LeaseState[] = [];
@@ -432,9 +357,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     onChange: (change?: WatchChange) => void,
     options?: WatchOptions,
   ): Promise<Unwatch> {
-    if (this.redis.status !== 'ready') await this.connection(undefined);
-    if (!this.checked) await this.check;
-    this.gate();
+    await this.readiness.untilOpen(undefined);
     this.subscriber ??= new ReleaseSubscriber(this.redis, this.wake, this.logger);
     try {
       return await this.subscriber.watch(
@@ -448,9 +371,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.eviction?.stop();
+    if (!this.readiness.close()) return;
     await this.subscriber?.close();
     if (this.ownsClient) {
       // QUIT on a connection that is down would wait in the offline queue for a reconnect.
@@ -462,38 +383,5 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
   /** The Redis key names of `key` (for operators and tests). */
   keysOf(key: string): LeaseKeys {
     return leaseKeys(this.prefix, key);
-  }
-
-  /** Waits for a client that is still connecting (see {@link whenConnected}). */
-  private connection(options: StoreRequestOptions | undefined): Promise<void> {
-    return whenConnected(this.redis, options?.signal);
-  }
-
-  /**
-   * Throws once the store is closed or its start-up check refused it. Callers first await
-   * the start-up check only while it is pending: an `await` per request is a microtask and a
-   * promise on the hot path. `options.signal` is not read: the client never sends an aborted
-   * request, and reading it makes the client create an AbortController per request.
-   */
-  private gate(): void {
-    if (this.closed) throw closedError();
-    if (this.eviction?.refused) throw this.eviction.refused;
-  }
-
-  private async awaitReplication(request: StoreAcquireRequest, token: bigint): Promise<void> {
-    let acked: number;
-    try {
-      acked = await this.redis.wait(this.replicas, this.replicationTimeoutMs);
-    } catch (err) {
-      acked = -1;
-      this.logger.warn({ key: request.key, err: String(err) }, 'redis WAIT failed');
-    }
-    if (acked >= this.replicas) return;
-    // A grant that only the primary knows can vanish on failover: give it back rather than
-    // hand the caller a lease we could not make durable enough.
-    await runRelease(this.redis, this.keysOf(request.key), request.leaseId, token).catch(
-      () => undefined,
-    );
-    throw replicationError(acked, this.replicas, this.replicationTimeoutMs);
   }
 }

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { LeaseholdError } from '../../core/errors.js';
 import { openSqliteDatabase, type SqliteDatabase } from './client.js';
 import { epochNames } from './epoch.js';
+import { applySqliteMigrations } from '../../drivers/sqlite/migrate.js';
 import { retryWhileBusy, useDurableWal } from '../../drivers/sqlite/open-file.js';
 import * as Q from './queries.js';
 
@@ -43,17 +44,17 @@ export function openLeaseTable(db: SqliteDatabase, table: string, busyTimeoutMs:
   });
 }
 
-/** Applies the numbered migrations not yet applied to `table`, in one immediate transaction. */
+/** Applies the numbered migrations not yet applied to `table` (drivers/sqlite/migrate.ts). */
 function migrate(db: SqliteDatabase, table: string): void {
-  db.exec(Q.CREATE_MIGRATIONS_TABLE);
-  const applied = db.prepare<[string]>('SELECT 1 FROM leasehold_migrations WHERE name = ?');
-  const record = db.prepare<[string, bigint]>(
-    'INSERT INTO leasehold_migrations (name, applied_wall_ms) VALUES (?, ?)',
-  );
-  db.transaction(() => {
-    for (const file of MIGRATIONS) {
-      const name = `${table}/${file}`;
-      if (applied.get(name) !== undefined) continue;
+  const record = {
+    create: Q.CREATE_MIGRATIONS_TABLE,
+    seen: 'SELECT 1 FROM leasehold_migrations WHERE name = ?',
+    add: 'INSERT INTO leasehold_migrations (name, applied_wall_ms) VALUES (?, ?)',
+    appliedAt: () => BigInt(Date.now()),
+  };
+  const migrations = MIGRATIONS.map((file) => ({
+    name: `${table}/${file}`,
+    sql: (): string => {
       const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
       let sql = text
         .replaceAll('{{table}}', `"${table}"`)
@@ -61,8 +62,8 @@ function migrate(db: SqliteDatabase, table: string): void {
       for (const [name, quoted] of Object.entries(epochNames(table))) {
         sql = sql.replaceAll(name, quoted);
       }
-      db.exec(sql);
-      record.run(name, BigInt(Date.now()));
-    }
-  }).immediate();
+      return sql;
+    },
+  }));
+  applySqliteMigrations(db, record, migrations);
 }

@@ -1,3 +1,4 @@
+import { KeyedListeners } from '../../core/runtime/keyed-listeners.js';
 import type { SqliteDatabase } from './client.js';
 import { closeSync, futimesSync, openSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
@@ -48,7 +49,7 @@ export function foreignCommitsOf(db: Pick<SqliteDatabase, 'pragma'>): ForeignCom
 const NONE: ReadonlySet<string> = new Set();
 
 class ChangeFeed {
-  private readonly byKey = new Map<string, Set<Listener>>();
+  private readonly byKey = new KeyedListeners<Listener>();
   private watcher: FSWatcher | undefined;
   private refs = 0;
   private scheduled = false;
@@ -106,19 +107,11 @@ class ChangeFeed {
 
   subscribe(key: string, listener: Listener): () => void {
     this.ensureWatcher();
-    let set = this.byKey.get(key);
-    if (set === undefined) this.byKey.set(key, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.byKey.get(key) === set) this.byKey.delete(key);
-    };
+    return this.byKey.add(key, listener);
   }
 
   notifyKey(key: string, change?: 'granted'): void {
-    const set = this.byKey.get(key);
-    if (set === undefined) return;
-    for (const fn of [...set]) queueMicrotask(() => fn(change));
+    for (const fn of this.byKey.of(key) ?? []) queueMicrotask(() => fn(change));
   }
 
   private notifyAll(): void {
@@ -126,7 +119,7 @@ class ChangeFeed {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      for (const set of this.byKey.values()) for (const fn of [...set]) fn();
+      for (const fn of this.byKey.all()) fn();
     });
   }
 

@@ -1,51 +1,23 @@
-import Database from 'better-sqlite3';
-import { existsSync, readFileSync } from 'node:fs';
-import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../../../core/errors.js';
+import type Database from 'better-sqlite3';
+import { invalidArgument, LeaseholdError } from '../../../../core/errors.js';
 import { booleanOption } from '../../../../core/runtime/options.js';
 import { SqliteFence } from '../../../sqlite.js';
-import { retryWhileBusy, useDurableWal } from '../../../../drivers/sqlite/open-file.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
+import { catalogNames, migrateCatalog, openCatalogFile, requireCatalog } from './open.js';
 import * as Q from './queries.js';
+import {
+  collectedMidStage,
+  entryOf,
+  mapValues,
+  preparedOnFirstUse,
+  storeError,
+  wrongKey,
+  type PointerRow,
+} from './rows.js';
+import type { SqlitePointerStoreOptions } from './options.js';
 
-/** Options for {@link SqlitePointerStore}. */
-export interface SqlitePointerStoreOptions {
-  /** The database file. Give this or `database`. */
-  readonly path?: string;
-  /** An open better-sqlite3 handle; the store never closes a handle it did not open. */
-  readonly database?: Database.Database;
-  /**
-   * Prefix of the tables: `<prefix>_pointer` (which holds each published name's high-water
-   * mark), `_history`, `_object`, `_fence` / `_fence_op` (a {@link SqliteFence}'s tables:
-   * marks of names fenced before version 2, idempotency keys) and `_migrations`. Defaults to
-   * `leasehold_catalog`.
-   */
-  readonly tablePrefix?: string;
-  /** `'>='`: several publishes per lease; `'>'`: one per grant. Defaults to `'>='`. */
-  readonly policy?: '>=' | '>';
-  /** How long to wait for another process's write lock when opening by `path`. Defaults to 5000 ms. */
-  readonly busyTimeoutMs?: number;
-  /** Wall-clock milliseconds for the registry's times (retention counts on it). Defaults to `Date.now`. */
-  readonly now?: () => number;
-  /**
-   * Create the catalog (the file when given by `path`, its tables) or bring it to this
-   * version when the store opens. With `false` the store creates and changes nothing: when
-   * the file or the catalog's tables are not there the constructor throws `ERR_UNAVAILABLE`
-   * ("no catalog here: …"), and only reads (`pointer`, `history`, `list`) work on a catalog
-   * of an older version. What commands that only read use. Defaults to `true`.
-   */
-  readonly autoMigrate?: boolean;
-}
-
-/** The pointer store's migrations, in order. Released files are never edited: add a new one. */
-export const SQLITE_CATALOG_MIGRATIONS = [
-  '0001_catalog.sql',
-  '0002_mark_in_pointer.sql',
-  '0003_publish_fast_path.sql',
-  '0004_publish_without_registry.sql',
-] as const;
-
-const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+export type { SqlitePointerStoreOptions } from './options.js';
 
 /** Most publishes in one group commit; more wait for the next. */
 const MAX_BATCH = 256;
@@ -59,19 +31,6 @@ class Refusal extends Error {
 
 /** One publish's outcome in a group commit: its result, or the error only it ran into. */
 type Outcome = { readonly result: PublishResult } | { readonly error: unknown };
-
-interface PointerRow {
-  name: string;
-  handle: string;
-  token: bigint;
-  lease_key: string;
-  lease_id: string;
-  version: bigint;
-  size: bigint;
-  checksum: string;
-  published_ms: bigint;
-  high_water: bigint;
-}
 
 /**
  * The catalog's pointer store in SQLite: the pointer, history and object registry in one
@@ -110,13 +69,7 @@ export class SqlitePointerStore implements PointerStore {
       throw invalidArgument('options', 'must be an object with a path or a database', options);
     }
     const prefix = options.tablePrefix ?? 'leasehold_catalog';
-    if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
-      throw invalidArgument(
-        'tablePrefix',
-        'must be a plain SQL identifier of at most 41 characters',
-        prefix,
-      );
-    }
+    const { names, fill } = catalogNames(prefix);
     const now = options.now ?? Date.now;
     if (typeof now !== 'function') throw invalidArgument('now', 'must be a function', now);
     this.now = now;
@@ -130,28 +83,10 @@ export class SqlitePointerStore implements PointerStore {
       if (typeof options.path !== 'string' || options.path === '' || options.path === ':memory:') {
         throw invalidArgument('path', 'must be a database file path', options.path);
       }
-      this.db = openFile(options.path, options.busyTimeoutMs ?? 5000, autoMigrate, prefix);
+      this.db = openCatalogFile(options.path, options.busyTimeoutMs ?? 5000, autoMigrate, prefix);
       this.ownsDb = true;
       this.description = `sqlite:${options.path}`;
     }
-    const names: Record<string, string> = {
-      pointer: `"${prefix}_pointer"`,
-      history: `"${prefix}_history"`,
-      object: `"${prefix}_object"`,
-      object_gc_index: `"${prefix}_object_gc"`,
-      migrations: `"${prefix}_migrations"`,
-      pointer_v2: `"${prefix}_pointer_v2"`,
-      history_v2: `"${prefix}_history_v2"`,
-      fence: `"${prefix}_fence"`,
-      fence_op: `"${prefix}_fence_op"`,
-      fence_closed_insert: `"${prefix}_fence_closed_insert"`,
-      fence_closed_update: `"${prefix}_fence_closed_update"`,
-      gc_mark: `"${prefix}_gc_mark"`,
-      gc_session: `"${prefix}_gc_session"`,
-      tombstone_guard: `"${prefix}_tombstone_guard"`,
-    };
-    const fill = (text: string): string =>
-      text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);
     const policy = options.policy ?? '>=';
     if (policy !== '>=' && policy !== '>')
       throw invalidArgument('policy', "must be '>=' or '>'", options.policy);
@@ -161,7 +96,7 @@ export class SqlitePointerStore implements PointerStore {
         // The fence's tables first (the fence object only creates them): version 2 reads the
         // marks of names fenced before it and keeps idempotency keys in the fence's table.
         new SqliteFence({ database: this.db, table: `${prefix}_fence`, policy });
-        migrate(this.db, fill(Q.CREATE_MIGRATIONS), names['migrations']!, fill);
+        migrateCatalog(this.db, names, fill);
       } catch (err) {
         if (this.ownsDb) this.db.close();
         throw err;
@@ -446,154 +381,4 @@ export class SqlitePointerStore implements PointerStore {
       return Promise.reject(storeError(err));
     }
   }
-}
-
-/**
- * Opens the catalog's file with `synchronous = FULL`, so a publish is on disk before it is
- * acknowledged, in WAL mode. Without `autoMigrate` it creates and changes nothing: the file
- * and the catalog's pointer table must be there, and the journal mode stays as the file has
- * it (a catalog made by leasehold is in WAL mode from its first open).
- */
-function openFile(
-  path: string,
-  busyTimeoutMs: number,
-  autoMigrate: boolean,
-  prefix: string,
-): Database.Database {
-  if (!autoMigrate && !existsSync(path)) throw noCatalog(`${path} does not exist`);
-  let db: Database.Database;
-  try {
-    db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: !autoMigrate });
-  } catch (err) {
-    throw cannotOpen(path, err);
-  }
-  try {
-    if (!autoMigrate) requireCatalog(db, prefix, path);
-    retryWhileBusy(busyTimeoutMs, () => {
-      if (autoMigrate) useDurableWal(db);
-      else db.pragma('synchronous = FULL');
-    });
-    return db;
-  } catch (err) {
-    db.close();
-    throw isLeaseholdError(err) ? err : cannotOpen(path, err);
-  }
-}
-
-function cannotOpen(path: string, err: unknown): LeaseholdError {
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `cannot open catalog database ${path}: ${String(err)}`,
-    { cause: err },
-  );
-}
-
-/** Throws unless the catalog's pointer table (there in every version) is in `db`. */
-function requireCatalog(db: Database.Database, prefix: string, where: string): void {
-  let present: unknown;
-  try {
-    present = db.prepare(Q.CATALOG_PRESENT).get({ table: `${prefix}_pointer` });
-  } catch (err) {
-    throw cannotOpen(where, err);
-  }
-  if (present === undefined) throw noCatalog(`${where} has no table ${prefix}_pointer`);
-}
-
-/** A catalog opened without migrating that is not there. */
-function noCatalog(what: string): LeaseholdError {
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `no catalog here: ${what} (nothing was created; a catalog is created by the first stage or publish of a program that uses it)`,
-  );
-}
-
-function mapValues<K extends string, A, B>(from: Record<K, A>, f: (a: A) => B): Record<K, B> {
-  return Object.fromEntries(Object.entries(from).map(([k, v]) => [k, f(v as A)])) as Record<K, B>;
-}
-
-/**
- * A record with the keys of `from` whose values `f` makes when each is first read, kept from
- * then on (a getter that replaces itself with the value).
- */
-function preparedOnFirstUse<K extends string, A, B>(
-  from: Record<K, A>,
-  f: (a: A) => B,
-): Record<K, B> {
-  const out = {} as Record<K, B>;
-  for (const [k, v] of Object.entries(from) as [K, A][]) {
-    Object.defineProperty(out, k, {
-      configurable: true,
-      enumerable: true,
-      get: () => {
-        const value = f(v);
-        Object.defineProperty(out, k, { value, enumerable: true });
-        return value;
-      },
-    });
-  }
-  return out;
-}
-
-/** A publish under a lease key other than the one every publish of the name used. */
-function wrongKey(req: PublishRequest, currentKey: string): LeaseholdError {
-  return invalidArgument(
-    'lease.key',
-    `must be the key every publish of ${req.name} uses (${JSON.stringify(currentKey)}): tokens of different keys do not compare`,
-    req.leaseKey,
-  );
-}
-
-/** A locked database is ERR_UNAVAILABLE, as everywhere; other errors pass as they are. */
-function storeError(err: unknown): Error {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-    return new LeaseholdError('ERR_UNAVAILABLE', `catalog database is locked: ${String(err)}`, {
-      cause: err,
-    });
-  }
-  return err instanceof Error ? err : new Error(String(err));
-}
-
-function entryOf(row: PointerRow): CatalogEntry {
-  return {
-    name: row.name,
-    handle: row.handle,
-    token: BigInt(row.token),
-    leaseKey: row.lease_key,
-    leaseId: row.lease_id,
-    version: Number(row.version),
-    size: Number(row.size),
-    checksum: row.checksum,
-    publishedAtMs: Number(row.published_ms),
-  };
-}
-
-/** Applies the numbered migrations not yet recorded, in one immediate transaction. */
-function migrate(
-  db: Database.Database,
-  createRecord: string,
-  record: string,
-  fill: (sql: string) => string,
-): void {
-  db.transaction(() => {
-    db.exec(createRecord);
-    const seen = db.prepare(`SELECT 1 FROM ${record} WHERE name = ?`);
-    const add = db.prepare(`INSERT INTO ${record} (name, applied_ms) VALUES (?, ?)`);
-    for (const file of SQLITE_CATALOG_MIGRATIONS) {
-      if (seen.get(file) !== undefined) continue;
-      db.exec(fill(readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8')));
-      add.run(file, Date.now());
-    }
-  }).immediate();
-}
-
-/**
- * The stage took longer than the collector's retention and its row was collected: transient
- * for the caller (stage again; choose a longer retention), not a broken invariant.
- */
-function collectedMidStage(handle: string): LeaseholdError {
-  return new LeaseholdError(
-    'ERR_UNAVAILABLE',
-    `staged object ${handle} was collected before its write finished (the stage took longer than the collector's retention): stage again`,
-  );
 }

@@ -1,6 +1,7 @@
 import { LeaseholdError } from '../../core/errors.js';
 import type { EtcdClient } from './client.js';
-import { closedError, withTimeout } from './errors.js';
+import { answerWithin } from '../../core/runtime/answer-within.js';
+import { closedError } from './errors.js';
 import type { HeldEntry } from './held-entries.js';
 import { leaseHex } from './keys.js';
 
@@ -208,7 +209,7 @@ export class SessionPool {
     if (this.stream !== undefined) return Promise.resolve(this.stream);
     this.streamOpening ??= (async () => {
       try {
-        const stream = await withTimeout(
+        const stream = await answerWithin(
           this.o.client.leaseClient.leaseKeepAlive(),
           timeoutMs,
           'opening the etcd keepalive stream',
