@@ -29,7 +29,7 @@ export type HandOffOffer = (lease: Lease) => Promise<ReleaseResult> | (() => voi
 export class HeldLeases {
   // An array in which each lease's entry knows its slot (swap-remove on settle). Not a
   // dictionary by lease id: a fresh lease id as a property key is internalised into V8's
-  // string table (decision 034); not a Set: a long-lived V8 Set or Map with an add and
+  // string table (decision 035); not a Set: a long-lived V8 Set or Map with an add and
   // a delete per lease kept the deleted entries until it rehashed, so every lease survived
   // young-generation collections and was promoted.
   private readonly entries: HeldEntry[] = [];

@@ -323,7 +323,7 @@ export class Lease implements AsyncDisposable, RenewingLease {
    * (Re)arms the lease's one timer for the earlier of the next renewal and the deadline.
    * `now`, when given, is a reading of the clock just taken (the timer's own time then runs
    * from it, so it fires at the same instant either way); otherwise the clock is read only if
-   * the timer must move: the clock is read once per step, not once per use (decision 034).
+   * the timer must move: the clock is read once per step, not once per use (decision 035).
    */
   private arm(now?: number): void {
     if (this.statusValue !== 'held') return;

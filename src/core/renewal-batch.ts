@@ -32,7 +32,7 @@ const NO_ANSWER: StoreRenewResult = Object.freeze({ status: 'lost' });
  * at the grid line at or before its own due time (never later), so the renewals of many
  * leases meet on a few lines and go out as one call each. Eight lines per renewal interval
  * keep the store's calls at about eight per interval however many leases are held (decision
- * 034), for renewals at most an eighth of an interval early.
+ * 035), for renewals at most an eighth of an interval early.
  */
 export function renewalGridMs(everyMs: number): number {
   return Math.max(1, Math.floor(everyMs / 8));
@@ -66,7 +66,7 @@ export interface RenewalOwner {
  * allocation (116 of about 485 bytes per renewal, allocation sampling with 10,000 leases over
  * a store that answers at once), and none of them was freed by a scavenge: V8 had pretenured
  * the allocation site, so every renewal made old-space garbage for a full mark-compact of the
- * heap to clear every few seconds (figures: decision 034).
+ * heap to clear every few seconds (figures: decision 035).
  *
  * Whichever comes first wins: the store's answer, the call's failure, or the timeout. The
  * timeout ends this renewal only: the call goes on for the others, and a late answer for this
@@ -237,7 +237,7 @@ export class RenewalBatcher {
     // successor never renew together, but nothing forbids it) waits for the next call.
     // Renewals that timed out while gathered are not sent.
     // A fresh set per call, not one map kept across calls: a map of every key held was slower
-    // to look up in than the set is to build (decision 034).
+    // to look up in than the set is to build (decision 035).
     const seen = new Set<string>();
     // The renewals sent are compacted into `batch` and `batchGens` themselves (this call owns
     // both; a sent one is never behind the slot it moves to): usually every one is sent, and

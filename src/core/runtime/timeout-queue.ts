@@ -21,7 +21,7 @@ export abstract class Timed {
  * Requests with the same timeout, queued in the order they start, are also in deadline order;
  * each such list needs one timer, at its head's deadline. A Node timer per request cost about
  * a microsecond per acquire+release cycle, most of it Node creating and destroying its own
- * list for a delay nobody else used (decision 034).
+ * list for a delay nobody else used (decision 035).
  *
  * On a clock that can keep a timer without holding the process alive ({@link Clock.retain},
  * Node's), a list left empty keeps its timer, unreferenced, until it fires: the next request

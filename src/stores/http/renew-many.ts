@@ -38,7 +38,7 @@ const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
  * and lease id between plain quotes when {@link PLAIN} (nothing to escape, and the length is
  * the size), else through JSON.stringify and Buffer.byteLength. The text is needed anyway for
  * the request's size limit; serialising each operation once (not once to measure it and
- * again as part of the whole body), without an object per operation (decision 034).
+ * again as part of the whole body), without an object per operation (decision 035).
  */
 export function renewOp(lease: StoreRenewRequest): {
   readonly text: string;

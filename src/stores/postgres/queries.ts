@@ -65,7 +65,7 @@ FROM {{acquire_fn}}($1, $2::uuid, $3::bigint, $4, $5, $6::int)`;
  * `answer` (status, token, expires_ms, remaining_ms, owner_id, details_ok 't'/'f', separated
  * by single spaces, an absent value empty; see `unpackGrant`), `holder_name`, `holder_value`.
  * Three columns instead of nine: the client describes, looks up and parses each column of
- * every answer (decision 034).
+ * every answer (decision 035).
  */
 export const GRANT = `
 SELECT answer, holder_name, holder_value
@@ -149,7 +149,7 @@ RETURNING extract(epoch FROM lease_until)::float8 * 1000 AS expires_ms`;
  * the database, on its clock, in ms. Every renewed lease expires its TTL after a reading taken
  * at or after that, so `at_ms` + TTL is the reported expiry, early by at most the statement's
  * own duration. Without a float per row the server formats 2,000 numbers fewer and the client
- * parses them fewer (decision 034).
+ * parses them fewer (decision 035).
  */
 export const RENEW_MANY = `
 UPDATE {{lease}} AS l

@@ -20,7 +20,7 @@ export async function renewManyOn(
   beforeSend: () => void,
 ): Promise<readonly StoreRenewResult[]> {
   // Per lease only its record's name and its answer: the objects made per lease on the way
-  // (items, their positions, each group's copy) cost CPU per renewal (decision 034).
+  // (items, their positions, each group's copy) cost CPU per renewal (decision 035).
   const records = new Array<string>(leases.length);
   for (let i = 0; i < leases.length; i++) records[i] = leaseRecord(prefix, leases[i]!.key);
   const groups = isCluster(redis)

@@ -50,7 +50,7 @@ WHERE key = @key AND lease_id = @leaseId AND token = @token
 /**
  * RENEW with positional parameters, for renewMany: expiresUs, expiresWallMs, key, leaseId,
  * token, bootId, nowUs. Changes 1 row or 0 (lost). Bound by position because better-sqlite3
- * looks each named parameter up on the object by name (decision 034).
+ * looks each named parameter up on the object by name (decision 035).
  */
 export const RENEW_BY_POSITION = `
 UPDATE {{table}} SET expires_us = ?, expires_wall_ms = ?

@@ -77,7 +77,7 @@ UPDATE {{object}} SET state = 'published', unreferenced_ms = NULL WHERE handle =
 
 /**
  * Params: handle, now. The pointer moved away from it: the retention starts now. (Two
- * statements are cheaper than one over both rows: decision 034.)
+ * statements are cheaper than one over both rows: decision 035.)
  */
 export const MARK_UNREFERENCED = `UPDATE {{object}} SET unreferenced_ms = @now WHERE handle = @handle`;
 
