@@ -6,8 +6,9 @@ export { ManualClock } from './testing/manual-clock.js';
 export { ForwardingLeaseStore } from './testing/forwarding-store.js';
 
 /**
- * The conformance kits: the cases every `LeaseStore` must pass (docs/store-contract.md), runnable
- * against your own store with node:test or any describe/it runner.
+ * The conformance kits: the cases every `LeaseStore` must pass (docs/store-contract.md) and
+ * every fence must pass (docs/fence-contract.md), runnable against your own implementation
+ * with node:test or any describe/it runner.
  */
 export {
   runStoreContract,
@@ -18,6 +19,18 @@ export {
   type StoreContractOptions,
   type StoreHarness,
 } from './testing/store-contract/index.js';
+export {
+  fenceContract,
+  fenceContractCases,
+  runFenceContract,
+  type FenceContractCase,
+  type FenceContractOptions,
+  type FenceFeature,
+  type FenceHarness,
+  type FencePolicy,
+  type FenceUnderTest,
+  type FenceWriteOutcome,
+} from './testing/fence-contract/index.js';
 export {
   describeItRunner,
   nodeTestRunner,
