@@ -9,8 +9,8 @@ import { Redis } from 'ioredis';
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { RedisFence } from '../../src/fencing/redis.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
-import { SqliteMarkStore } from '../../src/fencing/marks/sqlite.js';
 import { deletePrefix, TEST_REDIS_URL } from '../contract/harnesses/redis.js';
+import { MARK_BACKENDS } from '../gateway/marks-env.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -231,30 +231,25 @@ runVectors('RedisFence', async () => {
   };
 });
 
-runVectors('SqliteMarkStore (gateway and middleware marks)', () => {
-  const tmp = tempDir('vectors-marks');
-  const marks = new SqliteMarkStore({ path: join(tmp.dir, 'm.db') });
-  const subject: Subject = {
-    versions: true,
-    write: (scope, policy, token, key, expectedVersion) =>
-      marks.check({
-        scope,
-        token,
-        policy,
-        ...(key === undefined ? {} : { idempotencyKey: key }),
-        ...(expectedVersion === undefined ? {} : { expectedVersion }),
-      }),
-    claim: (scope, policy, token) => marks.claim(scope, token, policy),
-    read: async (scope) => {
-      const r = await marks.read(scope);
-      return { mark: r.highWaterMark, version: r.version };
-    },
-  };
-  return Promise.resolve({
-    subject,
-    close: async () => {
-      await marks.close();
-      tmp.remove();
-    },
+for (const backend of MARK_BACKENDS) {
+  runVectors(`${backend.name} mark store (gateway and middleware)`, async () => {
+    const { marks, dispose } = await backend.open();
+    const subject: Subject = {
+      versions: true,
+      write: (scope, policy, token, key, expectedVersion) =>
+        marks.check({
+          scope,
+          token,
+          policy,
+          ...(key === undefined ? {} : { idempotencyKey: key }),
+          ...(expectedVersion === undefined ? {} : { expectedVersion }),
+        }),
+      claim: (scope, policy, token) => marks.claim(scope, token, policy),
+      read: async (scope) => {
+        const r = await marks.read(scope);
+        return { mark: r.highWaterMark, version: r.version };
+      },
+    };
+    return { subject, close: dispose };
   });
-});
+}
