@@ -1,12 +1,15 @@
 import { abortReason, delay, systemClock, type Clock, type TimerHandle } from './runtime/clock.js';
 import type { AcquireOptionsWithoutFences, LeaseClient } from './client.js';
+import type { FenceClaim } from './fence-claim.js';
+import type { ClaimFailedResult } from './results.js';
 import { parseDuration, type Duration } from './duration.js';
-import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
+import { invalidArgument, isLeaseholdError } from './errors.js';
 import { requireObject } from './runtime/options.js';
-import type { Lease } from './lease.js';
-import type { ReleaseResult } from './results.js';
 import type { Unwatch } from './store.js';
 import type { HolderInfo, LeaseState, Token } from './types.js';
+import { Leadership } from './leadership.js';
+
+export { Leadership } from './leadership.js';
 import { checkSignal, LIMITS, validateKey, validateValue, validateWait } from './validate.js';
 
 /** The defaults of {@link ElectionOptions} and of {@link Election.observe}. */
@@ -46,6 +49,13 @@ export interface CampaignOptions {
   readonly wait?: Duration;
   /** Cancels the campaign (throws `ERR_ABORTED`). */
   readonly signal?: AbortSignal;
+  /**
+   * Fences the new leader claims its epoch on before the campaign answers `elected` (claim
+   * before start, as `acquire(key, { fences })`): once elected, an older leader's writes are
+   * refused there even before the new leader's first write. A scope defaults to the
+   * election's key (`election/NAME`). Defaults to none.
+   */
+  readonly fences?: readonly FenceClaim[];
 }
 
 /** The outcome of {@link Election.campaign}. */
@@ -54,7 +64,13 @@ export type CampaignResult =
   /** The wait ended with another leader in office. */
   | { readonly status: 'busy'; readonly leader: HolderInfo }
   /** The wait ended while the store could not be reached. */
-  | { readonly status: 'unavailable'; readonly cause: unknown };
+  | { readonly status: 'unavailable'; readonly cause: unknown }
+  /**
+   * Elected, but a fence of `fences` refused the epoch (a newer leader claimed or wrote
+   * there: this one is already superseded) or could not be reached; the leadership was
+   * resigned. Definitive for `stale_fence`; campaign again for `unavailable`.
+   */
+  | ClaimFailedResult;
 
 /** What observers know about an election at one moment. */
 export interface LeaderView {
@@ -79,94 +95,6 @@ export interface Observation extends Disposable {
   readonly current: LeaderView;
   /** Stops observing (no more callbacks). Safe to call more than once. */
   stop(): void;
-}
-
-/**
- * Leadership of one election: the capability to lead under `epoch` until `signal` fires.
- *
- * Put `epoch` into every downstream write and let the resource reject lower epochs (a fence):
- * `isLeader()` is a hint for deciding whether to *start* work, never the authorisation — a
- * paused leader resumes believing it leads until it checks the clock.
- */
-export class Leadership implements AsyncDisposable {
-  /** The election's name. */
-  readonly name: string;
-  /** The lease key (`election/NAME`). */
-  readonly key: string;
-  /** The epoch: the lease's fencing token, greater than every earlier leader's. */
-  readonly epoch: Token;
-  /** The leader's value as followers see it. */
-  readonly value: string | undefined;
-  /** The underlying lease. */
-  readonly lease: Lease;
-  private readonly stepped = new AbortController();
-  private readonly combined: AbortSignal;
-  private readonly unsubscribe: () => void;
-
-  /** @internal Made by {@link Election.campaign}. */
-  constructor(
-    name: string,
-    lease: Lease,
-    client: LeaseClient,
-    stepDown: 'deadline' | 'first_failure',
-  ) {
-    this.name = name;
-    this.key = lease.key;
-    this.epoch = lease.token;
-    this.value = lease.value;
-    this.lease = lease;
-    this.combined = AbortSignal.any([lease.signal, this.stepped.signal]);
-    this.unsubscribe =
-      stepDown === 'first_failure'
-        ? client.on('renew_failed', (e) => {
-            if (e.key === this.key && e.token === this.epoch) {
-              this.stepped.abort(
-                new LeaseholdError(
-                  'ERR_LEASE_LOST',
-                  `leadership of ${name} (epoch ${this.epoch}) stepped down: a renewal failed`,
-                ),
-              );
-              void this.resign();
-            }
-          })
-        : () => undefined;
-    lease.signal.addEventListener('abort', () => this.unsubscribe(), { once: true });
-  }
-
-  /**
-   * Fires when leadership ends: resigned, lost at the store, or stepped down because a
-   * renewal failed (at the latest at the lease's local deadline, which comes before the store
-   * can elect anyone else). Stop starting work when it fires.
-   */
-  get signal(): AbortSignal {
-    return this.combined;
-  }
-
-  /** True while leading by the local, conservative deadline. A hint, never an authorisation. */
-  isLeader(): boolean {
-    return !this.combined.aborted && this.lease.isValid();
-  }
-
-  /** Throws `ERR_LEASE_LOST` unless still leading for at least `minRemainingMs`. */
-  assertLeader(minRemainingMs = 0): void {
-    if (this.combined.aborted) {
-      throw new LeaseholdError(
-        'ERR_LEASE_LOST',
-        `leadership of ${this.name} (epoch ${this.epoch}) has ended`,
-      );
-    }
-    this.lease.assertValid(minRemainingMs);
-  }
-
-  /** Steps down at once and releases the election at the store, so a follower takes over. */
-  resign(): Promise<ReleaseResult> {
-    this.unsubscribe();
-    return this.lease.release();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.resign();
-  }
 }
 
 const ELECTION_PREFIX = 'election/';
@@ -245,8 +173,13 @@ export class Election {
         signal,
         ...(this.renewEvery === undefined ? {} : { renewEvery: this.renewEvery }),
       };
-      const r = await this.client.acquire(this.key, acquireOptions);
+      const r =
+        options.fences === undefined
+          ? await this.client.acquire(this.key, acquireOptions)
+          : await this.client.acquire(this.key, { ...acquireOptions, fences: options.fences });
       switch (r.status) {
+        case 'claim_failed':
+          return r;
         case 'acquired':
           return {
             status: 'elected',

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { LeaseClient } from '../../src/core/client.js';
 import { EtcdLeaseStore } from '../../src/stores/etcd/store.js';
 import { openStore, parseEtcdStoreUrl } from '../../src/stores/open-store.js';
-import { contractCases } from '../contract/cases.js';
+import { storeContractCases as contractCases } from '../../src/testing/store-contract/index.js';
 import type { StoreHarness } from '../contract/harness.js';
 import { spawnCli } from '../support/cli.js';
 import { etcdctl } from '../support/etcdctl.js';

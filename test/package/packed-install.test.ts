@@ -188,6 +188,10 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
     const files = info[0]!.files.map((f) => f.path);
     assert.ok(files.includes('LICENSE'), 'the tarball has the LICENSE');
     assert.ok(files.includes('dist/cli/main.js'));
+    assert.ok(
+      files.includes('spec/fence-decision-vectors.json'),
+      'the tarball has the fence decision vectors',
+    );
     assert.deepEqual(
       files.filter((f) => f.endsWith('.map')),
       [],

@@ -6,7 +6,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import { isLeaseholdError } from '../../src/core/errors.js';
 import type { Logger } from '../../src/core/events.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
-import { contractCases } from '../contract/cases.js';
+import { storeContractCases as contractCases } from '../../src/testing/store-contract/index.js';
 import type { StoreHarness } from '../contract/harness.js';
 import { uniqueKey } from '../support/keys.js';
 import { startPgBouncer, type PgBouncerProcess } from '../support/pgbouncer.js';

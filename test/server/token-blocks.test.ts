@@ -15,7 +15,7 @@ import type {
 import type { StoreCapabilities } from '../../src/core/types.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
 import { MemoryLeaseStore } from '../../src/stores/memory/store.js';
-import { contractCases } from '../contract/cases.js';
+import { storeContractCases as contractCases } from '../../src/testing/store-contract/index.js';
 import type { StoreHarness } from '../contract/harness.js';
 import { openEvents } from '../support/event-stream.js';
 import { uniqueKey } from '../support/keys.js';

@@ -10,7 +10,7 @@ import type {
   Unwatch,
 } from '../../src/core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../../src/stores/memory/store.js';
-import { contractCases } from '../contract/cases.js';
+import { storeContractCases as contractCases } from '../../src/testing/store-contract/index.js';
 import type { StoreHarness } from '../contract/harness.js';
 
 /** Stores that each break one rule of the contract: the suite must catch every one. */

@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { uniqueKey } from '../../kit/wait.js';
+import { applied, has, stale, withFences } from '../helpers.js';
+import type { FenceContractCase } from '../harness.js';
+
+/** The fence contract: marks that survive a re-open, and idempotency keys. */
+export const durabilityCases: FenceContractCase[] = [
+  {
+    name: 'the mark is durable: after the fence is closed and opened again, a token below the accepted one is refused',
+    async run(h) {
+      const scope = uniqueKey('fence-durable');
+      await withFences(h, '>=', 1, async ([f]) => {
+        applied(await f!.write(scope, 10n, '10:a'), 'write at 10');
+        applied(await f!.write(scope, 12n, '12:a'), 'write at 12');
+      });
+      await h.restart?.();
+      await withFences(h, '>=', 1, async ([f]) => {
+        stale(await f!.write(scope, 11n, '11:late'), 12n, 'write at 11 after the re-open');
+        applied(await f!.write(scope, 12n, '12:b'), 'write at 12 after the re-open');
+        assert.deepEqual(await f!.accepted(scope), ['10:a', '12:a', '12:b']);
+      });
+    },
+  },
+  {
+    name: 'idempotency keys: a retry of (token, key) answers duplicate and writes nothing again; another key, or the key under a newer token, writes',
+    async run(h, t) {
+      if (!has(h, 'idempotency', t)) return;
+      await withFences(h, '>=', 2, async ([a, b]) => {
+        const scope = uniqueKey('fence-idem');
+        applied(await a!.write(scope, 42n, '42:one', { idempotencyKey: 'op-1' }), 'first try');
+        const retry = await b!.write(scope, 42n, '42:one again', { idempotencyKey: 'op-1' });
+        assert.equal(retry.status, 'duplicate', `the retry: got ${retry.status}`);
+        applied(await a!.write(scope, 42n, '42:two', { idempotencyKey: 'op-2' }), 'another key');
+        applied(
+          await a!.write(scope, 43n, '43:one', { idempotencyKey: 'op-1' }),
+          'the key under a newer token',
+        );
+        stale(
+          await b!.write(scope, 42n, '42:three', { idempotencyKey: 'op-3' }),
+          43n,
+          'a new key under the older token',
+        );
+        assert.deepEqual(await a!.accepted(scope), ['42:one', '42:two', '43:one']);
+      });
+    },
+  },
+];
