@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { formatDuration } from '../core/duration.js';
 import { isLeaseholdError, LeaseholdError } from '../core/errors.js';
 import { networkCause } from '../core/runtime/network-errors.js';
-import { parseEtcdStoreUrl } from '../stores/open-store.js';
+import { parseEtcdStoreUrl, parseRedisTopologyUrl } from '../stores/open-store.js';
 
 /** The longest one try at the store waits for its answer at start. */
 export const START_TRY_MS = 5000;
@@ -17,6 +17,8 @@ const KINDS: Readonly<Record<string, { readonly name: string; readonly port?: nu
   postgresql: { name: 'PostgreSQL', port: 5432 },
   redis: { name: 'Redis', port: 6379 },
   rediss: { name: 'Redis', port: 6379 },
+  'redis+cluster': { name: 'Redis Cluster' },
+  'redis+sentinel': { name: 'Redis (Sentinel)' },
   etcd: { name: 'etcd' },
   etcds: { name: 'etcd' },
   http: { name: 'leasehold server', port: 80 },
@@ -46,6 +48,14 @@ export function storeTarget(url: string, role: 'lease store' | 'mark store'): St
       return { what: `etcd ${role} at ${hosts.join(',')}` };
     } catch {
       return { what: `etcd ${role}` };
+    }
+  }
+  if (scheme === 'redis+cluster' || scheme === 'redis+sentinel') {
+    try {
+      const nodes = parseRedisTopologyUrl(url).topology.nodes.map((n) => `${n.host}:${n.port}`);
+      return { what: `${kind.name} ${role} at ${nodes.join(',')}` };
+    } catch {
+      return { what: `${kind.name} ${role}` };
     }
   }
   try {

@@ -1,8 +1,28 @@
 import { invalidArgument, LeaseholdError } from '../core/errors.js';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { installSpec, isPeerNotInstalled, PEER_PACKAGES } from '../core/runtime/peer-packages.js';
 import type { LeaseStore } from '../core/store.js';
-import type { IOptions } from 'etcd3';
+import { silentLogger } from '../core/events.js';
+import {
+  etcdClientOptions,
+  parseEtcdStoreUrl,
+  parsePostgresStoreUrl,
+  parseRedisStoreUrl,
+  parseRedisTopologyUrl,
+  redactUrl,
+  sqliteStorePath,
+} from './store-urls.js';
+
+export {
+  etcdClientOptions,
+  parseEtcdStoreUrl,
+  parsePostgresStoreUrl,
+  parseRedisStoreUrl,
+  parseRedisTopologyUrl,
+  sqliteStorePath,
+  type EtcdStoreUrl,
+  type RedisTopologyUrl,
+} from './store-urls.js';
 
 /** Options every store opener may use; each opener ignores what it does not need. */
 export interface OpenStoreOptions {
@@ -78,57 +98,6 @@ export type StoreOpener = (url: string, options: OpenStoreOptions) => Promise<Le
  *
  * Extension point: a new backend adds one entry here (or calls {@link registerStoreScheme}).
  */
-/** Query parameters of a `postgres://` URL that leasehold reads and strips before pg sees it. */
-const POSTGRES_PARAMS = ['schema', 'table'] as const;
-
-/**
- * Splits a `postgres://` URL into the connection string pg receives and the lease table's
- * place (`?schema=…&table=…`, both optional).
- */
-export function parsePostgresStoreUrl(url: string): {
-  connectionString: string;
-  schema?: string;
-  table?: string;
-} {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw invalidArgument('store', 'is not a valid postgres:// URL', redactUrl(url));
-  }
-  const out: { connectionString: string; schema?: string; table?: string } = {
-    connectionString: '',
-  };
-  for (const name of POSTGRES_PARAMS) {
-    const v = parsed.searchParams.get(name);
-    if (v !== null) {
-      if (v === '') throw invalidArgument('store', `?${name}= must not be empty`, redactUrl(url));
-      out[name] = v;
-    }
-    parsed.searchParams.delete(name);
-  }
-  out.connectionString = parsed.toString();
-  return out;
-}
-
-/**
- * The file path of a `sqlite:PATH` store URL (`sqlite:///abs/path` too), or of a bare path
- * ending in `.db`.
- */
-export function sqliteStorePath(url: string): string {
-  if (/\.db$/.test(url) && !url.includes(':')) return url;
-  const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
-  if (!url.startsWith('sqlite:') || path === '') {
-    throw invalidArgument('store', 'sqlite: needs a file path', url);
-  }
-  return path;
-}
-
-/** A URL with its password replaced, for error messages. */
-function redactUrl(url: string): string {
-  return url.replace(/(\/\/[^:/@]*:)[^@/]*@/, '$1***@');
-}
-
 async function openPostgres(url: string, options: OpenStoreOptions): Promise<LeaseStore> {
   const { connectionString, schema, table } = parsePostgresStoreUrl(url);
   const { PostgresLeaseStore, postgresLeaseTableExists } = await loadStoreModule(
@@ -150,116 +119,6 @@ async function openPostgres(url: string, options: OpenStoreOptions): Promise<Lea
     return new PostgresLeaseStore({ connectionString, ...place, autoMigrate: false });
   }
   return new PostgresLeaseStore({ connectionString, ...place });
-}
-
-/** What an `etcd://` or `etcds://` URL says: endpoints, namespace, TLS files and a user. */
-export interface EtcdStoreUrl {
-  readonly hosts: string[];
-  readonly namespace?: string;
-  /** PEM file paths (`etcds://` only): the CA to trust, and a client certificate and key. */
-  readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
-  /** etcd user (RBAC), from the URL's user info. */
-  readonly auth?: { readonly username: string; readonly password: string };
-}
-
-const ETCD_URL_PARAMS = new Set(['namespace', 'ca', 'cert', 'key']);
-
-/**
- * Parses `etcd[s]://[USER:PASSWORD@]host:port[,host:port…][?namespace=P&ca=FILE&cert=FILE&key=FILE]`
- * into etcd3 endpoints (`http://` or, for `etcds://`, `https://host:port`), a key namespace,
- * TLS file paths and an etcd user. User and password are percent-decoded.
- */
-export function parseEtcdStoreUrl(url: string): EtcdStoreUrl {
-  const m = /^(etcds?):\/\/(?:([^@/?#]*)@)?([^@/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
-  if (m === null) {
-    throw invalidArgument(
-      'store',
-      'must look like etcd://host:port[,host:port…] or etcds://user:password@host:port[,…]?ca=FILE',
-      redactUrl(url),
-    );
-  }
-  const secure = m[1] === 'etcds';
-  const hosts = m[3]!.split(',').map((h) => {
-    if (!/^[A-Za-z0-9.\-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h)) {
-      throw invalidArgument(
-        'store',
-        `etcd endpoint ${JSON.stringify(h)} is not host:port`,
-        redactUrl(url),
-      );
-    }
-    return `${secure ? 'https' : 'http'}://${h}`;
-  });
-  const params = new URLSearchParams(m[4] ?? '');
-  for (const name of params.keys()) {
-    if (!ETCD_URL_PARAMS.has(name)) {
-      throw invalidArgument(
-        'store',
-        `etcd URL parameter ${JSON.stringify(name)} is not one of ${[...ETCD_URL_PARAMS].join(', ')}`,
-        redactUrl(url),
-      );
-    }
-  }
-  const namespace = params.get('namespace');
-  const ca = params.get('ca');
-  const cert = params.get('cert');
-  const key = params.get('key');
-  if (!secure && (ca !== null || cert !== null || key !== null)) {
-    throw invalidArgument('store', 'ca, cert and key need an etcds:// URL', redactUrl(url));
-  }
-  if ((cert === null) !== (key === null)) {
-    throw invalidArgument('store', 'cert and key must be given together', redactUrl(url));
-  }
-  let auth: EtcdStoreUrl['auth'];
-  if (m[2] !== undefined) {
-    const colon = m[2].indexOf(':');
-    const username = decodeURIComponent(colon < 0 ? m[2] : m[2].slice(0, colon));
-    const password = colon < 0 ? '' : decodeURIComponent(m[2].slice(colon + 1));
-    if (username === '')
-      throw invalidArgument('store', 'the etcd user name is empty', redactUrl(url));
-    auth = { username, password };
-  }
-  const tls =
-    ca === null && cert === null
-      ? undefined
-      : { ...(ca === null ? {} : { ca }), ...(cert === null ? {} : { cert, key: key! }) };
-  return {
-    hosts,
-    ...(namespace === null ? {} : { namespace }),
-    ...(tls === undefined ? {} : { tls }),
-    ...(auth === undefined ? {} : { auth }),
-  };
-}
-
-/**
- * The etcd3 client options an `etcd[s]://` URL asks for: TLS from its PEM files (read now, so
- * an unreadable file is named before any connection) and its user. The store and
- * `leasehold epoch` both connect with these.
- */
-export function etcdClientOptions(parsed: EtcdStoreUrl): Omit<IOptions, 'hosts'> {
-  const { tls, auth } = parsed;
-  const read = (field: string, path: string | undefined): Buffer | undefined => {
-    if (path === undefined) return undefined;
-    try {
-      return readFileSync(path);
-    } catch (err) {
-      throw invalidArgument(field, `must be a readable PEM file (${String(err)})`, path);
-    }
-  };
-  const ca = read('ca', tls?.ca);
-  const cert = read('cert', tls?.cert);
-  const key = read('key', tls?.key);
-  return {
-    ...(ca === undefined && cert === undefined
-      ? {}
-      : {
-          credentials: {
-            // Without ca, the system's trusted CAs verify the server.
-            ...(ca === undefined ? {} : { rootCertificate: ca }),
-            ...(cert === undefined ? {} : { certChain: cert, privateKey: key! }),
-          } as { rootCertificate: Buffer },
-        }),
-    ...(auth === undefined ? {} : { auth }),
-  };
 }
 
 async function openEtcd(url: string): Promise<LeaseStore> {
@@ -291,17 +150,19 @@ async function openRedis(url: string): Promise<LeaseStore> {
   return new RedisLeaseStore({ redis, ...(prefix === undefined ? {} : { prefix }) });
 }
 
-/** Splits `redis://…[?prefix=P]` into the URL ioredis sees and the key prefix. */
-export function parseRedisStoreUrl(url: string): { redis: string; prefix?: string } {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw invalidArgument('store', 'is not a valid redis:// URL', redactUrl(url));
-  }
-  const prefix = parsed.searchParams.get('prefix');
-  parsed.searchParams.delete('prefix');
-  return prefix === null ? { redis: parsed.toString() } : { redis: parsed.toString(), prefix };
+/** Opens a Redis Cluster or Sentinel store whose client the store closes with itself. */
+async function openRedisTopologyStore(url: string): Promise<LeaseStore> {
+  const { topology, prefix } = parseRedisTopologyUrl(url);
+  const [{ RedisLeaseStore }, { openRedisTopology }] = await loadStoreModule(
+    'redis',
+    'ioredis',
+    () => Promise.all([import('./redis/index.js'), import('./redis/client.js')]),
+  );
+  return new RedisLeaseStore({
+    redis: openRedisTopology(topology, silentLogger),
+    closeClient: true,
+    ...(prefix === undefined ? {} : { prefix }),
+  });
 }
 
 const OPENERS = new Map<string, StoreOpener>([
@@ -333,6 +194,8 @@ const OPENERS = new Map<string, StoreOpener>([
   ['etcds', openEtcd],
   ['redis', openRedis],
   ['rediss', openRedis],
+  ['redis+cluster', openRedisTopologyStore],
+  ['redis+sentinel', openRedisTopologyStore],
   [
     'http',
     async (url, options) => {

@@ -11,6 +11,7 @@ import { SqliteLeaseStore } from '../../src/stores/sqlite/store.js';
 import { RedisLeaseStore } from '../../src/stores/redis/store.js';
 import { RedisCluster } from '../support/redis-cluster.js';
 import { tempDir } from '../support/tmp.js';
+import { checkUrlStoreAndEpoch } from '../support/url-store-epoch.js';
 import { eventually } from '../support/time.js';
 
 /** A store that counts its busy answers, to tell when a waiter has gone to sleep. */
@@ -66,6 +67,11 @@ describe('Redis store on a 3-master + 3-replica Redis Cluster', () => {
     stores.push(s);
     return s;
   };
+
+  it('opens from a redis+cluster:// URL (the store closes its client), and leasehold epoch raises every later token above its floor', async () => {
+    const seeds = cluster.nodes.map((n) => `127.0.0.1:${n.port}`).join(',');
+    await checkUrlStoreAndEpoch(`redis+cluster://${seeds}?prefix=${prefixOf('u')}`, 'cluster');
+  });
 
   it("evictionCheck 'refuse': one master on allkeys-lru → ready() rejects and every fresh store answers unavailable", async () => {
     const masters = await cluster.masterIndexes();

@@ -28,7 +28,7 @@ export function adminTarget(command: string, store: string | undefined): AdminTa
     throw new UsageError(
       command === 'migrate'
         ? `migrate supports postgres://, postgresql:// and sqlite: stores only, not ${scheme} (memory, Redis, etcd and servers need no migration)`
-        : `epoch supports sqlite:, postgres://, postgresql://, redis://, rediss://, etcd:// and etcds:// stores, not ${scheme} (a memory store forgets its tokens anyway; a server's store is raised where it runs)`,
+        : `epoch supports sqlite:, postgres://, postgresql://, redis://, rediss://, redis+cluster://, redis+sentinel://, etcd:// and etcds:// stores, not ${scheme} (a memory store forgets its tokens anyway; a server's store is raised where it runs)`,
     );
   }
   return parsePostgresStoreUrl(url);

@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
+import { silentLogger } from '../../core/events.js';
 import {
   etcdClientOptions,
   parseEtcdStoreUrl,
   parseRedisStoreUrl,
+  parseRedisTopologyUrl,
   sqliteStorePath,
 } from '../../stores/open-store.js';
 import { action, DEFAULT_STORE, printJson, UsageError } from '../common.js';
@@ -34,6 +36,21 @@ async function advance(url: string, atLeast: string | undefined): Promise<EpochR
     const { advanceRedisFencingEpoch } = await import('../../stores/redis/epoch.js');
     return advanceRedisFencingEpoch({ ...parseRedisStoreUrl(url), ...floor });
   }
+  if (scheme === 'redis+cluster' || scheme === 'redis+sentinel') {
+    const { topology, prefix } = parseRedisTopologyUrl(url);
+    const { advanceRedisFencingEpoch } = await import('../../stores/redis/epoch.js');
+    const { openRedisTopology } = await import('../../stores/redis/client.js');
+    const redis = openRedisTopology(topology, silentLogger);
+    try {
+      return await advanceRedisFencingEpoch({
+        redis,
+        ...(prefix === undefined ? {} : { prefix }),
+        ...floor,
+      });
+    } finally {
+      redis.disconnect();
+    }
+  }
   if (scheme === 'etcd' || scheme === 'etcds') {
     // The same connection as the store's: TLS files and the user from the URL.
     const parsed = parseEtcdStoreUrl(url);
@@ -60,7 +77,7 @@ export function registerEpochCommand(program: Command): void {
     )
     .option(
       '--store <url>',
-      'sqlite:PATH, postgres://…[?schema=S&table=T], redis://…[?prefix=P] or etcd[s]://[USER:PW@]HOST:PORT[?namespace=N&ca=F&cert=F&key=F]; env LEASEHOLD_STORE',
+      'sqlite:PATH, postgres://…[?schema=S&table=T], redis://…[?prefix=P], redis+cluster://HOST:PORT[,…], redis+sentinel://HOST:PORT[,…]/MASTER or etcd[s]://[USER:PW@]HOST:PORT[?namespace=N&ca=F&cert=F&key=F]; env LEASEHOLD_STORE',
     )
     .option(
       '--at-least <token>',

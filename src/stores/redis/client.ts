@@ -7,7 +7,10 @@ import { abortedError, unreachableError } from './errors.js';
 
 // Loaded when the store is first imported: without ioredis that import fails with an error
 // naming the package and the command that installs it (decision 012).
-const { Redis } = requirePeer<typeof IORedis>('ioredis', 'leasehold/redis');
+const { Redis, Cluster: IORedisCluster } = requirePeer<typeof IORedis>(
+  'ioredis',
+  'leasehold/redis',
+);
 
 /**
  * Opens the store's own client for a `redis://` URL. The only places in this folder that load
@@ -64,4 +67,45 @@ export function whenConnected(redis: RedisClient, signal: AbortSignal | undefine
     redis.on('error', onError);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** What a `redis+cluster://` or `redis+sentinel://` URL says (see `parseRedisTopologyUrl`). */
+export interface RedisTopology {
+  readonly kind: 'cluster' | 'sentinel';
+  /** Cluster seed nodes, or the sentinels. */
+  readonly nodes: readonly { readonly host: string; readonly port: number }[];
+  /** The master's name the sentinels know (Sentinel only). */
+  readonly name?: string;
+  /** The data nodes' user and password (ACL), from the URL's user info. */
+  readonly username?: string;
+  readonly password?: string;
+  /** The sentinels' own password, when they have one (`?sentinelPassword=`). */
+  readonly sentinelPassword?: string;
+}
+
+/**
+ * Opens a Cluster or Sentinel client from a parsed URL, for a store that closes it
+ * (`closeClient: true`) or for one command-line run.
+ */
+export function openRedisTopology(topology: RedisTopology, logger: Logger): RedisClient {
+  const auth = {
+    ...(topology.username === undefined ? {} : { username: topology.username }),
+    ...(topology.password === undefined ? {} : { password: topology.password }),
+  };
+  const nodes = topology.nodes.map((n) => ({ host: n.host, port: n.port }));
+  const redis: RedisClient =
+    topology.kind === 'cluster'
+      ? new IORedisCluster(nodes, { redisOptions: auth })
+      : new Redis({
+          sentinels: nodes,
+          name: topology.name!,
+          ...auth,
+          ...(topology.sentinelPassword === undefined
+            ? {}
+            : { sentinelPassword: topology.sentinelPassword }),
+        });
+  redis.on('error', (err: unknown) => {
+    logger.debug({ err: String(err) }, 'redis connection error');
+  });
+  return redis;
 }

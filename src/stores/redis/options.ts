@@ -13,6 +13,12 @@ export interface RedisLeaseStoreOptions {
    * `redis://` URL, for which the store opens (and on close, closes) its own client.
    */
   readonly redis: RedisClient | string;
+  /**
+   * Whether {@link RedisLeaseStore.close} also closes a client you passed as `redis` (for a
+   * client made only for this store, e.g. a Cluster or Sentinel client). Defaults to `false`;
+   * a client the store opened from a URL is always closed.
+   */
+  readonly closeClient?: boolean;
   /** ioredis options for a client opened from a URL. Defaults to ioredis' defaults. */
   readonly redisOptions?: RedisOptions;
   /**
@@ -62,7 +68,7 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
 export interface ResolvedRedisStoreOptions {
   /** The caller's client, or the URL of one the store opens (with `redisOptions`). */
   readonly redis:
-    | { readonly kind: 'client'; readonly client: RedisClient }
+    | { readonly kind: 'client'; readonly client: RedisClient; readonly close: boolean }
     | { readonly kind: 'url'; readonly url: string; readonly redisOptions: RedisOptions };
   readonly prefix: string;
   readonly logger: Logger;
@@ -111,7 +117,11 @@ export function resolveRedisStoreOptions(
     options.redis !== null &&
     typeof options.redis.evalsha === 'function'
   ) {
-    redis = { kind: 'client', client: options.redis };
+    redis = {
+      kind: 'client',
+      client: options.redis,
+      close: booleanOption('closeClient', options.closeClient, false),
+    };
   } else {
     throw invalidArgument('redis', 'must be an ioredis client or a redis:// URL', options.redis);
   }

@@ -114,7 +114,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     this.wake = resolved.wakeOnRelease;
     this.logger = resolved.logger;
     const given = resolved.redis;
-    this.ownsClient = given.kind === 'url';
+    this.ownsClient = given.kind === 'url' || given.close;
     this.redis =
       given.kind === 'url'
         ? openRedisClient(given.url, given.redisOptions, this.logger)
