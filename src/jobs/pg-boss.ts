@@ -3,7 +3,7 @@ import type { Token } from '../core/types.js';
 import type { PostgresFence } from '../fencing/postgres.js';
 import type { AttemptResult } from './attempt-result.js';
 import { FencedWorker } from './fenced-worker.js';
-import { runAttempt, type JobHandler, type ReportAnswer } from './attempt.js';
+import { runAttempt, type ReportAnswer } from './attempt.js';
 import {
   affectedCount,
   type PgBossCommandResponse,

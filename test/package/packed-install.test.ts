@@ -128,7 +128,15 @@ function node(dir: string, file: string, source: string, env: NodeJS.ProcessEnv 
 /** Subpaths that load with only the core's own dependencies, by the driver they need. */
 const NEEDS = {
   // The job adapters load no queue code: the user passes in their own queue objects.
-  core: ['.', './memory', './testing', './http', './fencing/http', './jobs/pg-boss'],
+  core: [
+    '.',
+    './memory',
+    './testing',
+    './http',
+    './fencing/http',
+    './jobs/pg-boss',
+    './jobs/bullmq',
+  ],
   pg: ['./postgres', './fencing/postgres'],
   ioredis: ['./redis', './fencing/redis'],
   'better-sqlite3': ['./sqlite', './fencing/sqlite'],
