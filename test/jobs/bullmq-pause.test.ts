@@ -28,6 +28,7 @@ describe('BullMQ: a worker paused past its lock, real processes', () => {
     { timeout: 30 * 60_000 },
     async () => {
       const q: PauseQueue = {
+        keepsOutput: true,
         worker: new URL('./bullmq-worker.js', import.meta.url),
         config: { prefix: env.prefix, queueName: env.queueName },
         send: async (run) => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { WorkerProcess } from './worker-process.js';
+import { WorkerProcess, type WorkerEvent } from './worker-process.js';
 
 // Issue 44, part 1, with real worker processes, for any queue: worker A takes a job and is
 // SIGSTOPped inside its handler; the queue takes the job back (its timeout or lock passes) and
@@ -19,6 +19,13 @@ export interface PauseQueue {
   send(run: number): Promise<string>;
   /** The job's result as its data says (`value`), and as the queue recorded it. */
   read(jobId: string): Promise<{ value: string | undefined; finished: boolean; output: unknown }>;
+  /** Whether the queue keeps a job's output (graphile-worker deletes a completed job). */
+  readonly keepsOutput: boolean;
+  /**
+   * Makes the queue take the job back from the stopped worker A, when the queue would not by
+   * itself within the test (graphile-worker: after 4 hours). Defaults to nothing.
+   */
+  takeBack?(aStarted: WorkerEvent): Promise<void>;
 }
 
 /** Figures of one arm. */
@@ -59,6 +66,7 @@ export async function pauseRun(q: PauseQueue, fenced: boolean, t: PauseTally): P
     const aStart = await a.next((e) => e.ev === 'started', STEP_MS, 'start');
     assert.equal(aStart.jobId, id);
     a.stop();
+    await q.takeBack?.(aStart);
     // Delivered when A resumes: A's handler goes on to its write and report only then.
     a.send({ cmd: 'proceed' });
     b.send({ cmd: 'take' });
@@ -78,14 +86,15 @@ export async function pauseRun(q: PauseQueue, fenced: boolean, t: PauseTally): P
     if (aWrite?.status === 'stale_fence') t.staleWritesRejected++;
     if (r.value === 'A') t.staleWritesAccepted++;
     if (aDone.status === 'stale_attempt' || aDone.status === 'not_active') t.staleReportsRefused++;
-    if (r.value !== 'B' || JSON.stringify(r.output) !== '{"by":"B"}') t.anomalies++;
+    const outputIsB = !q.keepsOutput || JSON.stringify(r.output) === '{"by":"B"}';
+    if (r.value !== 'B' || !outputIsB) t.anomalies++;
     assert.ok(r.finished, where);
     if (fenced) {
       assert.equal(aWrite?.status, 'stale_fence', where);
       assert.equal(aDone.status, 'stale_attempt', where);
       assert.ok(BigInt(bDone.token!) > BigInt(aStart.token!), where);
       assert.equal(r.value, 'B', where);
-      assert.deepEqual(r.output, { by: 'B' }, where);
+      if (q.keepsOutput) assert.deepEqual(r.output, { by: 'B' }, where);
     }
   } finally {
     await a.kill();

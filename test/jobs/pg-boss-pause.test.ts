@@ -23,6 +23,7 @@ describe('pg-boss: a worker paused past the job timeout, real processes', () => 
     { timeout: 30 * 60_000 },
     async () => {
       const q: PauseQueue = {
+        keepsOutput: true,
         worker: new URL('./pg-boss-worker.js', import.meta.url),
         config: { url: env.url, bossSchema: env.bossSchema, schema: env.schema, queue: env.queue },
         send: async (run) => {

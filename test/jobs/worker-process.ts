@@ -15,6 +15,7 @@ export class WorkerProcess {
   private readonly waiters: {
     match: (e: WorkerEvent) => boolean;
     resolve: (e: WorkerEvent) => void;
+    fail: (err: Error) => void;
   }[] = [];
   private readonly exited: Promise<void>;
   private readonly child: ChildProcess;
@@ -30,7 +31,14 @@ export class WorkerProcess {
         else this.waiters.push(w);
       }
     });
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
+    this.exited = new Promise((resolve) =>
+      this.child.once('exit', (code, signal) => {
+        // A worker that died fails its waiters now, not at their time bound.
+        for (const w of this.waiters.splice(0))
+          w.fail(new Error(`worker exited (${code ?? signal})`));
+        resolve();
+      }),
+    );
   }
 
   get pid(): number {
@@ -55,6 +63,10 @@ export class WorkerProcess {
         resolve: (e) => {
           clearTimeout(timer);
           resolve(e);
+        },
+        fail: (err) => {
+          clearTimeout(timer);
+          reject(err);
         },
       });
     });
