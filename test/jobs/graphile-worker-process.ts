@@ -60,7 +60,7 @@ const fenced: Task = fencedTask<unknown, unknown>({
       token: 'token' in r ? String(r.token) : undefined,
     });
   },
-}) as Task;
+});
 
 /** graphile-worker alone: a task with the same write. */
 const bare: Task = async (_payload, helpers) => {
