@@ -19,7 +19,8 @@ export async function startGraphileEnv(label: string): Promise<GraphileEnv> {
   await withPgClient((c) => c.query(`CREATE SCHEMA "${schema}"`));
   await withPgClient((c) =>
     c.query(
-      `CREATE TABLE "${schema}".job_result (job_id text PRIMARY KEY, value text NOT NULL, token bigint, writes int NOT NULL DEFAULT 1)`,
+      `CREATE TABLE "${schema}".job_result (job_id text PRIMARY KEY, value text NOT NULL, token bigint, writes int NOT NULL DEFAULT 1);
+       CREATE TABLE "${schema}".effect_log (seq bigserial PRIMARY KEY, job_id text NOT NULL, token bigint)`,
     ),
   );
   await runMigrations({ connectionString: PG_URL, schema: workerSchema, logger: quietLogger() });

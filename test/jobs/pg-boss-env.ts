@@ -40,20 +40,25 @@ export function bossOptions(url: string, schema: string, supervise: boolean) {
  * Starts a pg-boss install and creates `queue` with a run-time limit of `expireInSeconds` and
  * immediate retries.
  */
-export async function startPgBossEnv(label: string, expireInSeconds: number): Promise<PgBossEnv> {
+export async function startPgBossEnv(
+  label: string,
+  expireInSeconds: number,
+  retryLimit = 5,
+): Promise<PgBossEnv> {
   const bossSchema = uniqueSchema(`${label}_boss`);
   const schema = uniqueSchema(label);
   await withPgClient((c) => c.query(`CREATE SCHEMA "${schema}"`));
   await withPgClient((c) =>
     c.query(
-      `CREATE TABLE "${schema}".job_result (job_id text PRIMARY KEY, value text NOT NULL, token bigint, writes int NOT NULL DEFAULT 1)`,
+      `CREATE TABLE "${schema}".job_result (job_id text PRIMARY KEY, value text NOT NULL, token bigint, writes int NOT NULL DEFAULT 1);
+       CREATE TABLE "${schema}".effect_log (seq bigserial PRIMARY KEY, job_id text NOT NULL, token bigint)`,
     ),
   );
   const boss = new PgBoss(bossOptions(PG_URL, bossSchema, true));
   boss.on('error', () => undefined);
   await boss.start();
   const queue = `q_${label}`;
-  await boss.createQueue(queue, { expireInSeconds, retryLimit: 5, retryDelay: 0 });
+  await boss.createQueue(queue, { expireInSeconds, retryLimit, retryDelay: 0 });
   return {
     url: PG_URL,
     bossSchema,
@@ -113,9 +118,13 @@ export async function resultRow(
   return r.rows[0];
 }
 
-/** The upsert a job's handler makes: its value, and how many writes reached the row. */
+/**
+ * The upsert a job's handler makes: its value, and how many writes reached the row; each write
+ * is also appended to `effect_log` in the same statement, in commit order of its `seq`.
+ */
 export function resultUpsert(schema: string): string {
-  return `INSERT INTO "${schema}".job_result (job_id, value, token) VALUES ($1, $2, $3)
+  return `WITH logged AS (INSERT INTO "${schema}".effect_log (job_id, token) VALUES ($1, $3::bigint))
+    INSERT INTO "${schema}".job_result (job_id, value, token) VALUES ($1, $2, $3::bigint)
     ON CONFLICT (job_id) DO UPDATE SET value = EXCLUDED.value, token = EXCLUDED.token,
       writes = "${schema}".job_result.writes + 1`;
 }

@@ -21,6 +21,8 @@ export interface PgBossWorkerConfig {
   readonly fenced: boolean;
   /** Hold each handler after it starts until the test says `proceed`. */
   readonly hold: boolean;
+  /** The soak: the output also names the attempt's token. */
+  readonly soak?: boolean;
 }
 
 const config = JSON.parse(process.argv[2]!) as PgBossWorkerConfig;
@@ -50,11 +52,13 @@ const fencedWorker = new PgBossFencedWorker<unknown, unknown>({
   handler: async ({ job, token, scope }) => {
     send({ ev: 'started', jobId: job.id, token: token.toString() });
     await proceeded;
+    // The soak's job takes a while, so that pauses and kills land inside handlers.
+    if (config.soak) await delay(100 + Math.random() * 600);
     const w = await parts.fence.write({ scope, token }, (tx) =>
       tx.query(upsert, [job.id, config.name, token.toString()]),
     );
     send({ ev: 'write', jobId: job.id, status: w.status });
-    return { by: config.name };
+    return config.soak ? { by: config.name, token: token.toString() } : { by: config.name };
   },
   onOutcome: (o) => {
     const r = o.result;
