@@ -12,6 +12,8 @@ export interface BullMqWorkerConfig {
   readonly name: string;
   readonly fenced: boolean;
   readonly hold: boolean;
+  /** The soak: each job takes a while, logs its accepted write, and its output names its token. */
+  readonly soak?: boolean;
 }
 
 const config = JSON.parse(process.argv[2]!) as BullMqWorkerConfig;
@@ -35,6 +37,16 @@ const fencedWorker = new BullMqFencedWorker<unknown, unknown>({
   handler: async ({ job, token, scope }) => {
     send({ ev: 'started', jobId: job.id, token: token.toString() });
     await proceeded;
+    if (config.soak) {
+      await delay(100 + Math.random() * 600);
+      // The result and its log entry in the fence's one step.
+      const w = await parts.fence.commands(scope, token, [
+        { command: 'SET', keys: [parts.resultKey(job.id!)], args: [token.toString()] },
+        { command: 'RPUSH', keys: [`${config.prefix}:effect_log`], args: [`${job.id}:${token}`] },
+      ]);
+      send({ ev: 'write', jobId: job.id, status: w.status });
+      return { by: config.name, token: token.toString() };
+    }
     const w = await parts.fence.set(scope, token, parts.resultKey(job.id!), config.name);
     send({ ev: 'write', jobId: job.id, status: w.status });
     return { by: config.name };

@@ -13,11 +13,11 @@ import { WorkerProcess } from './worker-process.js';
 // every accepted write is logged in the same statement. At the end: every job completed (none
 // lost); per job, the accepted writes' tokens never went down (0 stale accepted); the result
 // row holds the highest accepted token; and that is the token of the attempt pg-boss recorded
-// as completing the job. Bounded: `npm test` runs 200 jobs with faults for 12 s, chaos 1,000
+// as completing the job. Bounded: `npm test` runs 150 jobs with faults for 10 s, chaos 1,000
 // jobs for 60 s.
 
-const JOBS = CHAOS ? 1000 : 200;
-const FAULT_MS = CHAOS ? 60_000 : 12_000;
+const JOBS = CHAOS ? 1000 : 150;
+const FAULT_MS = CHAOS ? 60_000 : 10_000;
 const WORKERS = 8;
 const SETTLE_MS = 120_000;
 const WORKER = new URL('./pg-boss-worker.js', import.meta.url);
