@@ -14,7 +14,8 @@ export type AttemptAbortReason = 'lease_lost' | 'queue_took_back' | 'stopping';
  * - `stale_attempt`: a newer attempt of the same job has claimed or written its scope; this
  *   attempt's completion or failure was refused and changed nothing at the queue.
  * - `not_active`: no newer attempt has fenced the job, but the queue no longer holds this
- *   attempt (it timed out, was retried, cancelled or deleted): the queue refused the report.
+ *   attempt (it timed out, was retried, cancelled or deleted): the queue refused the report,
+ *   or (`report: 'start'`) the handler did not run.
  * - `superseded`: a newer attempt had claimed the job before this one could start; the
  *   handler did not run.
  * - `lease_busy`: an earlier attempt's lease was still live after waiting; the handler did
@@ -33,7 +34,12 @@ export type AttemptResult<R = unknown> =
       /** The newer token the job's scope had seen. */
       readonly highWaterMark: bigint;
     }
-  | { readonly status: 'not_active'; readonly token: Token; readonly report: 'complete' | 'fail' }
+  | {
+      readonly status: 'not_active';
+      readonly token: Token;
+      /** `start`: the queue no longer held the attempt once its lease was granted. */
+      readonly report: 'start' | 'complete' | 'fail';
+    }
   | { readonly status: 'superseded'; readonly token: Token; readonly highWaterMark: bigint }
   | { readonly status: 'lease_busy'; readonly retryAfterMs: number }
   | { readonly status: 'unavailable'; readonly cause: unknown };

@@ -81,32 +81,48 @@ async function attempt<J, R>(plan: AttemptPlan<J, R>): Promise<AttemptResult<R>>
       wait: plan.waitMs,
       renewEvery: plan.heartbeatMs,
       signal: plan.stopSignal,
-      // Claim before start: an earlier attempt's write to the job's scope is refused from
-      // here on, even before this attempt's first write.
-      fences: [{ fence: plan.fence, scope: plan.scope, name: 'job' }],
     });
   } catch (cause) {
     return { status: 'unavailable', cause };
   }
   switch (acquired.status) {
     case 'acquired':
-      return underLease(plan, acquired.lease);
+      return started(plan, acquired.lease);
     case 'busy':
       await giveBack(plan, 'an earlier attempt still holds the job lease');
       return { status: 'lease_busy', retryAfterMs: acquired.retryAfterMs };
-    case 'claim_failed':
-      if (acquired.reason === 'stale_fence') {
-        await giveBack(plan, 'a newer attempt has claimed the job');
-        return {
-          status: 'superseded',
-          token: acquired.token,
-          highWaterMark: acquired.highWaterMark,
-        };
-      }
-      return { status: 'unavailable', cause: acquired.cause };
     case 'unavailable':
       return { status: 'unavailable', cause: acquired.cause };
   }
+}
+
+/**
+ * Between the fetch and the grant this attempt may have been paused while the queue handed the
+ * job to a newer attempt, which may even have finished and released the key: the grant would
+ * then give the stale attempt the higher token. So the queue is asked, while the lease is held,
+ * whether it still holds this attempt; only then is the token claimed on the job's scope. Any
+ * later attempt needs this lease gone first, so its token is higher (decision 034).
+ */
+async function started<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<AttemptResult<R>> {
+  const token = lease.token;
+  try {
+    if (!(await plan.heartbeat())) {
+      await lease.release().catch(() => undefined);
+      return { status: 'not_active', token, report: 'start' };
+    }
+    // Claim before start: an earlier attempt's write to the job's scope is refused from here
+    // on, even before this attempt's first write.
+    const claimed = await plan.fence.claim(plan.scope, token);
+    if (claimed.status === 'stale_fence') {
+      await lease.release().catch(() => undefined);
+      await giveBack(plan, 'a newer attempt has claimed the job');
+      return { status: 'superseded', token, highWaterMark: claimed.highWaterMark };
+    }
+  } catch (cause) {
+    await lease.release().catch(() => undefined);
+    return { status: 'unavailable', cause };
+  }
+  return underLease(plan, lease);
 }
 
 async function giveBack<J, R>(plan: AttemptPlan<J, R>, why: string): Promise<void> {

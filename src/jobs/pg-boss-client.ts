@@ -59,7 +59,7 @@ export interface PgBossLike {
   fail(
     name: string,
     id: PgBossAttempt,
-    data?: unknown,
+    data?: object | null,
     options?: { db?: PgBossDb },
   ): Promise<PgBossCommandResponse>;
   touch(name: string, id: PgBossAttempt): Promise<PgBossCommandResponse>;

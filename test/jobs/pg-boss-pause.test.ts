@@ -7,7 +7,7 @@ import { pauseRun, pauseTally, type PauseQueue } from './pause-story.js';
 // pause-story.ts on pg-boss: the queue's run-time limit is 1 s, its expiry sweep runs every
 // second in the test process. Control arm: pg-boss alone, as its work() does.
 
-const RUNS = CHAOS ? 20 : 2;
+const RUNS = CHAOS ? 20 : 1;
 
 describe('pg-boss: a worker paused past the job timeout, real processes', () => {
   let env: PgBossEnv;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import type { AttemptResult } from '../../src/jobs/attempt-result.js';
-import { PgBossFencedWorker } from '../../src/jobs/pg-boss.js';
+import { PgBossFencedWorker, type PgBossLike } from '../../src/jobs/pg-boss.js';
 import { Gate } from '../support/barrier.js';
 import {
   jobRow,
@@ -137,6 +137,65 @@ describe('pg-boss fenced attempts (one process)', () => {
       assert.equal((await resultRow(env.schema, id))?.value, 'B');
     });
   }
+
+  it('an attempt paused between its fetch and its lease, after a newer attempt finished, gets the higher token but does not run', async () => {
+    const id = await env.boss.send(env.queue, { n: 4 });
+    assert.ok(id !== null);
+    const fetched = new Gate();
+    const resume = new Gate();
+    // A's fetch is held after pg-boss answered it: A is "paused" before asking for its lease.
+    const pausedBoss: PgBossLike = {
+      fetch: async (name, options) => {
+        const jobs = await env.boss.fetch(name, options);
+        if (jobs.length > 0) {
+          fetched.open();
+          await resume.promise;
+        }
+        return jobs;
+      },
+      complete: (name, attempt, data, options) => env.boss.complete(name, attempt, data, options),
+      fail: (...args) => env.boss.fail(...args),
+      touch: (...args) => env.boss.touch(...args),
+    };
+    let aRan = false;
+    const workerA = new PgBossFencedWorker<{ n: number }, unknown>({
+      boss: pausedBoss,
+      queue: env.queue,
+      client: a.client,
+      fence: a.fence,
+      handler: () => {
+        aRan = true;
+        return { by: 'A' };
+      },
+    });
+    const workerB = new PgBossFencedWorker<{ n: number }, unknown>({
+      boss: env.boss,
+      queue: env.queue,
+      client: b.client,
+      fence: b.fence,
+      handler: async ({ job, token, scope }) => {
+        await b.fence.write({ scope, token }, (tx) =>
+          tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
+        );
+        return { by: 'B' };
+      },
+    });
+    const aRun = workerA.runOnce();
+    await fetched.promise;
+    const bResult = await nextAttempt(workerB);
+    assert.equal(bResult.status, 'completed');
+    resume.open();
+    const aResult = await aRun;
+    assert.equal(aRan, false, "A's handler did not run");
+    assert.equal(aResult?.status, 'not_active');
+    if (aResult?.status === 'not_active' && bResult.status === 'completed') {
+      assert.equal(aResult.report, 'start');
+      assert.ok(aResult.token > bResult.token, 'the lease gave A the higher token');
+      assert.equal(await a.fence.highWaterMark(`jobs/${env.queue}/${id}`), bResult.token);
+    }
+    assert.deepEqual((await jobRow(env, id))?.output, { by: 'B' });
+    assert.equal((await resultRow(env.schema, id))?.value, 'B');
+  });
 
   it('a handler that throws fails the attempt at the queue, fenced, and the job is retried', async () => {
     const id = await env.boss.send(env.queue, { n: 3 });
