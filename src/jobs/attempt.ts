@@ -101,7 +101,7 @@ async function attempt<J, R>(plan: AttemptPlan<J, R>): Promise<AttemptResult<R>>
  * job to a newer attempt, which may even have finished and released the key: the grant would
  * then give the stale attempt the higher token. So the queue is asked, while the lease is held,
  * whether it still holds this attempt; only then is the token claimed on the job's scope. Any
- * later attempt needs this lease gone first, so its token is higher (decision 034).
+ * later attempt needs this lease gone first, so its token is higher (decision 036).
  */
 async function started<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<AttemptResult<R>> {
   const token = lease.token;
