@@ -21,6 +21,7 @@ export const LAYERS = [
   { name: 'sim', paths: ['sim/'] },
   { name: 'http-service', paths: ['http-service/'] },
   { name: 'fencing', paths: ['fencing/'] },
+  { name: 'jobs', paths: ['jobs/'] },
   { name: 'fault', paths: ['fault/'] },
   { name: 'metrics', paths: ['metrics/'] },
   { name: 'otel', paths: ['otel/'] },

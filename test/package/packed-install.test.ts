@@ -127,7 +127,18 @@ function node(dir: string, file: string, source: string, env: NodeJS.ProcessEnv 
 
 /** Subpaths that load with only the core's own dependencies, by the driver they need. */
 const NEEDS = {
-  core: ['.', './memory', './testing', './http', './fencing/http', './fencing/in-transaction'],
+  // The job adapters load no queue code: the user passes in their own queue objects.
+  core: [
+    '.',
+    './memory',
+    './testing',
+    './http',
+    './fencing/http',
+    './fencing/in-transaction',
+    './jobs/pg-boss',
+    './jobs/bullmq',
+    './jobs/graphile-worker',
+  ],
   pg: ['./postgres', './fencing/postgres'],
   ioredis: ['./redis', './fencing/redis'],
   'better-sqlite3': ['./sqlite', './fencing/sqlite'],
