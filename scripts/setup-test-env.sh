@@ -44,6 +44,11 @@ need_cmd radosgw radosgw
 need_cmd python3 python3
 need_cmd curl curl
 
+# docs/production.md's alert rules are checked by promtool (Debian's prometheus package) and
+# its systemd units by systemd-analyze.
+need_cmd promtool prometheus
+need_cmd systemd-analyze systemd
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"
