@@ -52,8 +52,13 @@ for v in $VERSIONS; do
     src="$work/better-sqlite3-$abi"
     cp -a "$MODULES/better-sqlite3" "$src"
     rm -rf "$src/build"
-    (cd "$src" && "$node_bin" "$NODE_GYP" rebuild --release --nodedir="$nodedir" -j 2 >"$work/gyp-$abi.log" 2>&1) ||
-      { tail -20 "$work/gyp-$abi.log" >&2; exit 1; }
+    if ! (cd "$src" && "$node_bin" "$NODE_GYP" rebuild --release --nodedir="$nodedir" -j 2 \
+      >"$work/gyp-$abi.log" 2>&1); then
+      grep -E ' error: ' "$work/gyp-$abi.log" | head -5 >&2 || tail -20 "$work/gyp-$abi.log" >&2
+      summary+=("$full: FAIL (better-sqlite3 does not build for ABI $abi) in $((SECONDS - started)) s")
+      status=1
+      continue
+    fi
     mkdir -p "$(dirname "$addon")"
     cp "$src/build/Release/better_sqlite3.node" "$addon"
   fi

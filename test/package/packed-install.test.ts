@@ -309,7 +309,8 @@ describe('the packed package, installed from its tarball', { timeout: 300_000 },
         run(process.execPath, ['--test', 'testing-guide.test.mjs'], dir),
         'node --test testing-guide.test.mjs',
       );
-      assert.match(out, /^# pass 1$/m);
+      // TAP on Node 20 and 22, the spec reporter on later lines (the output is not a terminal).
+      assert.match(out, /^[#ℹ] pass 1$/m);
     });
 
     it('runs the installed leasehold command, which names what serve needs', () => {
