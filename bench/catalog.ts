@@ -254,7 +254,7 @@ export async function catalogBenchmarks(o: BenchOptions): Promise<BenchResult[]>
       const cpuOf = (what: string) => (): Promise<number> => backendCpuMs(admin, app(what));
       const subjects: Subject[] = [
         {
-          subject: 'raw fenced UPDATE (pg, the article’s statement)',
+          subject: 'raw fenced UPDATE (pg, the textbook statement)',
           serverCpuMs: cpuOf('raw'),
           cycle: async (w) => {
             await rawPool.query(RAW_UPDATE_PG, [`${names[w]}@${flipOf(flip, w)}`, '5', names[w]]);

@@ -93,9 +93,9 @@ const WARM_UP_MS = 500;
 /** Subjects measured round by round against the seed's statements (interleaved). */
 type Subject = 'seed' | 'leasehold' | 'seed-async';
 const SUBJECT_NAME: Record<Subject, string> = {
-  seed: 'raw seed upsert + release',
+  seed: 'raw SQL upsert + release',
   leasehold: 'leasehold',
-  'seed-async': 'seed statements, synchronous_commit=off',
+  'seed-async': 'SQL statements, synchronous_commit=off',
 };
 
 /**
@@ -232,7 +232,7 @@ export async function postgresBenchmarks(opts: BenchOptions): Promise<BenchResul
             });
           }
           summary.push(
-            `${workers}w ${keys}: leasehold ${ratio('seed').toFixed(2)}× the seed's statements, ` +
+            `${workers}w ${keys}: leasehold ${ratio('seed').toFixed(2)}× the plain SQL statements, ` +
               `${ratio('seed-async').toFixed(2)}× them with synchronous_commit=off ` +
               `(median of ${rounds} interleaved rounds)`,
           );

@@ -52,6 +52,11 @@ need_py psycopg python3-psycopg
 need_py redis python3-redis
 need_cmd psql postgresql-client
 
+# docs/production.md's alert rules are checked by promtool (Debian's prometheus package) and
+# its systemd units by systemd-analyze.
+need_cmd promtool prometheus
+need_cmd systemd-analyze systemd
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "setup: installing ${missing[*]}"

@@ -29,7 +29,7 @@ describe('npm run bench -- --quick --only catalog still runs', () => {
         cyclesPerSec?: number;
       }[];
       for (const [subject, scenario] of [
-        ['raw fenced UPDATE (pg, the article’s statement)', 'publish pg'],
+        ['raw fenced UPDATE (pg, the textbook statement)', 'publish pg'],
         ['PostgresFence.write + the same UPDATE', 'publish pg'],
         ['leasehold catalog.publish (pg)', 'publish pg'],
         ['raw fenced UPDATE (better-sqlite3, same sync policy)', 'publish sqlite'],

@@ -287,6 +287,36 @@ describe('lesson page in a real browser (headless Chromium)', () => {
     await page.setViewportSize({ width: 1000, height: 900 });
   });
 
+  it('shows no verdict and no timeline of the earlier settings while the settings are invalid', async () => {
+    await set(page, {
+      pauseS: 12,
+      freezeAtS: 2,
+      ttlS: 10,
+      renewS: 3,
+      fault: 'pause',
+      fencing: false,
+    });
+    const valid = await read(page);
+    assert.equal(valid.outcome, 'overwritten');
+    assert.ok(valid.timeline.length > 0 && valid.marks.length > 0);
+    await page.locator('#renew').fill('10');
+    await page.locator('#lesson[data-state="invalid"]').waitFor();
+    const shown = await read(page);
+    assert.equal(shown.outcome, '', 'no outcome colours the verdict box');
+    assert.notEqual(shown.headline, valid.headline);
+    assert.match(shown.headline, /No verdict/);
+    assert.equal(shown.verdict, '');
+    assert.deepEqual(shown.timeline, []);
+    assert.deepEqual(shown.marks, []);
+    assert.equal(await page.locator('#lesson').getAttribute('data-parameters'), null);
+    // Valid again: the story for the new settings is drawn.
+    await page.locator('#renew').fill('3');
+    await page.locator('#lesson[data-state="ready"]').waitFor();
+    const again = await read(page);
+    assert.equal(again.outcome, 'overwritten');
+    assertSameStory(again, await simulate(again.parameters));
+  });
+
   it('answers the check question on the page: the pause between check and write', async () => {
     const text = await page.locator('section[aria-labelledby="check-title"]').innerText();
     assert.match(text, /stops when it fails to renew/);

@@ -11,10 +11,14 @@ import {
   addStoreOptions,
   closeQuietly,
   describeHolder,
+  holderJson,
   openStoreFromFlags,
+  printJson,
+  UsageError,
   type StoreFlags,
 } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { operandsBeforeSeparator } from '../operands-before-separator.js';
 import {
   KILL_WAIT_MS,
   startProcessGroup,
@@ -121,6 +125,10 @@ the group, with the same SIGKILL after --kill-after. run exits, and releases the
 once no process of the group remains; processes that leave the group (setsid, daemons) are
 not followed. Ctrl-Z is ignored. See docs/cli.md.
 
+With --json, run prints one JSON object as the last line of stdout when it ends (after
+anything the command printed): {"status", "key", "exitCode", …} with status exited, lost,
+busy, unavailable, not_found or cannot_execute, and the token once the lease was granted.
+
 Exit codes: the command's own code (128+N if killed by signal N); 75 busy (key held, wait ran
 out); 69 store unavailable; 79 lease lost while running; 127 command not found; 126 not
 executable; 64 bad arguments.
@@ -129,12 +137,23 @@ Example:
   leasehold run jobs/nightly-report --ttl 30s --wait 10m -- ./report.sh --month july`,
     )
     .action(
-      action(async (key: string, command: string[], flags: RunFlags) => {
+      action(async (key: string, command: string[], flags: RunFlags, cmd: Command) => {
+        // `run --ttl 30s -- ./job.sh` (the key forgotten) would lease a key named "./job.sh".
+        const before = operandsBeforeSeparator(cmd, process.argv);
+        if (before !== undefined && before.length === 0) {
+          throw new UsageError(
+            `run needs a KEY before --: leasehold run KEY --ttl 30s -- ${command.length > 0 ? [key, ...command].join(' ') : key}`,
+          );
+        }
         const killAfterMs = parseDuration('kill-after', cliDuration(flags.killAfter));
         if (killAfterMs < 0 || killAfterMs > 3_600_000)
           throw invalidArgument('kill-after', 'must be between 0 and 1h', flags.killAfter);
         const say = (text: string): void => {
           if (flags.quiet !== true) process.stderr.write(`leasehold: ${text}\n`);
+        };
+        const end = (exitCode: number, summary: Record<string, unknown>): number => {
+          if (flags.json === true) printJson({ ...summary, key, exitCode });
+          return exitCode;
         };
         const store = await openStoreFromFlags(flags);
         const client = new LeaseClient({
@@ -154,10 +173,14 @@ Example:
           switch (r.status) {
             case 'busy':
               say(`${key} is busy: held by ${describeHolder(r.holder)}`);
-              return EXIT.busy;
+              return end(EXIT.busy, {
+                status: 'busy',
+                holder: holderJson(r.holder),
+                retryAfterMs: r.retryAfterMs,
+              });
             case 'unavailable':
               say(`store unavailable: ${String(r.cause)}`);
-              return EXIT.unavailable;
+              return end(EXIT.unavailable, { status: 'unavailable', message: String(r.cause) });
             case 'acquired':
               break;
             default:
@@ -185,15 +208,24 @@ Example:
             keepLease = true;
           }
           const released = keepLease ? undefined : await lease.release();
+          const ran = {
+            token: lease.token.toString(),
+            code: exit.code,
+            signal: exit.signal,
+            released: released?.status === 'released',
+          };
           if (exit.error !== undefined) {
             say(`cannot run ${file}: ${exit.error.message}`);
-            return exit.error.code === 'ENOENT' ? EXIT.notFound : EXIT.cannotExecute;
+            return exit.error.code === 'ENOENT'
+              ? end(EXIT.notFound, { status: 'not_found', ...ran })
+              : end(EXIT.cannotExecute, { status: 'cannot_execute', ...ran });
           }
-          if (wasLost) return EXIT.lost;
+          if (wasLost) return end(EXIT.lost, { status: 'lost', ...ran });
           if (released?.status === 'unavailable')
             say(`release failed (${String(released.cause)}); the lease will expire`);
-          if (exit.signal !== null) return signalExitCode(exit.signal);
-          return exit.code ?? EXIT.error;
+          const exitCode =
+            exit.signal !== null ? signalExitCode(exit.signal) : (exit.code ?? EXIT.error);
+          return end(exitCode, { status: 'exited', ...ran });
         } finally {
           // Closing the client would release the lease.
           if (!keepLease) await client.close().catch(() => undefined);
