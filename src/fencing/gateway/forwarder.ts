@@ -4,7 +4,7 @@ import { FenceHttpError } from '../http/fence-error.js';
 import { bodyTooLarge, crossedBodyLimit } from './body-limit.js';
 import { sendError } from './error-answers.js';
 import { FORWARD_ID_HEADER, type ForwardOutcome, type UpstreamPool } from './forward.js';
-import { stripHopByHop } from './hop-by-hop.js';
+import { stripHopByHop, withoutHopByHop } from './hop-by-hop.js';
 
 /** How one request is forwarded. */
 export interface ForwardHow {
@@ -69,10 +69,7 @@ export function createForwarder(o: ForwarderOptions): Forward {
         // reply-from hands over its own copy of the request's headers: changed in place, no
         // second copy. (undefined rather than delete: undici skips such headers, and the
         // object keeps its fast shape.)
-        const out = stripHopByHop(
-          headers as Record<string, string | string[] | undefined>,
-          'undefine',
-        );
+        const out = stripHopByHop(headers as Record<string, string | string[] | undefined>);
         out[FORWARD_ID_HEADER] = tracked.id;
         // The gateway's own bearer secret never travels further.
         if (stripAuthorization) out['authorization'] = undefined;
@@ -83,7 +80,7 @@ export function createForwarder(o: ForwarderOptions): Forward {
         return out;
       },
       // The answer's own framing and connection fields stay on the upstream connection.
-      rewriteHeaders: (headers) => stripHopByHop(headers, 'delete'),
+      rewriteHeaders: (headers) => withoutHopByHop(headers),
       onResponse: (_req, rep, res) => {
         if (how.version !== undefined) void rep.header('fencing-version', how.version.toString());
         void rep.send(res.stream);
