@@ -14,6 +14,7 @@ import {
   type SecureEtcd,
 } from '../support/etcd-tls.js';
 import { uniqueKey } from '../support/keys.js';
+import { checkUrlStoreAndEpoch } from '../support/url-store-epoch.js';
 
 // A 3-member etcd cluster with client TLS (mutual: client certificates required) and RBAC,
 // the way a production cluster is locked down; the store connects as a user whose role may
@@ -161,38 +162,16 @@ describe('etcd with TLS and RBAC: credentials and permissions', () => {
 
   it('leasehold epoch on an etcds:// URL connects with its user and client certificate; later tokens exceed the floor', async () => {
     const url = appUrl();
-    const store = await openStore(url);
-    const client = new LeaseClient({ store, ownerId: 'epoch-url' });
-    try {
-      const key = uniqueKey('tls-epoch');
-      const before = await client.acquire(key, { ttl: '5s' });
-      assert.equal(before.status, 'acquired');
-      if (before.status !== 'acquired') return;
-      await before.lease.release();
-      const cli = spawnCli(['epoch', '--store', url, '--json']);
-      const code = await cli.exited;
-      assert.equal(code, 0, cli.stderr());
-      const floor = BigInt((JSON.parse(cli.stdout()) as { floor: string }).floor);
-      assert.ok(floor > before.lease.token, `floor ${floor} above the earlier token`);
-      const after = await client.acquire(key, { ttl: '5s' });
-      assert.equal(after.status, 'acquired');
-      if (after.status === 'acquired') {
-        assert.ok(after.lease.token > floor, `token ${after.lease.token} above floor ${floor}`);
-        await after.lease.release();
-      }
-      // The same URL with a wrong password: the command names the failure and exits 69.
-      const bad = spawnCli([
-        'epoch',
-        '--store',
-        url.replace(encodeURIComponent(ETCD_USERS.app), 'nope'),
-      ]);
-      assert.equal(await bad.exited, 69);
-      assert.match(bad.stderr(), /authentication failed/i);
-      assert.doesNotMatch(bad.stderr(), new RegExp(ETCD_USERS.app.replace(/\W/g, '.')));
-    } finally {
-      await client.close();
-      await store.close();
-    }
+    await checkUrlStoreAndEpoch(url, 'tls');
+    // The same URL with a wrong password: the command names the failure and exits 69.
+    const bad = spawnCli([
+      'epoch',
+      '--store',
+      url.replace(encodeURIComponent(ETCD_USERS.app), 'nope'),
+    ]);
+    assert.equal(await bad.exited, 69);
+    assert.match(bad.stderr(), /authentication failed/i);
+    assert.doesNotMatch(bad.stderr(), new RegExp(ETCD_USERS.app.replace(/\W/g, '.')));
   });
 
   it('parses etcds:// URLs and refuses malformed ones naming the rule', () => {
