@@ -2,33 +2,11 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { EXIT } from '../../src/cli/exit-codes.js';
 import { startUpstream, type Upstream } from '../gateway/support.js';
-import { killQuietly, spawnCli, type CliProcess } from '../support/cli.js';
+import { finished, killQuietly, spawnCli, type CliProcess } from '../support/cli.js';
 import { freePort } from '../support/ports.js';
 import { startServeProcess, type ServeProcess } from '../support/serve-process.js';
 import { eventually } from '../support/time.js';
 import { tempDir } from '../support/tmp.js';
-
-/**
- * Waits (bounded: a server that should have refused to start may be listening instead) for
- * the process to end and for all it printed ('close' follows the last byte).
- */
-async function finished(p: CliProcess): Promise<{ code: number; out: string; err: string }> {
-  const closed = new Promise<void>((resolve) => p.child.once('close', () => resolve()));
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const bound = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      killQuietly(p);
-      reject(new Error(`still running after 60 s; stdout: ${p.stdout()}\nstderr: ${p.stderr()}`));
-    }, 60_000);
-  });
-  try {
-    const code = await Promise.race([p.exited, bound]);
-    await closed;
-    return { code, out: p.stdout(), err: p.stderr() };
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Stops a gateway with SIGTERM and returns all it wrote to stderr once it has exited. */
 async function stopped(p: CliProcess): Promise<string> {

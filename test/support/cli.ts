@@ -83,3 +83,25 @@ export function killQuietly(p: CliProcess | undefined): void {
     // already gone
   }
 }
+
+/**
+ * Waits (bounded, 60 s: a server that should have refused to start may be listening instead) for
+ * the process to end and for all it printed ('close' follows the last byte).
+ */
+export async function finished(p: CliProcess): Promise<{ code: number; out: string; err: string }> {
+  const closed = new Promise<void>((resolve) => p.child.once('close', () => resolve()));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      killQuietly(p);
+      reject(new Error(`still running after 60 s; stdout: ${p.stdout()}\nstderr: ${p.stderr()}`));
+    }, 60_000);
+  });
+  try {
+    const code = await Promise.race([p.exited, bound]);
+    await closed;
+    return { code, out: p.stdout(), err: p.stderr() };
+  } finally {
+    clearTimeout(timer);
+  }
+}
