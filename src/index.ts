@@ -51,6 +51,7 @@ export type {
   StoreAcquireResult,
   StoreLeaseRef,
   StoreReleaseResult,
+  StoreLossReason,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,
