@@ -265,7 +265,7 @@ describe('PostgreSQL waiter interest (decision 014)', () => {
     assert.match((grant ?? '').replace(check, ''), /^SET LOCAL statement_timeout = \d+; /);
     assert.match(grant ?? '', /, \d+::int, 'on', (NULL|'[0-9a-f-]{36}')\)\s*$/);
     assert.match(renew ?? '', /SET LOCAL synchronous_commit = on;/);
-    assert.match((release ?? '').replace(check, ''), /^SET LOCAL statement_timeout = \d+; /);
+    assert.match(release ?? '', /^SET LOCAL statement_timeout = \d+; /, 'a release goes unchecked');
     assert.match(release ?? '', /, \d+::int, 'off', (NULL|'[0-9a-f-]{36}')\)\s*$/);
     assert.doesNotMatch(release ?? '', /synchronous_commit = on|'on'/);
   });

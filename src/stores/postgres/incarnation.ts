@@ -10,7 +10,7 @@ export interface IncarnationChange {
 
 /**
  * What a PostgreSQL store knows of its server's incarnations (decision 042), from the answers
- * of the incarnation check (INCARNATION_CHECK) that opens each write message: the highest
+ * of the incarnation check (INCARNATION_CHECK) that opens each grant and renewal message: the highest
  * epoch floor a change of incarnation set, and why. A lease whose token is at or below that
  * floor was granted by an earlier incarnation, so a renewal that answers `lost` for it was
  * ended by the change: the store reports `failover` or `restore` instead of a plain `lost`.
@@ -25,7 +25,7 @@ export class IncarnationWatch {
 
   constructor(private readonly onChange: ((change: IncarnationChange) => void) | undefined) {}
 
-  /** Reads one check answer (the first result of a write message). */
+  /** Reads one check answer (the first result of a grant or renewal message). */
   observe(result: PgResult | undefined): void {
     const value = result?.rows[0]?.['incarnation'];
     if (typeof value !== 'string' || value === this.last) return;

@@ -248,8 +248,9 @@ WHERE l.resource_key = r.key
 RETURNING r.i::int AS i`;
 
 /**
- * The incarnation check (migration 0008, decision 042), sent first in every write message of a
- * store that detects failovers and restores. Once a connection has checked, the answer is the
+ * The incarnation check (migration 0008, decision 042), sent first in every grant and renewal
+ * message of a store that detects failovers and restores (a release changes no token and goes
+ * without it). Once a connection has checked, the answer is the
  * session setting it remembered (no table read, no function call); on a connection's first
  * write, or after the setting was reset, the check function compares the server's system
  * identifier and timeline with the table's row and raises the epoch when they differ, inside

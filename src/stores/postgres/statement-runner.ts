@@ -27,7 +27,7 @@ export class StatementRunner {
 
   /**
    * `migrate` undefined: the migrations are not this store's to apply. `incarnation`: the
-   * check sent first in every write message and where its answers go (decision 042);
+   * check sent first in every grant and renewal message and where its answers go (decision 042);
    * undefined when the store does not detect changes of incarnation.
    */
   constructor(
@@ -57,11 +57,13 @@ export class StatementRunner {
 
   private send(rendered: string, timeoutMs: number, commit: Commit): Promise<unknown> {
     const text = timeoutPrefix(timeoutMs) + this.commit.prefix[commit] + rendered;
-    return commit === 'read' ? this.query(text) : this.write(text);
+    // A release changes no token, so it may run before the check (decision 042): the next
+    // grant or renewal on the connection checks.
+    return commit === 'read' || commit === 'release' ? this.query(text) : this.write(text);
   }
 
   /**
-   * Sends a message that writes: after the incarnation check when the store detects changes
+   * Sends a message that grants or renews: after the incarnation check when the store detects changes
    * of incarnation. The check goes first so that a raised epoch is in place before anything
    * else in the transaction grants or renews; its answer is taken off, so callers see the
    * message's own results in the shape they expect.

@@ -28,7 +28,7 @@ export interface LeaseStatements {
   readonly forgetListener: string;
   readonly acquireMany: string;
   readonly releaseMany: string;
-  /** INCARNATION_CHECK, to send first in a write message. */
+  /** INCARNATION_CHECK, to send first in a grant or renewal message. */
   readonly incarnationCheck: string;
   /** GRANT and RELEASE_ONE, split at their parameters once. */
   readonly lone: {

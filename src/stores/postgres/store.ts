@@ -388,7 +388,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       this.ownListener,
     ]);
     return (
-      lastResult(await this.runner.write(this.runner.statementTimeout(ms) + text)).rows.length === 1
+      lastResult(await this.runner.query(this.runner.statementTimeout(ms) + text)).rows.length === 1
     );
   }
 }

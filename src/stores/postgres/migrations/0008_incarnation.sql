@@ -29,7 +29,7 @@ SELECT (pg_control_system()).system_identifier::text,
 WHERE NOT pg_is_in_recovery()
 ON CONFLICT (one) DO NOTHING;
 
--- The check, sent first in every write message of a store that detects changes. Its common
+-- The check, sent first in every grant and renewal message of a store that detects changes. Its common
 -- path is in the message itself (a session setting, see the store's INCARNATION_CHECK); this
 -- function runs once per connection, or again after a change: it compares the incarnation
 -- that answers with the row and, when they differ, raises every counter to a new floor and
