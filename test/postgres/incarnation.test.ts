@@ -5,6 +5,7 @@ import { LeaseClient } from '../../src/core/client.js';
 import type { StoreRequestOptions } from '../../src/core/store.js';
 import { quoteIdent } from '../../src/drivers/postgres/client.js';
 import type { IncarnationChange } from '../../src/stores/postgres/incarnation.js';
+import { advancePostgresFencingEpoch } from '../../src/stores/postgres/epoch.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { dropSchema, PG_URL, uniqueSchema, withPgClient } from '../support/postgres.js';
 
@@ -132,6 +133,34 @@ describe('PostgreSQL store: a change of incarnation raises the epoch before the 
         await withPgClient((c) => c.query<{ floor: string }>(`SELECT floor::text FROM ${row}`))
       ).rows;
       assert.equal(rec?.floor, '0');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('carries a floor that `leasehold epoch` set above the clock into the next detected change', async () => {
+    const { schema, row } = await setup();
+    const atLeast = BigInt(Date.now()) * 1024n + 10n ** 15n; // far above the clock's floor
+    const epoch = await advancePostgresFencingEpoch({ connectionString: PG_URL, schema, atLeast });
+    assert.equal(epoch.floor, atLeast);
+    const recorded = async (): Promise<bigint> => {
+      const [r] = (
+        await withPgClient((c) => c.query<{ floor: string }>(`SELECT floor::text FROM ${row}`))
+      ).rows;
+      return BigInt(r!.floor);
+    };
+    assert.equal(await recorded(), atLeast, 'the epoch recorded its floor');
+    await withPgClient((c) => c.query(`UPDATE ${row} SET timeline = timeline + 1`));
+    const store = new PostgresLeaseStore({ connectionString: PG_URL, schema });
+    try {
+      const r = await store.tryAcquire(
+        { key: 'k', leaseId: randomUUID(), ownerId: 'b', ttlMs: 10_000, value: undefined },
+        OPTS(),
+      );
+      assert.equal(r.status, 'acquired');
+      const floor = await recorded();
+      assert.ok(floor > atLeast, `the new floor ${floor} exceeds the epoch's ${atLeast}`);
+      assert.ok(r.status === 'acquired' && r.token > floor);
     } finally {
       await store.close();
     }
