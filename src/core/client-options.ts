@@ -11,7 +11,7 @@ import type { Token } from './types.js';
 import {
   checkSignal,
   LIMITS,
-  validateKey,
+  validatePlainKey,
   validateOwnerId,
   validateRenewEvery,
   validateTimeout,
@@ -214,9 +214,10 @@ export function resolveAcquire(
   options: AcquireOptions,
   store: LeaseStore,
   driftRatio: number,
+  checkKey: (key: unknown) => string = validatePlainKey,
 ): ResolvedAcquire {
   requireObject(options, 'options', 'must be an object with a ttl');
-  const k = validateKey(key);
+  const k = checkKey(key);
   const ttlMs = validateTtl(options.ttl, store.capabilities.minTtlMs);
   const waitMs = validateWait(options.wait);
   const value = validateValue(options.value);

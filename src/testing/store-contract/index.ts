@@ -10,6 +10,7 @@ import { batchCases } from './cases/batches.js';
 import { grantCases } from './cases/grants.js';
 import { handOffCases } from './cases/hand-off.js';
 import { renewReleaseCases } from './cases/renew-release.js';
+import { semaphoreCases } from './cases/semaphores.js';
 import { tokenCases } from './cases/tokens.js';
 import { valueCases } from './cases/values-and-inputs.js';
 import { waitingCases } from './cases/waiting.js';
@@ -28,6 +29,7 @@ export const storeContractCases: readonly StoreContractCase[] = Object.freeze([
   ...waitingCases,
   ...valueCases,
   ...handOffCases,
+  ...semaphoreCases,
   ...batchCases,
   ...availabilityCases,
 ]);
