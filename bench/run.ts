@@ -10,6 +10,7 @@ import { gatewayBenchmarks } from './gateway.js';
 import { httpBenchmarks } from './http.js';
 import { redisBenchmarks } from './redis.js';
 import { renewalBenchmarks } from './renewals.js';
+import { slotBenchmarks } from './slots.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
@@ -21,6 +22,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   catalog: catalogBenchmarks,
   gateway: gatewayBenchmarks,
   renewals: renewalBenchmarks,
+  slots: slotBenchmarks,
 };
 
 const args = process.argv.slice(2);
