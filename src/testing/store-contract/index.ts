@@ -9,6 +9,7 @@ import { availabilityCases } from './cases/availability.js';
 import { batchCases } from './cases/batches.js';
 import { grantCases } from './cases/grants.js';
 import { handOffCases } from './cases/hand-off.js';
+import { lockDelayCases } from './cases/lock-delay.js';
 import { renewReleaseCases } from './cases/renew-release.js';
 import { semaphoreCases } from './cases/semaphores.js';
 import { tokenCases } from './cases/tokens.js';
@@ -30,6 +31,7 @@ export const storeContractCases: readonly StoreContractCase[] = Object.freeze([
   ...valueCases,
   ...handOffCases,
   ...semaphoreCases,
+  ...lockDelayCases,
   ...batchCases,
   ...availabilityCases,
 ]);
