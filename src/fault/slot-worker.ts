@@ -44,8 +44,13 @@ export type SlotLogLine =
     }
   | { readonly ev: 'end'; readonly slot: number; readonly token: string; readonly at: number };
 
-/** The resource: one row per accepted write, in commit order (rowid). */
+/**
+ * The resource: one row per accepted write, in commit order (rowid). `slot_writes_unfenced` is
+ * the control arm: the same writes with no fence, which must show stale writes landing.
+ */
 export const SLOT_WRITES_SCHEMA = `CREATE TABLE IF NOT EXISTS slot_writes (
+  slot INTEGER NOT NULL, token TEXT NOT NULL, worker TEXT NOT NULL, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS slot_writes_unfenced (
   slot INTEGER NOT NULL, token TEXT NOT NULL, worker TEXT NOT NULL, at_ms INTEGER NOT NULL)`;
 
 const config = JSON.parse(process.env.LEASEHOLD_SLOT_WORKER ?? '{}') as SlotWorkerConfig;
@@ -71,6 +76,9 @@ async function main(): Promise<void> {
   retryWhileBusy(5000, () => useDurableWal(db));
   db.exec(SLOT_WRITES_SCHEMA);
   const fence = new SqliteFence({ database: db });
+  const unfenced = db.prepare(
+    'INSERT INTO slot_writes_unfenced (slot, token, worker, at_ms) VALUES (?, ?, ?, ?)',
+  );
   const insert = db.prepare(
     'INSERT INTO slot_writes (slot, token, worker, at_ms) VALUES (?, ?, ?, ?)',
   );
@@ -103,6 +111,7 @@ async function main(): Promise<void> {
         insert.run(lease.slot, token, config.name, Date.now()),
       );
       log({ ev: 'write', slot: lease.slot, token, at: Date.now(), status: w.status });
+      unfenced.run(lease.slot, token, config.name, Date.now());
       await sleep(20 + Math.floor(Math.random() * 100));
     }
     // Logged before the release is sent: from then on this worker claims no validity.

@@ -212,21 +212,32 @@ describe('semaphore of 3 slots, 12 real worker processes, SIGSTOP past the TTL a
 
       // The resource: accepted writes per slot in commit order, against the grants' times.
       const db = new Database(resourcePath, { readonly: true });
-      const rows = db
-        .prepare('SELECT slot, token, at_ms AS at FROM slot_writes ORDER BY rowid')
-        .all() as Array<{ slot: number; token: string; at: number }>;
+      type Row = { slot: number; token: string; at: number };
+      const read = (table: string): Row[] =>
+        db.prepare(`SELECT slot, token, at_ms AS at FROM ${table} ORDER BY rowid`).all() as Row[];
+      const rows = read('slot_writes');
+      const control = read('slot_writes_unfenced');
       db.close();
-      let staleAccepted = 0;
-      const highest = new Map<number, bigint>();
-      for (const r of rows) {
-        const t = BigInt(r.token);
-        if (t < (highest.get(r.slot) ?? 0n)) staleAccepted++;
-        highest.set(r.slot, t > (highest.get(r.slot) ?? 0n) ? t : highest.get(r.slot)!);
-        // A grant of a newer token of the slot, logged (after its claim) before this write.
-        if (all.some((i) => i.slot === r.slot && i.token > t && i.start < r.at)) staleAccepted++;
-      }
+      // Stale: below a token of the slot written before it, or written after a newer grant
+      // of the slot was logged (after its claim).
+      const staleOf = (written: Row[]): number => {
+        let stale = 0;
+        const highest = new Map<number, bigint>();
+        for (const r of written) {
+          const t = BigInt(r.token);
+          const top = highest.get(r.slot) ?? 0n;
+          if (t < top || all.some((i) => i.slot === r.slot && i.token > t && i.start < r.at)) {
+            stale++;
+          }
+          if (t > top) highest.set(r.slot, t);
+        }
+        return stale;
+      };
+      const staleAccepted = staleOf(rows);
+      const controlStale = staleOf(control);
       const summary =
-        `${all.length} grants, ${rows.length} writes accepted, ${refused} refused, ` +
+        `${all.length} grants, ${rows.length} writes accepted, ${refused} refused (stale accepted ${staleAccepted}), ` +
+        `unfenced control: ${controlStale} stale of ${control.length} landed; ` +
         `${pauses} pauses, ${kills} kills; max ${maxValid} valid by deadlines, ${maxListed} listed by the store`;
       console.log(`# slots: ${summary}`);
       // Kept on failure, for the logs.
@@ -236,6 +247,7 @@ describe('semaphore of 3 slots, 12 real worker processes, SIGSTOP past the TTL a
       assert.ok(maxListed <= LIMIT, summary);
       assert.ok(maxValid <= LIMIT, summary);
       assert.equal(staleAccepted, 0, summary);
+      assert.ok(controlStale >= 1, `the unfenced control showed no stale write: ${summary}`);
       assert.ok(pauses >= 3 && kills >= 1, `too little chaos: ${summary}`);
       assert.ok(refused >= 1, `no late write was tried, the run proved nothing: ${summary}`);
       // Progress for the semaphore as a whole: holders kept changing.
