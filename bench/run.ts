@@ -11,6 +11,7 @@ import { httpBenchmarks } from './http.js';
 import { redisBenchmarks } from './redis.js';
 import { renewalBenchmarks } from './renewals.js';
 import { scaleBenchmarks } from './scale.js';
+import { slotBenchmarks } from './slots.js';
 import { sqliteBenchmarks } from './sqlite.js';
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
@@ -23,6 +24,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   gateway: gatewayBenchmarks,
   renewals: renewalBenchmarks,
   scale: scaleBenchmarks,
+  slots: slotBenchmarks,
 };
 
 const args = process.argv.slice(2);

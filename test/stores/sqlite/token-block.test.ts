@@ -108,6 +108,7 @@ describe('SqliteLeaseStore token blocks', () => {
           'leasehold_lease/0001_lease.sql',
           'leasehold_lease/0002_token_block.sql',
           'leasehold_lease/0003_epoch.sql',
+          'leasehold_lease/0004_lock_delay.sql',
         ],
       );
       migrated.close();
