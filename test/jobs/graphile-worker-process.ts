@@ -1,8 +1,9 @@
 // One graphile-worker process for the real-process job tests (graphile-pause.test.ts and the
 // soak); the protocol is worker-side.ts's, and `started` also carries the job's lock holder
-// (`lockedBy`).
+// (`lockedBy`), and `{ ev: 'pool', poolId }` names the worker pool once it exists.
+import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import { run, type Task } from 'graphile-worker';
+import { run, type Task, type WorkerEvents } from 'graphile-worker';
 import { fencedTask } from '../../src/jobs/graphile-worker.js';
 import { leaseParts, resultUpsert } from './pg-boss-env.js';
 import { quietLogger } from './graphile-env.js';
@@ -14,8 +15,6 @@ export interface GraphileWorkerConfig extends WorkerSideConfig {
   readonly workerSchema: string;
   readonly schema: string;
   readonly task: string;
-  /** graphile-worker's id for this process's one worker: what `forceUnlockWorkers` names. */
-  readonly workerId?: string;
 }
 
 const config = workerConfig<GraphileWorkerConfig>();
@@ -70,16 +69,21 @@ const bare: Task = async (_payload, helpers) => {
   send({ ev: 'done', jobId: id, status: 'completed' });
 };
 
+// The worker pool's id is what graphile-worker records as a job's lock holder (`locked_by`) and
+// what `forceUnlockWorkers` names: told to the test as soon as the pool exists.
+const events: WorkerEvents = new EventEmitter();
+events.on('pool:create', ({ workerPool }) => send({ ev: 'pool', poolId: workerPool.id }));
+
 serveWorker(hold, {
   start: () => {
     void run({
+      events,
       connectionString: config.url,
       schema: config.workerSchema,
       concurrency: 1,
       pollInterval: 100,
       noHandleSignals: true,
       logger: quietLogger(),
-      ...(config.workerId === undefined ? {} : { workerId: config.workerId }),
       taskList: { [config.task]: config.fenced ? fenced : bare },
     });
   },

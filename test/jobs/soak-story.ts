@@ -27,7 +27,7 @@ export interface SoakFinal {
   readonly completedBy: bigint | undefined;
   /** The token in the job's result. */
   readonly result: bigint | undefined;
-  /** Attempts the queue counted; 0 if it does not keep them. */
+  /** Attempts the queue counted; 0 if it does not keep them (see `handlersStarted`). */
   readonly attempts: number;
 }
 
@@ -45,13 +45,15 @@ export interface SoakQueue {
   readonly settleMs: number;
   /** Whether the queue records the completing attempt's output (graphile-worker deletes it). */
   readonly keepsOutput: boolean;
-  /** More config for the `generation`-th process in slot `slot` (e.g. a worker id). */
-  perProcess?(slot: number, generation: number): object;
+  /** Waits until a process told `work` is working (e.g. has said its worker id). */
+  working?(w: WorkerProcess): Promise<void>;
   /**
    * Called after a process was stopped or killed: makes the queue take back its jobs when the
    * queue would not by itself within the soak (graphile-worker: an operator's forceUnlockWorkers).
    */
-  lost?(config: object): Promise<void>;
+  lost?(w: WorkerProcess, how: 'stopped' | 'killed'): Promise<void>;
+  /** Lines describing the jobs not completed, for the failure message. */
+  describeOpen?(): Promise<string>;
   enqueue(jobs: number): Promise<void>;
   /** How many jobs are completed. */
   completed(): Promise<number>;
@@ -63,6 +65,8 @@ export interface SoakQueue {
 export interface SoakSummary {
   jobs: number;
   attempts: number;
+  /** Handlers the workers reported started (a killed process may not have told). */
+  handlersStarted: number;
   acceptedWrites: number;
   staleAccepted: number;
   wrongResult: number;
@@ -71,38 +75,25 @@ export interface SoakSummary {
   kills: number;
 }
 
-class Slot {
-  generation = 0;
-  process!: WorkerProcess;
-  config: object = {};
-}
-
 /** Runs one soak of `q`, prints its summary and asserts it; the summary for more checks. */
 export async function soak(q: SoakQueue): Promise<SoakSummary> {
-  const slots = Array.from({ length: WORKERS }, () => new Slot());
+  const slots: WorkerProcess[] = [];
   // Every process ever started: the killed ones' outcomes count too.
   const all: WorkerProcess[] = [];
   const start = async (i: number) => {
-    const s = slots[i]!;
-    s.generation++;
-    s.config = {
-      ...q.config,
-      name: `w${i}`,
-      fenced: true,
-      hold: false,
-      soak: true,
-      ...q.perProcess?.(i, s.generation),
-    };
-    s.process = new WorkerProcess(q.worker, s.config);
-    all.push(s.process);
-    await s.process.next((e) => e.ev === 'ready', READY_MS, 'ready');
-    s.process.send({ cmd: 'work' });
+    const config = { ...q.config, name: `w${i}`, fenced: true, hold: false, soak: true };
+    const w = new WorkerProcess(q.worker, config);
+    slots[i] = w;
+    all.push(w);
+    await w.next((e) => e.ev === 'ready', READY_MS, 'ready');
+    w.send({ cmd: 'work' });
+    await q.working?.(w);
   };
   try {
     for (let i = 0; i < WORKERS; i++) await start(i);
     await q.enqueue(q.jobs);
     const { stops, kills } = await faults(q, slots, start);
-    for (const s of slots) s.process.cont();
+    for (const w of slots) w.cont();
 
     const settleEnd = Date.now() + q.settleMs;
     let completed = 0;
@@ -111,7 +102,10 @@ export async function soak(q: SoakQueue): Promise<SoakSummary> {
       if (completed === q.jobs) break;
       await delay(500);
     }
-    assert.equal(completed, q.jobs, `${completed} of ${q.jobs} jobs completed`);
+    if (completed !== q.jobs) {
+      const open = (await q.describeOpen?.()) ?? '';
+      assert.fail(`${completed} of ${q.jobs} jobs completed\n${open}`);
+    }
 
     const summary = tally(q, await q.writes(), await q.finals(), all, stops, kills);
     process.stdout.write(`# ${q.label} soak: ${JSON.stringify(summary)}\n`);
@@ -127,7 +121,7 @@ export async function soak(q: SoakQueue): Promise<SoakSummary> {
 
 async function faults(
   q: SoakQueue,
-  slots: Slot[],
+  slots: WorkerProcess[],
   start: (i: number) => Promise<void>,
 ): Promise<{ stops: number; kills: number }> {
   let stops = 0;
@@ -136,18 +130,17 @@ async function faults(
   while (Date.now() < faultsEnd) {
     await delay(300 + Math.random() * 700);
     const i = Math.floor(Math.random() * slots.length);
-    const s = slots[i]!;
+    const w = slots[i]!;
     if (Math.random() < 0.6) {
       stops++;
-      const stopped = s.process;
-      stopped.stop();
+      w.stop();
       // Past the queue's deadline, so its job is handed to another worker meanwhile.
-      setTimeout(() => stopped.cont(), 2500 + Math.random() * 1500).unref();
-      await q.lost?.(s.config);
+      setTimeout(() => w.cont(), 2500 + Math.random() * 1500).unref();
+      await q.lost?.(w, 'stopped');
     } else {
       kills++;
-      await s.process.kill();
-      await q.lost?.(s.config);
+      await w.kill();
+      await q.lost?.(w, 'killed');
       await start(i);
     }
   }
@@ -171,8 +164,10 @@ function tally(
   }
   // The completions the attempts themselves reported (a killed process may not have told).
   const reported = new Map<string, bigint[]>();
+  let handlersStarted = 0;
   for (const w of all) {
     for (const e of w.events) {
+      if (e.ev === 'started') handlersStarted++;
       if (e.ev !== 'done' || e.status !== 'completed' || e.jobId === undefined) continue;
       reported.set(e.jobId, [...(reported.get(e.jobId) ?? []), BigInt(e.token!)]);
     }
@@ -203,6 +198,7 @@ function tally(
   return {
     jobs: q.jobs,
     attempts,
+    handlersStarted,
     acceptedWrites: writes.length,
     staleAccepted,
     wrongResult,
