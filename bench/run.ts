@@ -8,6 +8,7 @@ import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
 import { gatewayBenchmarks } from './gateway.js';
 import { httpBenchmarks } from './http.js';
+import { jobsBenchmarks } from './jobs.js';
 import { redisBenchmarks } from './redis.js';
 import { renewalBenchmarks } from './renewals.js';
 import { sqliteBenchmarks } from './sqlite.js';
@@ -21,6 +22,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   catalog: catalogBenchmarks,
   gateway: gatewayBenchmarks,
   renewals: renewalBenchmarks,
+  jobs: jobsBenchmarks,
 };
 
 const args = process.argv.slice(2);
