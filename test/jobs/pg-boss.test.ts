@@ -21,10 +21,14 @@ describe('pg-boss fenced attempts (one process)', () => {
   let env: PgBossEnv;
   let a: ReturnType<typeof leaseParts>;
   let b: ReturnType<typeof leaseParts>;
+  /** A queue whose own deadline (60 s) no attempt here meets, even on a loaded machine. */
+  let long: string;
   before(async () => {
     env = await startPgBossEnv('jobs_pgb', 1);
     a = leaseParts(env.url, env.schema);
     b = leaseParts(env.url, env.schema);
+    long = `${env.queue}_long`;
+    await env.boss.createQueue(long, { expireInSeconds: 60, retryLimit: 5, retryDelay: 0 });
   });
   after(async () => {
     await a?.close();
@@ -48,17 +52,17 @@ describe('pg-boss fenced attempts (one process)', () => {
   }
 
   it('runs an attempt under a lease on the job scope and records its output with the fence check', async () => {
-    const id = await env.boss.send(env.queue, { n: 1 });
+    const id = await env.boss.send(long, { n: 1 });
     assert.ok(id !== null);
     let seenToken = 0n;
     const worker = new PgBossFencedWorker<{ n: number }, unknown>({
       boss: env.boss,
-      queue: env.queue,
+      queue: long,
       client: a.client,
       fence: a.fence,
       handler: async ({ job, token, scope }) => {
         seenToken = token;
-        assert.equal(scope, `jobs/${env.queue}/${job.id}`);
+        assert.equal(scope, `jobs/${long}/${job.id}`);
         const w = await a.fence.write({ scope, token }, (tx) =>
           tx.query(resultUpsert(env.schema), [job.id, 'only', token.toString()]),
         );
@@ -72,7 +76,7 @@ describe('pg-boss fenced attempts (one process)', () => {
     const row = await jobRow(env, id);
     assert.equal(row?.state, 'completed');
     assert.deepEqual(row?.output, { by: 'only' });
-    assert.equal(await a.fence.highWaterMark(`jobs/${env.queue}/${id}`), seenToken);
+    assert.equal(await a.fence.highWaterMark(`jobs/${long}/${id}`), seenToken);
     assert.equal(a.client.heldLeases().length, 0, 'the attempt lease is released');
   });
 
@@ -140,9 +144,8 @@ describe('pg-boss fenced attempts (one process)', () => {
   }
 
   it("the lease's deadline wins when the lease is lost first: the signal says lease_lost, the attempt is fenced out and handed back, its write and completion are refused", async () => {
-    // A queue whose own deadline is far away: only the lease can end the attempt here.
-    const queue = `${env.queue}_long`;
-    await env.boss.createQueue(queue, { expireInSeconds: 60, retryLimit: 5, retryDelay: 0 });
+    // The queue's own deadline is far away: only the lease can end the attempt here.
+    const queue = long;
     const id = await env.boss.send(queue, { n: 5 });
     assert.ok(id !== null);
     const aAborted = new Gate();
