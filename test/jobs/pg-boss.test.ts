@@ -51,6 +51,23 @@ describe('pg-boss fenced attempts (one process)', () => {
     throw new Error(`no job within ${ms}ms`);
   }
 
+  /** Worker B: writes 'B' with its token through its fence (asserting it applied), completes. */
+  function writerB(queue: string): PgBossFencedWorker<{ n: number }, unknown> {
+    return new PgBossFencedWorker<{ n: number }, unknown>({
+      boss: env.boss,
+      queue,
+      client: b.client,
+      fence: b.fence,
+      handler: async ({ job, token, scope }) => {
+        const w = await b.fence.write({ scope, token }, (tx) =>
+          tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
+        );
+        assert.equal(w.status, 'applied');
+        return { by: 'B' };
+      },
+    });
+  }
+
   it('runs an attempt under a lease on the job scope and records its output with the fence check', async () => {
     const id = await env.boss.send(long, { n: 1 });
     assert.ok(id !== null);
@@ -108,19 +125,7 @@ describe('pg-boss fenced attempts (one process)', () => {
           return { by: 'A' };
         },
       });
-      const workerB = new PgBossFencedWorker<{ n: number }, unknown>({
-        boss: env.boss,
-        queue: env.queue,
-        client: b.client,
-        fence: b.fence,
-        handler: async ({ job, token, scope }) => {
-          const w = await b.fence.write({ scope, token }, (tx) =>
-            tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
-          );
-          assert.equal(w.status, 'applied');
-          return { by: 'B' };
-        },
-      });
+      const workerB = writerB(env.queue);
       const aRun = nextAttempt(workerA);
       await aStarted.promise;
       // The job's 1 s run-time limit passes; the sweep retries it; B takes it and completes.
@@ -188,19 +193,7 @@ describe('pg-boss fenced attempts (one process)', () => {
         return { by: 'A' };
       },
     });
-    const workerB = new PgBossFencedWorker<{ n: number }, unknown>({
-      boss: env.boss,
-      queue,
-      client: b.client,
-      fence: b.fence,
-      handler: async ({ job, token, scope }) => {
-        const w = await b.fence.write({ scope, token }, (tx) =>
-          tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
-        );
-        assert.equal(w.status, 'applied');
-        return { by: 'B' };
-      },
-    });
+    const workerB = writerB(queue);
     const aRun = nextAttempt(workerA);
     await aAborted.promise;
     assert.equal(stateAtRevoke, 'active');
@@ -251,18 +244,7 @@ describe('pg-boss fenced attempts (one process)', () => {
         return { by: 'A' };
       },
     });
-    const workerB = new PgBossFencedWorker<{ n: number }, unknown>({
-      boss: env.boss,
-      queue: env.queue,
-      client: b.client,
-      fence: b.fence,
-      handler: async ({ job, token, scope }) => {
-        await b.fence.write({ scope, token }, (tx) =>
-          tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
-        );
-        return { by: 'B' };
-      },
-    });
+    const workerB = writerB(env.queue);
     const aRun = workerA.runOnce();
     await fetched.promise;
     const bResult = await nextAttempt(workerB);
