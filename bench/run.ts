@@ -8,6 +8,7 @@ import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
 import { gatewayBenchmarks } from './gateway.js';
 import { httpBenchmarks } from './http.js';
+import { jobsBenchmarks } from './jobs.js';
 import { redisBenchmarks } from './redis.js';
 import { renewalBenchmarks } from './renewals.js';
 import { scaleBenchmarks } from './scale.js';
@@ -25,6 +26,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   renewals: renewalBenchmarks,
   scale: scaleBenchmarks,
   slots: slotBenchmarks,
+  jobs: jobsBenchmarks,
 };
 
 const args = process.argv.slice(2);
