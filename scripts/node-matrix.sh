@@ -15,7 +15,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VERSIONS="${LEASEHOLD_NODE_VERSIONS:-22 24 26}"
-TESTS="${LEASEHOLD_MATRIX_TESTS:-test/unit/ test/contract/ test/e2e/cli- test/cli/ test/package/packed-install}"
+TESTS="${LEASEHOLD_MATRIX_TESTS:-test/core/ test/stores/sqlite/ test/contract/ test/e2e/cli- test/cli/ test/package/packed-install}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/leasehold-node-matrix"
 NODE_GYP="$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin/node-gyp.js"
 MODULES="$(readlink -f "$ROOT/node_modules")"

@@ -32,7 +32,7 @@ need_cmd pgbouncer pgbouncer
 # --- end pgbouncer ---------------------------------------------------------------------------
 
 # --- ceph (catalog over S3) --------------------------------------------------------------------
-# test/catalog/sqlite-rgw starts its own Ceph (one monitor, one in-memory OSD, a RADOS Gateway)
+# test/fencing/catalog/sqlite-rgw starts its own Ceph (one monitor, one in-memory OSD, a RADOS Gateway)
 # on free loopback ports: an S3-compatible server that refuses PutObject with If-None-Match: *
 # on an existing key, which s3rver does not.
 need_cmd ceph-mon ceph-mon
@@ -45,7 +45,7 @@ need_cmd python3 python3
 need_cmd curl curl
 
 # The fence-in-your-own-transaction examples (examples/fence-in-transaction/, run by
-# test/fencing-tx): psycopg with PostgreSQL and redis-py with FCALL, from Debian's packages
+# test/fencing/in-transaction): psycopg with PostgreSQL and redis-py with FCALL, from Debian's packages
 # (they install for Debian's own /usr/bin/python3), and psql alone.
 need_py() { /usr/bin/python3 -c "import $1" >/dev/null 2>&1 || missing+=("$2"); }
 need_py psycopg python3-psycopg

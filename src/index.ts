@@ -13,6 +13,16 @@ export type {
   FencedWithLeaseResult,
 } from './core/client.js';
 export type { ClaimTarget, FenceClaim } from './core/fence-claim.js';
+export type {
+  AcquireSlotOptions,
+  AcquireSlotOptionsWithoutFences,
+  FencedSlotAcquireResult,
+  SlotAcquireResult,
+  SlotLease,
+  WithSlotResult,
+} from './core/semaphore.js';
+export { MAX_SLOTS, SLOT_MARKER, parseSlotKey, slotKey } from './core/slot-keys.js';
+export type { SlotKey } from './core/slot-keys.js';
 export { Lease } from './core/lease.js';
 export type { LeaseStatus } from './core/lease.js';
 export { withLease } from './core/with-lease.js';

@@ -67,8 +67,17 @@ export function storeAcquireRequest(
   ask: AcquireAsk,
   leaseId: string,
 ): StoreAcquireRequest {
-  const r = { key: ask.key, leaseId, ownerId: ctx.ownerId, ttlMs: ask.ttlMs, value: ask.value };
-  return ctx.tokenBlock > 1 ? { ...r, tokenBlock: ctx.tokenBlock } : r;
+  const r: StoreAcquireRequest = {
+    key: ask.key,
+    leaseId,
+    ownerId: ctx.ownerId,
+    ttlMs: ask.ttlMs,
+    value: ask.value,
+    ...(ctx.tokenBlock > 1 ? { tokenBlock: ctx.tokenBlock } : {}),
+    ...(ask.lockDelayMs !== undefined ? { lockDelayMs: ask.lockDelayMs } : {}),
+    ...(ask.ignoreLockDelay === true ? { ignoreLockDelay: true } : {}),
+  };
+  return r;
 }
 
 /**
@@ -132,5 +141,10 @@ export function busyResult(
   waitedMs: number,
 ): AcquireResult {
   ctx.events.emit({ type: 'busy', key, ownerId: ctx.ownerId, holder: answer.holder, waitedMs });
-  return { status: 'busy', holder: answer.holder, retryAfterMs: answer.retryAfterMs };
+  const busy = {
+    status: 'busy',
+    holder: answer.holder,
+    retryAfterMs: answer.retryAfterMs,
+  } as const;
+  return answer.reason === 'lock_delay' ? { ...busy, reason: 'lock_delay' } : busy;
 }

@@ -14,6 +14,10 @@ export interface AcquireAsk {
   readonly driftMs: number;
   readonly renewEveryMs: number | undefined;
   readonly value: string | undefined;
+  /** The lock-delay this grant leaves after an expiry; undefined for none. */
+  readonly lockDelayMs?: number;
+  /** Grant during the key's lock-delay. */
+  readonly ignoreLockDelay?: boolean;
 }
 
 /**

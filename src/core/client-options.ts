@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from './runtime/clock.js';
-import type { Duration } from './duration.js';
+import { parseDuration, type Duration } from './duration.js';
 import { invalidArgument } from './errors.js';
 import { silentLogger, type Logger } from './events.js';
 import { defaultOwnerId } from './ids.js';
@@ -11,7 +11,7 @@ import type { Token } from './types.js';
 import {
   checkSignal,
   LIMITS,
-  validateKey,
+  validatePlainKey,
   validateOwnerId,
   validateRenewEvery,
   validateTimeout,
@@ -93,6 +93,19 @@ export interface AcquireOptions {
    * await client.acquire('report/july', { ttl: '30s', fences: [{ fence: pgFence }] });
    */
   readonly fences?: readonly FenceClaim[];
+  /**
+   * Lock-delay (0–1h): if this lease ends by **expiry** rather than release — its holder
+   * crashed, paused or lost the store — the store refuses the key to everyone for this much
+   * longer, answering `busy` with `reason: 'lock_delay'`, so requests the vanished holder left
+   * in flight can drain before a new holder starts. Only on stores with
+   * `capabilities.lockDelay` (elsewhere `ERR_INVALID_ARGUMENT`). Defaults to none.
+   */
+  readonly lockDelay?: Duration;
+  /**
+   * Take the key even during a lock-delay left by its last holder: for callers whose writes
+   * are fenced, since the fence already refuses the old holder's late writes. Defaults to false.
+   */
+  readonly ignoreLockDelay?: boolean;
 }
 
 /** {@link AcquireOptions} that name no fences: the acquisition cannot answer `claim_failed`. */
@@ -152,6 +165,8 @@ export interface ResolvedAcquire {
   readonly signal: AbortSignal | undefined;
   /** The fences to claim on once granted; undefined (the common case) when none. */
   readonly fences: readonly ResolvedClaim[] | undefined;
+  readonly lockDelayMs?: number;
+  readonly ignoreLockDelay?: boolean;
 }
 
 /** Checks client options and fills in the defaults; throws `ERR_INVALID_ARGUMENT` naming the field. */
@@ -214,9 +229,10 @@ export function resolveAcquire(
   options: AcquireOptions,
   store: LeaseStore,
   driftRatio: number,
+  checkKey: (key: unknown) => string = validatePlainKey,
 ): ResolvedAcquire {
   requireObject(options, 'options', 'must be an object with a ttl');
-  const k = validateKey(key);
+  const k = checkKey(key);
   const ttlMs = validateTtl(options.ttl, store.capabilities.minTtlMs);
   const waitMs = validateWait(options.wait);
   const value = validateValue(options.value);
@@ -237,5 +253,38 @@ export function resolveAcquire(
   }
   const signal = checkSignal(options.signal);
   const fences = options.fences === undefined ? undefined : resolveFences(options.fences, k);
-  return { key: k, ttlMs, waitMs, driftMs, renewEveryMs, value, signal, fences };
+  const lockDelayMs = resolveLockDelay(options.lockDelay, store);
+  const ignoreLockDelay = booleanOption('ignoreLockDelay', options.ignoreLockDelay, false);
+  return {
+    key: k,
+    ttlMs,
+    waitMs,
+    driftMs,
+    renewEveryMs,
+    value,
+    signal,
+    fences,
+    ...(lockDelayMs === undefined ? {} : { lockDelayMs }),
+    ...(ignoreLockDelay ? { ignoreLockDelay } : {}),
+  };
+}
+
+/** The longest lock-delay: an hour keeps a crashed holder's key from staying shut for long. */
+const MAX_LOCK_DELAY_MS = 3_600_000;
+
+/** `lockDelay`: undefined for none (absent or 0); refused on a store that cannot keep it. */
+function resolveLockDelay(value: unknown, store: LeaseStore): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = parseDuration('lockDelay', value);
+  if (ms < 0 || ms > MAX_LOCK_DELAY_MS)
+    throw invalidArgument('lockDelay', 'must be between 0 and 1h', value);
+  if (ms === 0) return undefined;
+  if (store.capabilities.lockDelay !== true) {
+    throw invalidArgument(
+      'lockDelay',
+      `is not supported by the ${store.kind} store (capabilities.lockDelay is false)`,
+      value,
+    );
+  }
+  return ms;
 }

@@ -10,7 +10,7 @@ import {
   type ResolvedAcquire,
   type WithLeaseResult,
 } from './client-options.js';
-import { claimFences, type ResolvedClaim } from './fence-claim.js';
+import { claimFences, resolveFences, type ResolvedClaim } from './fence-claim.js';
 import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
 import type { LeaseEventOf, LeaseEventType } from './events.js';
 import { HandOffs } from './hand-off.js';
@@ -22,6 +22,15 @@ import { boundedRequest, type Settled } from './runtime/request.js';
 import { linkSignals } from './runtime/signals.js';
 import { isQueueingLeaseStore, type LeaseStore } from './store.js';
 import { acquireQueued } from './store-queue.js';
+import {
+  acquireSlot,
+  resolveSlotAcquire,
+  type AcquireSlotOptions,
+  type AcquireSlotOptionsWithoutFences,
+  type FencedSlotAcquireResult,
+  type SlotAcquireResult,
+  type SlotLease,
+} from './semaphore.js';
 import type { LeaseState } from './types.js';
 import { validateKey, validatePrefix } from './validate.js';
 import { waitForKey, type WaitTurn } from './wait-loop.js';
@@ -183,8 +192,16 @@ export class LeaseClient {
   ): Promise<FencedWithLeaseResult<T>> {
     const acquired = await this.acquire(key, options);
     if (acquired.status !== 'acquired') return acquired;
-    const { lease } = acquired;
-    const linked = options.signal ? linkSignals([lease.signal, options.signal]) : undefined;
+    return this.runHolding(acquired.lease, options.signal, fn);
+  }
+
+  /** Runs `fn` under `lease`, then releases it: the body of withLease and withSlot. */
+  private async runHolding<L extends Lease, T>(
+    lease: L,
+    callerSignal: AbortSignal | undefined,
+    fn: (lease: L, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<WithLeaseResult<T>> {
+    const linked = callerSignal ? linkSignals([lease.signal, callerSignal]) : undefined;
     const signal = linked?.signal ?? lease.signal;
     try {
       const value = await fn(lease, signal);
@@ -194,6 +211,66 @@ export class LeaseClient {
       linked?.dispose();
       await lease.release();
     }
+  }
+
+  /**
+   * Takes one of the `limit` slots of semaphore `name` for `ttl`, waiting up to `wait` when
+   * all are taken. A slot is a key of its own (`name#slot=i`): the lease renews, is lost and
+   * is released like a key's, `lease.slot` is its index (stable for as long as it is held),
+   * and `lease.token` grows with every grant **of that slot**, so fence each slot's writes
+   * under its own scope (the default scope of `fences` is the slot's key). Answers as
+   * {@link acquire}; `busy` names the holder of the slot that frees soonest.
+   */
+  acquireSlot(name: string, options: AcquireSlotOptionsWithoutFences): Promise<SlotAcquireResult>;
+  acquireSlot(name: string, options: AcquireSlotOptions): Promise<FencedSlotAcquireResult>;
+  async acquireSlot(name: string, options: AcquireSlotOptions): Promise<FencedSlotAcquireResult> {
+    const ctx = this.ctx;
+    ctx.assertOpen();
+    const req = resolveSlotAcquire(name, options, ctx);
+    // Slots count tokens each on their own, so one scope shared by all would refuse slots.
+    const scoped = options.fences?.find((f) => f.scope !== undefined);
+    if (scoped !== undefined)
+      throw invalidArgument(
+        'fences',
+        "must not set scope: a slot's scope is its key",
+        scoped.scope,
+      );
+    const linked = req.base.signal ? linkSignals([req.base.signal, ctx.closeSignal]) : undefined;
+    const signal = linked?.signal ?? ctx.closeSignal;
+    try {
+      const result = await acquireSlot(ctx, this.held, req, signal, ctx.guard.now());
+      if (result.status !== 'acquired') return result;
+      const slotted = result as Extract<SlotAcquireResult, { status: 'acquired' }>;
+      const claims = resolveFences(options.fences, result.lease.key);
+      if (claims === undefined) return slotted;
+      return (await claimFences(ctx, result, claims, signal)) as FencedSlotAcquireResult;
+    } finally {
+      linked?.dispose();
+    }
+  }
+
+  /**
+   * Runs `fn` holding one slot of semaphore `name` ({@link acquireSlot}): renews while `fn`
+   * runs and releases the slot in every outcome, as {@link withLease} does for a key.
+   */
+  withSlot<T>(
+    name: string,
+    options: AcquireSlotOptionsWithoutFences,
+    fn: (lease: SlotLease, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<WithLeaseResult<T>>;
+  withSlot<T>(
+    name: string,
+    options: AcquireSlotOptions,
+    fn: (lease: SlotLease, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<FencedWithLeaseResult<T>>;
+  async withSlot<T>(
+    name: string,
+    options: AcquireSlotOptions,
+    fn: (lease: SlotLease, signal: AbortSignal) => Promise<T> | T,
+  ): Promise<FencedWithLeaseResult<T>> {
+    const acquired = await this.acquireSlot(name, options);
+    if (acquired.status !== 'acquired') return acquired;
+    return this.runHolding(acquired.lease, options.signal, fn);
   }
 
   /** The key's state: its last token and live holder. Throws `ERR_UNAVAILABLE` if the store cannot answer. */

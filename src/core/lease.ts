@@ -14,6 +14,7 @@ import type { LeaseContext, LeaseGrant, LeaseHooks } from './lease-grant.js';
 import type { LeaseRenewal, RenewalTiming, RenewingLease } from './lease-renewal.js';
 import { RenewalSchedule, renewTimeoutMs } from './renewal.js';
 import { releaseAtStore } from './store-release.js';
+import { parseSlotKey } from './slot-keys.js';
 import type { LossReason, ReleaseResult, RenewResult } from './results.js';
 import type { StoreRenewRequest, StoreRenewResult } from './store.js';
 import type { Token } from './types.js';
@@ -124,6 +125,16 @@ export class Lease implements AsyncDisposable, RenewingLease {
 
   get status(): LeaseStatus {
     return this.statusValue;
+  }
+
+  /** The slot's index (0 to limit − 1) for a semaphore's slot lease; undefined for a key's. */
+  get slot(): number | undefined {
+    return parseSlotKey(this.key)?.slot;
+  }
+
+  /** The semaphore's name for a slot lease (`acquireSlot`); undefined for a key's. */
+  get semaphore(): string | undefined {
+    return parseSlotKey(this.key)?.name;
   }
 
   /** Why the lease ended, once it has. */

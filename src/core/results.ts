@@ -9,6 +9,11 @@ export type AcquireResult =
       readonly holder: HolderInfo;
       /** The holder's remaining time by the store's clock: a useful earliest retry. */
       readonly retryAfterMs: number;
+      /**
+       * `lock_delay` when the key has no live holder but its last one expired less than its
+       * lock-delay ago (`retryAfterMs` is then the delay left); absent for a live holder.
+       */
+      readonly reason?: 'held' | 'lock_delay';
     }
   | { readonly status: 'unavailable'; readonly cause: unknown };
 

@@ -26,6 +26,15 @@ export interface StoreAcquireRequest {
    * `LIMITS.maxTokenBlock`. An idempotent retry answers `t` again.
    */
   readonly tokenBlock?: number;
+  /**
+   * Lock-delay: when this grant ends **by expiry** (not by release), the store refuses every
+   * grant of the key until `lockDelayMs` more have passed by its clock, answering `busy` with
+   * `reason: 'lock_delay'` and the exact `retryAfterMs`. Sent only to stores with
+   * `capabilities.lockDelay`, and only when above 0.
+   */
+  readonly lockDelayMs?: number;
+  /** Grant even during the key's lock-delay (the caller's writes are fenced). */
+  readonly ignoreLockDelay?: boolean;
 }
 
 /** The identity of one granted lease: renew and release are conditional on all of it. */
@@ -46,7 +55,19 @@ export type StoreAcquireResult =
       /** The store's expiry as wall-clock ms, for display and history only. */
       readonly expiresAtWallMs?: number;
     }
-  | { readonly status: 'busy'; readonly holder: HolderInfo; readonly retryAfterMs: number };
+  | {
+      readonly status: 'busy';
+      readonly holder: HolderInfo;
+      readonly retryAfterMs: number;
+      /**
+       * `lock_delay`: no live holder, but the last one (`holder`, `remainingMs` 0) ended by
+       * expiry and the key's lock-delay has `retryAfterMs` left. Absent means `held`.
+       */
+      readonly reason?: BusyReason;
+    };
+
+/** Why a key is busy: a live holder, or the lock-delay after a holder's expiry. */
+export type BusyReason = 'held' | 'lock_delay';
 
 /**
  * A store's answer to a renewal: `renewed` (extended by the TTL) or `lost` (not held any more).

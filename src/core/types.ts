@@ -73,6 +73,11 @@ export interface StoreCapabilities {
    */
   readonly tokenBlocks?: boolean;
   /**
+   * The store honours {@link StoreAcquireRequest.lockDelayMs} and `ignoreLockDelay`: a key
+   * whose holder expired stays ungrantable for the delay. Absent means no.
+   */
+  readonly lockDelay?: boolean;
+  /**
    * How much longer than its TTL a key may stay taken at the store after its holder's last
    * renewal, by the store's design (etcd: the session headroom plus the leader's 500 ms expiry
    * check). Liveness only: the key is never free earlier than the TTL. Absent means 0.

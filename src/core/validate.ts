@@ -2,6 +2,7 @@ import { parseDuration } from './duration.js';
 import { invalidArgument, LeaseholdError } from './errors.js';
 import { MAX_TIMER_MS } from './runtime/clock.js';
 import { utf8ByteLength } from './platform.js';
+import { hasSlotMarker, MAX_SLOTS, parseSlotKey, SLOT_MARKER } from './slot-keys.js';
 
 /** The limits every store and the server enforce. */
 export const LIMITS = Object.freeze({
@@ -30,9 +31,24 @@ function utf8Bytes(s: string): number {
 /**
  * A key is a non-empty, well-formed string of at most 1 KiB of UTF-8 with no control
  * characters (NUL, CR, LF …) that does not begin with `}`. Keys are compared exactly as
- * given: `é` in NFC and NFD are different keys, as are `A` and `a`.
+ * given: `é` in NFC and NFD are different keys, as are `A` and `a`. The text `#slot=` is
+ * reserved for a semaphore's slot keys (`<name>#slot=<index>`): any other key with it is refused.
  */
 export function validateKey(value: unknown, field = 'key'): string {
+  const key = validateKeyText(value, field);
+  // `#slot=` names a semaphore's slot; half a slot key would be a key nobody can tell apart.
+  if (hasSlotMarker(key) && !isSlotKey(key)) {
+    throw invalidArgument(
+      field,
+      `may contain "${SLOT_MARKER}" only as a semaphore's slot key: <name>${SLOT_MARKER}<0 to ${MAX_SLOTS - 1}>`,
+      value,
+    );
+  }
+  return key;
+}
+
+/** A key's text rules, without the slot rule: what a prefix obeys too. */
+function validateKeyText(value: unknown, field: string): string {
   if (typeof value !== 'string') throw invalidArgument(field, 'must be a string', value);
   if (value.length === 0) throw invalidArgument(field, 'must not be empty', value);
   if (!value.isWellFormed()) {
@@ -60,10 +76,54 @@ export function validateKey(value: unknown, field = 'key'): string {
   return value;
 }
 
+function isSlotKey(key: string): boolean {
+  const parsed = parseSlotKey(key);
+  return parsed !== undefined && !hasSlotMarker(parsed.name);
+}
+
+/**
+ * A key for `acquire`: a valid key that is not a semaphore's slot, so a plain acquisition can
+ * never hold a slot outside its semaphore (`acquireSlot` takes slots).
+ */
+export function validatePlainKey(value: unknown, field = 'key'): string {
+  const key = validateKey(value, field);
+  if (hasSlotMarker(key)) {
+    throw invalidArgument(
+      field,
+      `is a semaphore's slot key ("${SLOT_MARKER}" is reserved); take slots with acquireSlot`,
+      value,
+    );
+  }
+  return key;
+}
+
+/**
+ * A semaphore's name: a valid key without the slot marker, short enough that its largest
+ * slot key (`<name>#slot=1023`) is still a valid key.
+ */
+export function validateSemaphoreName(value: unknown, field = 'name'): string {
+  const name = validatePlainKey(value, field);
+  const room = LIMITS.maxKeyBytes - SLOT_MARKER.length - String(MAX_SLOTS - 1).length;
+  if (utf8Bytes(name) > room) {
+    throw invalidArgument(field, `must be at most ${room} bytes of UTF-8`, value);
+  }
+  return name;
+}
+
+/** A semaphore's limit: how many slots it has, an integer from 1 to {@link MAX_SLOTS}. */
+export function validateLimit(value: unknown, field = 'limit'): number {
+  if (value === undefined) throw invalidArgument(field, 'is required', value);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_SLOTS) {
+    throw invalidArgument(field, `must be an integer from 1 to ${MAX_SLOTS}`, value);
+  }
+  return value;
+}
+
 /** A prefix for listing: like a key, but may be empty. */
 export function validatePrefix(value: unknown, field = 'prefix'): string {
   if (value === '') return '';
-  return validateKey(value, field);
+  // A prefix may end inside a slot key (`jobs#slot=` lists a semaphore's slots).
+  return validateKeyText(value, field);
 }
 
 /** An optional value stored with the lease: a well-formed string of at most 1 KiB of UTF-8. */

@@ -125,6 +125,32 @@ async function started<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<Att
   return underLease(plan, lease);
 }
 
+/**
+ * After the attempt's lease was lost while the queue still held the attempt: claims a fresh
+ * token of the job's key on its scope, so the lost attempt's writes and report are refused from
+ * now on, not only once the queue's next attempt claims; then hands the job back to the queue.
+ * A key already held by someone else (a newer attempt) needs no claim: its holder claims. A store
+ * that cannot answer leaves the claim to the next attempt; the hand-back is made anyway.
+ */
+async function fenceOut<J, R>(plan: AttemptPlan<J, R>, lost: Lease): Promise<void> {
+  try {
+    const next = await plan.client.acquire(plan.scope, { ttl: plan.ttlMs });
+    if (next.status === 'acquired') {
+      try {
+        await plan.fence.claim(plan.scope, next.lease.token);
+      } finally {
+        await next.lease.release().catch(() => undefined);
+      }
+    }
+  } catch (err) {
+    plan.logger.warn(
+      { queue: plan.queue, jobId: plan.jobId, token: lost.token.toString(), err },
+      'could not fence out a job attempt whose lease was lost',
+    );
+  }
+  await giveBack(plan, 'the attempt lease was lost');
+}
+
 async function giveBack<J, R>(plan: AttemptPlan<J, R>, why: string): Promise<void> {
   try {
     await plan.giveBack(why);
@@ -140,7 +166,14 @@ async function underLease<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<
   const abort = (reason: AttemptAbortReason) => {
     if (!stop.signal.aborted) stop.abort(reason);
   };
-  const onLeaseLost = () => abort('lease_lost');
+  // The lease ends first (revoked, expired, or its renewal refused) while the queue may still
+  // hold this attempt: the earlier deadline wins, so the attempt is fenced out and handed back.
+  let fencedOut: Promise<void> | undefined;
+  const onLeaseLost = () => {
+    if (stop.signal.aborted || lease.status !== 'lost') return;
+    abort('lease_lost');
+    fencedOut = fenceOut(plan, lease);
+  };
   const onStopping = () => abort('stopping');
   if (lease.signal.aborted) onLeaseLost();
   lease.signal.addEventListener('abort', onLeaseLost, { once: true });
@@ -170,8 +203,11 @@ async function underLease<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<
       kind = 'fail';
     }
     timers.stop();
+    // A lost lease's fence-out goes first, so the report meets it whatever the handler's timing.
+    await fencedOut;
     // Reported whatever the signal says: the fence, not the local view, decides whether this
-    // attempt is still the newest one (a lost lease with no newer attempt still counts).
+    // attempt is still the newest one (a lost lease that could not be fenced out, with no newer
+    // attempt, still counts).
     let answer: ReportAnswer;
     try {
       answer = await plan.report(kind, payload, token);

@@ -1,4 +1,5 @@
 import { invalidArgument, isLeaseholdError } from '../core/errors.js';
+import { parseDuration } from '../core/duration.js';
 import { leaseIdPrefix, newLeaseId } from '../core/ids.js';
 import { linkSignals } from '../core/runtime/signals.js';
 import type { StoreAcquireRequest, StoreAcquireResult } from '../core/store.js';
@@ -42,10 +43,17 @@ export async function acquireRoute(
   const tokenBlock = validateTokenBlock(ctx, b.tokenBlock);
   const leaseId = b.leaseId?.toLowerCase() ?? newLeaseId();
   const started = performance.now();
-  const request: StoreAcquireRequest =
-    tokenBlock > 1
-      ? { key, leaseId, ownerId, ttlMs, value, tokenBlock }
-      : { key, leaseId, ownerId, ttlMs, value };
+  const lockDelayMs = validateLockDelay(ctx, b.lockDelay);
+  const request: StoreAcquireRequest = {
+    key,
+    leaseId,
+    ownerId,
+    ttlMs,
+    value,
+    ...(tokenBlock > 1 ? { tokenBlock } : {}),
+    ...(lockDelayMs > 0 ? { lockDelayMs } : {}),
+    ...(b.ignoreLockDelay === true ? { ignoreLockDelay: true } : {}),
+  };
   let answer: StoreAcquireResult;
   /** When the store request that granted a waiting acquire was sent. */
   let grantSentAt: number | undefined;
@@ -92,7 +100,11 @@ export async function acquireRoute(
     throw new ApiError(
       'busy',
       `${key} is held by ${answer.holder.ownerId} (token ${answer.holder.token}) for ${wholeMs(answer.holder.remainingMs)}ms more`,
-      { holder: holderJson(answer.holder), retryAfterMs: wholeMs(answer.retryAfterMs, 'up') },
+      {
+        holder: holderJson(answer.holder),
+        retryAfterMs: wholeMs(answer.retryAfterMs, 'up'),
+        ...(answer.reason === 'lock_delay' ? { reason: 'lock_delay' } : {}),
+      },
     );
   }
   acquireAnswered(metrics, 'acquired', elapsedMs);
@@ -209,4 +221,22 @@ async function releaseGhost(
       'could not release an abandoned grant; it will expire',
     );
   }
+}
+
+/**
+ * The `lockDelay` of an acquire in ms (0 when absent): up to 1 h, and above 0 only over a
+ * store that keeps lock-delays (`capabilities.lockDelay`), which would otherwise be ignored.
+ */
+function validateLockDelay(ctx: ServerContext, raw: unknown): number {
+  if (raw === undefined) return 0;
+  const ms = parseDuration('lockDelay', raw);
+  if (ms < 0 || ms > 3_600_000) throw invalidArgument('lockDelay', 'must be between 0 and 1h', raw);
+  if (ms > 0 && ctx.store.capabilities.lockDelay !== true) {
+    throw invalidArgument(
+      'lockDelay',
+      `is not supported on this server: its ${ctx.store.kind} store keeps no lock-delay (capabilities.lockDelay is false)`,
+      raw,
+    );
+  }
+  return ms;
 }

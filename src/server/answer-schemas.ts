@@ -102,6 +102,12 @@ export const ERROR_BODY = {
     },
     holder: HOLDER,
     retryAfterMs: { type: 'integer' },
+    reason: {
+      type: 'string',
+      enum: ['lock_delay'],
+      description:
+        'On busy: lock_delay when the key has no live holder but its last one expired less than its lock-delay ago (retryAfterMs is the delay left). Absent for a live holder.',
+    },
   },
 } as const;
 
@@ -206,6 +212,10 @@ export const INFO = {
               type: 'boolean',
               description:
                 'Whether acquire accepts a tokenBlock above 1 (the store reserves the block; decision 007).',
+            },
+            lockDelay: {
+              type: 'boolean',
+              description: 'Whether acquire accepts a lockDelay (the store keeps lock-delays).',
             },
             expiryLagMs: {
               type: 'integer',

@@ -27,6 +27,8 @@ export interface AcquireBody {
   value?: unknown;
   leaseId?: string;
   tokenBlock?: unknown;
+  lockDelay?: unknown;
+  ignoreLockDelay?: unknown;
 }
 export interface RenewBody {
   key: unknown;

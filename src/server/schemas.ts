@@ -56,6 +56,14 @@ export const ACQUIRE_BODY = {
       maximum: LIMITS.maxTokenBlock,
       description: `How many tokens the grant reserves (decision 007): the grant's own token t, and every later grant for the key gets a token of at least t + tokenBlock, so t+1 … t+tokenBlock−1 are the client's for local successors under this lease. renew and release still present t; GET /v1/leases/{key} shows the top of the block as lastToken. From 1 to ${LIMITS.maxTokenBlock}; above 1 only when /v1/info says store.capabilities.tokenBlocks is true (else 400 invalid_argument, nothing granted). Defaults to 1.`,
     },
+    lockDelay: duration(
+      'Lock-delay (0 to 1h): if this lease ends by expiry rather than release, the key stays busy (reason lock_delay) for this much longer. Only when /v1/info says store.capabilities.lockDelay is true (else 400 invalid_argument). Defaults to none.',
+    ),
+    ignoreLockDelay: {
+      type: 'boolean',
+      description:
+        'Grant even during the lock-delay an expired holder left (for callers whose writes are fenced). Defaults to false.',
+    },
   },
 } as const;
 

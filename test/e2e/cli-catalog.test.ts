@@ -9,7 +9,7 @@ import { SqlitePointerStore } from '../../src/fencing/catalog/pointers/sqlite/st
 import { spawnCli } from '../support/cli.js';
 import { PG_URL, uniqueSchema, withPgClient } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
-import { testLease } from '../catalog/suite.js';
+import { testLease } from '../fencing/catalog/suite.js';
 
 describe('leasehold catalog ls | show | history | gc (real processes)', () => {
   const tmp = tempDir('cli-catalog');

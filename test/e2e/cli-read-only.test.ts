@@ -9,7 +9,7 @@ import { EXIT } from '../../src/cli/exit-codes.js';
 import { postgresCatalogMigrations } from '../../src/fencing/catalog/pointers/postgres/migrate.js';
 import { PostgresFence } from '../../src/fencing/postgres.js';
 import { runMigrations } from '../../src/stores/postgres/migrate.js';
-import { stagedPostgresRow } from '../catalog/pointers.js';
+import { stagedPostgresRow } from '../fencing/catalog/pointers.js';
 import { DRIVER_PACKAGES } from '../../src/stores/open-store.js';
 import { CLI, spawnCli } from '../support/cli.js';
 import { freePort } from '../support/ports.js';

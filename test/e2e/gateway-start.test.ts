@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { EXIT } from '../../src/cli/exit-codes.js';
-import { startUpstream, type Upstream } from '../gateway/support.js';
+import { startUpstream, type Upstream } from '../fencing/gateway/support.js';
 import { finished, killQuietly, spawnCli, type CliProcess } from '../support/cli.js';
 import { freePort } from '../support/ports.js';
 import { startServeProcess, type ServeProcess } from '../support/serve-process.js';

@@ -14,7 +14,7 @@ import {
   startUpstream,
   type Upstream,
   type Writer,
-} from '../gateway/support.js';
+} from '../fencing/gateway/support.js';
 import { TEST_REDIS_URL } from '../contract/harnesses/redis.js';
 
 // Claim before start (000 §2, DESIGN §4, I9) with real processes: A holds token n and is

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { CHAOS } from '../support/fault-env.js';
 import { REDIS, startBullMqEnv, type BullMqEnv } from './bullmq-env.js';
-import { pauseRun, pauseTally, type PauseQueue } from './pause-story.js';
+import { pauseArms, type PauseQueue } from './pause-story.js';
 
 // pause-story.ts on BullMQ: the job's lock lasts 1 s, the stalled-job check runs every 300 ms
 // in the test process. Control arm: BullMQ alone, as its own worker does (moveToCompleted with
 // the attempt's lock token).
-
-const RUNS = CHAOS ? 20 : 1;
 
 describe('BullMQ: a worker paused past its lock, real processes', () => {
   let env: BullMqEnv;
@@ -46,21 +43,7 @@ describe('BullMQ: a worker paused past its lock, real processes', () => {
           };
         },
       };
-      const fenced = pauseTally();
-      const control = pauseTally();
-      for (let i = 0; i < RUNS; i++) {
-        await pauseRun(q, true, fenced);
-        await pauseRun(q, false, control);
-      }
-      process.stdout.write(
-        `# BullMQ pause: fenced ${JSON.stringify(fenced)}\n# BullMQ pause: control ${JSON.stringify(control)}\n`,
-      );
-      assert.equal(fenced.staleWritesAccepted, 0);
-      assert.equal(fenced.anomalies, 0);
-      assert.ok(
-        control.anomalies >= Math.ceil(0.9 * control.runs),
-        `control showed the anomaly in ${control.anomalies}/${control.runs} runs`,
-      );
+      await pauseArms(q, 'BullMQ');
     },
   );
 });

@@ -1,32 +1,19 @@
 // One BullMQ worker process for the real-process job tests (bullmq-pause.test.ts and the
-// soak). Same protocol as pg-boss-worker.ts.
+// soak); the protocol is worker-side.ts's.
 import { randomUUID } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
 import { BullMqFencedWorker } from '../../src/jobs/bullmq.js';
 import { isLostLock } from '../../src/jobs/bullmq-client.js';
 import { bullParts } from './bullmq-env.js';
+import { Hold, send, sendOutcome, serveWorker, soakWork, workerConfig } from './worker-side.js';
+import type { WorkerSideConfig } from './worker-side.js';
 
-export interface BullMqWorkerConfig {
+export interface BullMqWorkerConfig extends WorkerSideConfig {
   readonly prefix: string;
   readonly queueName: string;
-  readonly name: string;
-  readonly fenced: boolean;
-  readonly hold: boolean;
-  /** The soak: each job takes a while, logs its accepted write, and its output names its token. */
-  readonly soak?: boolean;
 }
 
-const config = JSON.parse(process.argv[2]!) as BullMqWorkerConfig;
-const send = (m: Record<string, unknown>) => process.send?.(m);
-
-let proceed: () => void = () => undefined;
-let proceeded = Promise.resolve();
-const armHold = () => {
-  proceeded = new Promise((resolve) => {
-    proceed = resolve;
-  });
-};
-
+const config = workerConfig<BullMqWorkerConfig>();
+const hold = new Hold(config.hold);
 const parts = bullParts(config.prefix, config.queueName);
 
 const fencedWorker = new BullMqFencedWorker<unknown, unknown>({
@@ -36,9 +23,9 @@ const fencedWorker = new BullMqFencedWorker<unknown, unknown>({
   fence: parts.fence,
   handler: async ({ job, token, scope }) => {
     send({ ev: 'started', jobId: job.id, token: token.toString() });
-    await proceeded;
+    await hold.passed();
     if (config.soak) {
-      await delay(100 + Math.random() * 600);
+      await soakWork();
       // The result and its log entry in the fence's one step.
       const w = await parts.fence.commands(scope, token, [
         { command: 'SET', keys: [parts.resultKey(job.id!)], args: [token.toString()] },
@@ -51,15 +38,7 @@ const fencedWorker = new BullMqFencedWorker<unknown, unknown>({
     send({ ev: 'write', jobId: job.id, status: w.status });
     return { by: config.name };
   },
-  onOutcome: (o) => {
-    const r = o.result;
-    send({
-      ev: 'done',
-      jobId: o.jobId,
-      status: r.status,
-      token: 'token' in r ? String(r.token) : undefined,
-    });
-  },
+  onOutcome: sendOutcome,
 });
 
 /** BullMQ alone: what its own worker does for one job, with the same write. */
@@ -68,7 +47,7 @@ async function bareOnce(): Promise<boolean> {
   const job = await parts.worker.getNextJob(lock, { block: false });
   if (job === undefined || job.id === undefined) return false;
   send({ ev: 'started', jobId: job.id, token: String(job.attemptsMade) });
-  await proceeded;
+  await hold.passed();
   await parts.redis.set(parts.resultKey(job.id), config.name);
   send({ ev: 'write', jobId: job.id, status: 'applied' });
   let status = 'completed';
@@ -82,29 +61,6 @@ async function bareOnce(): Promise<boolean> {
   return true;
 }
 
-async function once(): Promise<boolean> {
-  if (config.hold) armHold();
-  if (config.fenced) return (await fencedWorker.runOnce()) !== undefined;
-  return bareOnce();
-}
-
-process.on('message', (m: { cmd: string }) => {
-  if (m.cmd === 'proceed') proceed();
-  if (m.cmd === 'take') {
-    void (async () => {
-      for (let i = 0; i < 600; i++) {
-        if (await once()) return;
-        await delay(50);
-      }
-      send({ ev: 'gave_up' });
-    })();
-  }
-  if (m.cmd === 'work') {
-    void (async () => {
-      for (;;) {
-        if (!(await once())) await delay(50);
-      }
-    })();
-  }
+serveWorker(hold, {
+  once: async () => (config.fenced ? (await fencedWorker.runOnce()) !== undefined : bareOnce()),
 });
-send({ ev: 'ready' });

@@ -1,30 +1,24 @@
-// One graphile-worker process for the real-process job tests (graphile-pause.test.ts). Same
-// protocol as pg-boss-worker.ts; `started` also carries the job's lock holder (`lockedBy`).
+// One graphile-worker process for the real-process job tests (graphile-pause.test.ts and the
+// soak); the protocol is worker-side.ts's, and `started` also carries the job's lock holder
+// (`lockedBy`), and `{ ev: 'pool', poolId }` names the worker pool once it exists.
+import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import { run, type Runner, type Task } from 'graphile-worker';
+import { run, type Task, type WorkerEvents } from 'graphile-worker';
 import { fencedTask } from '../../src/jobs/graphile-worker.js';
 import { leaseParts, resultUpsert } from './pg-boss-env.js';
 import { quietLogger } from './graphile-env.js';
+import { Hold, send, sendOutcome, serveWorker, soakWork, workerConfig } from './worker-side.js';
+import type { WorkerSideConfig } from './worker-side.js';
 
-export interface GraphileWorkerConfig {
+export interface GraphileWorkerConfig extends WorkerSideConfig {
   readonly url: string;
   readonly workerSchema: string;
   readonly schema: string;
   readonly task: string;
-  readonly name: string;
-  readonly fenced: boolean;
-  readonly hold: boolean;
 }
 
-const config = JSON.parse(process.argv[2]!) as GraphileWorkerConfig;
-const send = (m: Record<string, unknown>) => process.send?.(m);
-
-let proceed: () => void = () => undefined;
-const proceeded = config.hold
-  ? new Promise<void>((resolve) => {
-      proceed = resolve;
-    })
-  : Promise.resolve();
+const config = workerConfig<GraphileWorkerConfig>();
+const hold = new Hold(config.hold);
 
 const parts = leaseParts(config.url, config.schema);
 const upsert = resultUpsert(config.schema);
@@ -37,6 +31,10 @@ const fenced: Task = fencedTask<unknown, unknown>({
   workerSchema: config.workerSchema,
   // graphile-worker has no deadline of its own to follow: a short lease, so B need not wait.
   ttl: '1s',
+  // A job taken from a stopped worker is handed out at once, while its lease may still have up
+  // to 1 s to run: wait that out rather than fail the attempt (graphile-worker's retry backs
+  // off for seconds).
+  wait: '2s',
   handler: async ({ job, token, scope }) => {
     send({
       ev: 'started',
@@ -44,22 +42,15 @@ const fenced: Task = fencedTask<unknown, unknown>({
       token: token.toString(),
       lockedBy: job.job.locked_by,
     });
-    await proceeded;
+    await hold.passed();
+    if (config.soak) await soakWork();
     const w = await parts.fence.write({ scope, token }, (tx) =>
       tx.query(upsert, [job.job.id, config.name, token.toString()]),
     );
     send({ ev: 'write', jobId: job.job.id, status: w.status });
     return { by: config.name };
   },
-  onOutcome: (o) => {
-    const r = o.result;
-    send({
-      ev: 'done',
-      jobId: o.jobId,
-      status: r.status,
-      token: 'token' in r ? String(r.token) : undefined,
-    });
-  },
+  onOutcome: sendOutcome,
 });
 
 /** graphile-worker alone: a task with the same write. */
@@ -71,18 +62,22 @@ const bare: Task = async (_payload, helpers) => {
     token: String(helpers.job.attempts),
     lockedBy: helpers.job.locked_by,
   });
-  await proceeded;
+  await hold.passed();
   await pool.query(upsert, [id, config.name, null]);
   send({ ev: 'write', jobId: id, status: 'applied' });
   // graphile-worker completes the job after this returns, by id alone.
   send({ ev: 'done', jobId: id, status: 'completed' });
 };
 
-let runner: Runner | undefined;
-process.on('message', (m: { cmd: string }) => {
-  if (m.cmd === 'proceed') proceed();
-  if ((m.cmd === 'take' || m.cmd === 'work') && runner === undefined) {
+// The worker pool's id is what graphile-worker records as a job's lock holder (`locked_by`) and
+// what `forceUnlockWorkers` names: told to the test as soon as the pool exists.
+const events: WorkerEvents = new EventEmitter();
+events.on('pool:create', ({ workerPool }) => send({ ev: 'pool', poolId: workerPool.id }));
+
+serveWorker(hold, {
+  start: () => {
     void run({
+      events,
       connectionString: config.url,
       schema: config.workerSchema,
       concurrency: 1,
@@ -90,9 +85,6 @@ process.on('message', (m: { cmd: string }) => {
       noHandleSignals: true,
       logger: quietLogger(),
       taskList: { [config.task]: config.fenced ? fenced : bare },
-    }).then((r) => {
-      runner = r;
     });
-  }
+  },
 });
-send({ ev: 'ready' });

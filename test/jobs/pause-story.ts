@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { CHAOS } from '../support/fault-env.js';
 import { WorkerProcess, type WorkerEvent } from './worker-process.js';
 
 // Issue 44, part 1, with real worker processes, for any queue: worker A takes a job and is
@@ -8,6 +9,9 @@ import { WorkerProcess, type WorkerEvent } from './worker-process.js';
 // Control arm (the queue alone): A's write lands over B's.
 
 const STEP_MS = 60_000;
+
+/** Runs per arm: one in `npm test`, 20 under LEASEHOLD_CHAOS=1. */
+const RUNS = CHAOS ? 20 : 1;
 
 /** What one queue's pause test supplies. */
 export interface PauseQueue {
@@ -100,4 +104,27 @@ export async function pauseRun(q: PauseQueue, fenced: boolean, t: PauseTally): P
     await a.kill();
     await b.kill();
   }
+}
+
+/**
+ * Both arms, alternating, {@link RUNS} times each: prints both tallies under `label` and asserts
+ * the fenced arm accepted no stale write and always kept B's result, and the control arm showed
+ * the anomaly in at least 90% of its runs.
+ */
+export async function pauseArms(q: PauseQueue, label: string): Promise<void> {
+  const fenced = pauseTally();
+  const control = pauseTally();
+  for (let i = 0; i < RUNS; i++) {
+    await pauseRun(q, true, fenced);
+    await pauseRun(q, false, control);
+  }
+  process.stdout.write(
+    `# ${label} pause: fenced ${JSON.stringify(fenced)}\n# ${label} pause: control ${JSON.stringify(control)}\n`,
+  );
+  assert.equal(fenced.staleWritesAccepted, 0);
+  assert.equal(fenced.anomalies, 0);
+  assert.ok(
+    control.anomalies >= Math.ceil(0.9 * control.runs),
+    `control showed the anomaly in ${control.anomalies}/${control.runs} runs`,
+  );
 }

@@ -128,3 +128,23 @@ export function resultUpsert(schema: string): string {
     ON CONFLICT (job_id) DO UPDATE SET value = EXCLUDED.value, token = EXCLUDED.token,
       writes = "${schema}".job_result.writes + 1`;
 }
+
+/** The accepted writes of a soak on PostgreSQL, in commit order. */
+export async function effectLog(schema: string): Promise<{ jobId: string; token: bigint }[]> {
+  const r = await withPgClient((c) =>
+    c.query<{ job_id: string; token: string }>(
+      `SELECT job_id, token::text AS token FROM "${schema}".effect_log ORDER BY seq`,
+    ),
+  );
+  return r.rows.map((e) => ({ jobId: e.job_id, token: BigInt(e.token) }));
+}
+
+/** The token in each job's result row. */
+export async function resultTokens(schema: string): Promise<Map<string, bigint>> {
+  const r = await withPgClient((c) =>
+    c.query<{ job_id: string; token: string }>(
+      `SELECT job_id, token::text AS token FROM "${schema}".job_result`,
+    ),
+  );
+  return new Map(r.rows.map((e) => [e.job_id, BigInt(e.token)]));
+}

@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CHAOS } from '../support/fault-env.js';
 import { jobRow, resultRow, startPgBossEnv, type PgBossEnv } from './pg-boss-env.js';
-import { pauseRun, pauseTally, type PauseQueue } from './pause-story.js';
+import { pauseArms, type PauseQueue } from './pause-story.js';
 
 // pause-story.ts on pg-boss: the queue's run-time limit is 1 s, its expiry sweep runs every
 // second in the test process. Control arm: pg-boss alone, as its work() does.
-
-const RUNS = CHAOS ? 20 : 1;
 
 describe('pg-boss: a worker paused past the job timeout, real processes', () => {
   let env: PgBossEnv;
@@ -40,21 +37,7 @@ describe('pg-boss: a worker paused past the job timeout, real processes', () => 
           };
         },
       };
-      const fenced = pauseTally();
-      const control = pauseTally();
-      for (let i = 0; i < RUNS; i++) {
-        await pauseRun(q, true, fenced);
-        await pauseRun(q, false, control);
-      }
-      process.stdout.write(
-        `# pg-boss pause: fenced ${JSON.stringify(fenced)}\n# pg-boss pause: control ${JSON.stringify(control)}\n`,
-      );
-      assert.equal(fenced.staleWritesAccepted, 0);
-      assert.equal(fenced.anomalies, 0);
-      assert.ok(
-        control.anomalies >= Math.ceil(0.9 * control.runs),
-        `control showed the anomaly in ${control.anomalies}/${control.runs} runs`,
-      );
+      await pauseArms(q, 'pg-boss');
     },
   );
 });

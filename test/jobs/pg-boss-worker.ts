@@ -1,40 +1,21 @@
 // One pg-boss worker process for the real-process job tests (pg-boss-pause.test.ts and the
-// soak). Started by fork() with a JSON config as argv[2]; talks to the test over IPC.
-//   test → worker: { cmd: 'take' }     fetch until one job is fetched, run its attempt
-//                  { cmd: 'proceed' }  let a held handler go on to its write and report
-//                  { cmd: 'work' }     run attempts until stopped (the soak)
-//   worker → test: { ev: 'ready' }, { ev: 'started', jobId, token }, { ev: 'write', status },
-//                  { ev: 'done', jobId, status, token?, affected? }
-import { setTimeout as delay } from 'node:timers/promises';
+// soak); the protocol is worker-side.ts's.
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
 import { PgBossFencedWorker } from '../../src/jobs/pg-boss.js';
 import { bossOptions, leaseParts, resultUpsert } from './pg-boss-env.js';
+import { Hold, send, sendOutcome, serveWorker, soakWork, workerConfig } from './worker-side.js';
+import type { WorkerSideConfig } from './worker-side.js';
 
-export interface PgBossWorkerConfig {
+export interface PgBossWorkerConfig extends WorkerSideConfig {
   readonly url: string;
   readonly bossSchema: string;
   readonly schema: string;
   readonly queue: string;
-  readonly name: string;
-  /** With the adapter (fenced) or pg-boss alone. */
-  readonly fenced: boolean;
-  /** Hold each handler after it starts until the test says `proceed`. */
-  readonly hold: boolean;
-  /** The soak: the output also names the attempt's token. */
-  readonly soak?: boolean;
 }
 
-const config = JSON.parse(process.argv[2]!) as PgBossWorkerConfig;
-const send = (m: Record<string, unknown>) => process.send?.(m);
-
-let proceed: () => void = () => undefined;
-let proceeded = Promise.resolve();
-const armHold = () => {
-  proceeded = new Promise((resolve) => {
-    proceed = resolve;
-  });
-};
+const config = workerConfig<PgBossWorkerConfig>();
+const hold = new Hold(config.hold);
 
 const boss = new PgBoss(bossOptions(config.url, config.bossSchema, false));
 boss.on('error', () => undefined);
@@ -51,24 +32,15 @@ const fencedWorker = new PgBossFencedWorker<unknown, unknown>({
   pollInterval: '100ms',
   handler: async ({ job, token, scope }) => {
     send({ ev: 'started', jobId: job.id, token: token.toString() });
-    await proceeded;
-    // The soak's job takes a while, so that pauses and kills land inside handlers.
-    if (config.soak) await delay(100 + Math.random() * 600);
+    await hold.passed();
+    if (config.soak) await soakWork();
     const w = await parts.fence.write({ scope, token }, (tx) =>
       tx.query(upsert, [job.id, config.name, token.toString()]),
     );
     send({ ev: 'write', jobId: job.id, status: w.status });
     return config.soak ? { by: config.name, token: token.toString() } : { by: config.name };
   },
-  onOutcome: (o) => {
-    const r = o.result;
-    send({
-      ev: 'done',
-      jobId: o.jobId,
-      status: r.status,
-      token: 'token' in r ? String(r.token) : undefined,
-    });
-  },
+  onOutcome: sendOutcome,
 });
 
 /** pg-boss alone: what `work()` does for one job, with the same write. */
@@ -76,7 +48,7 @@ async function bareOnce(): Promise<boolean> {
   const [job] = await boss.fetch(config.queue, { batchSize: 1 });
   if (job === undefined) return false;
   send({ ev: 'started', jobId: job.id, token: String(job.retryCount) });
-  await proceeded;
+  await hold.passed();
   await pool.query(upsert, [job.id, config.name, null]);
   send({ ev: 'write', jobId: job.id, status: 'applied' });
   const r = (await boss.complete(config.queue, job, { by: config.name })) as { affected: number };
@@ -89,30 +61,6 @@ async function bareOnce(): Promise<boolean> {
   return true;
 }
 
-async function once(): Promise<boolean> {
-  if (config.hold) armHold();
-  if (config.fenced) return (await fencedWorker.runOnce()) !== undefined;
-  return bareOnce();
-}
-
-process.on('message', (m: { cmd: string }) => {
-  if (m.cmd === 'proceed') proceed();
-  if (m.cmd === 'take') {
-    void (async () => {
-      // Until the queue hands this worker a job: after its expiry sweep, for a retried one.
-      for (let i = 0; i < 600; i++) {
-        if (await once()) return;
-        await delay(50);
-      }
-      send({ ev: 'gave_up' });
-    })();
-  }
-  if (m.cmd === 'work') {
-    void (async () => {
-      for (;;) {
-        if (!(await once())) await delay(50);
-      }
-    })();
-  }
+serveWorker(hold, {
+  once: async () => (config.fenced ? (await fencedWorker.runOnce()) !== undefined : bareOnce()),
 });
-send({ ev: 'ready' });

@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import type { AttemptResult } from '../../src/jobs/attempt-result.js';
 import { PgBossFencedWorker, type PgBossLike } from '../../src/jobs/pg-boss.js';
 import { Gate } from '../support/barrier.js';
+import { withPgClient } from '../support/postgres.js';
 import {
   jobRow,
   leaseParts,
@@ -20,10 +21,14 @@ describe('pg-boss fenced attempts (one process)', () => {
   let env: PgBossEnv;
   let a: ReturnType<typeof leaseParts>;
   let b: ReturnType<typeof leaseParts>;
+  /** A queue whose own deadline (60 s) no attempt here meets, even on a loaded machine. */
+  let long: string;
   before(async () => {
     env = await startPgBossEnv('jobs_pgb', 1);
     a = leaseParts(env.url, env.schema);
     b = leaseParts(env.url, env.schema);
+    long = `${env.queue}_long`;
+    await env.boss.createQueue(long, { expireInSeconds: 60, retryLimit: 5, retryDelay: 0 });
   });
   after(async () => {
     await a?.close();
@@ -46,18 +51,35 @@ describe('pg-boss fenced attempts (one process)', () => {
     throw new Error(`no job within ${ms}ms`);
   }
 
+  /** Worker B: writes 'B' with its token through its fence (asserting it applied), completes. */
+  function writerB(queue: string): PgBossFencedWorker<{ n: number }, unknown> {
+    return new PgBossFencedWorker<{ n: number }, unknown>({
+      boss: env.boss,
+      queue,
+      client: b.client,
+      fence: b.fence,
+      handler: async ({ job, token, scope }) => {
+        const w = await b.fence.write({ scope, token }, (tx) =>
+          tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
+        );
+        assert.equal(w.status, 'applied');
+        return { by: 'B' };
+      },
+    });
+  }
+
   it('runs an attempt under a lease on the job scope and records its output with the fence check', async () => {
-    const id = await env.boss.send(env.queue, { n: 1 });
+    const id = await env.boss.send(long, { n: 1 });
     assert.ok(id !== null);
     let seenToken = 0n;
     const worker = new PgBossFencedWorker<{ n: number }, unknown>({
       boss: env.boss,
-      queue: env.queue,
+      queue: long,
       client: a.client,
       fence: a.fence,
       handler: async ({ job, token, scope }) => {
         seenToken = token;
-        assert.equal(scope, `jobs/${env.queue}/${job.id}`);
+        assert.equal(scope, `jobs/${long}/${job.id}`);
         const w = await a.fence.write({ scope, token }, (tx) =>
           tx.query(resultUpsert(env.schema), [job.id, 'only', token.toString()]),
         );
@@ -71,7 +93,7 @@ describe('pg-boss fenced attempts (one process)', () => {
     const row = await jobRow(env, id);
     assert.equal(row?.state, 'completed');
     assert.deepEqual(row?.output, { by: 'only' });
-    assert.equal(await a.fence.highWaterMark(`jobs/${env.queue}/${id}`), seenToken);
+    assert.equal(await a.fence.highWaterMark(`jobs/${long}/${id}`), seenToken);
     assert.equal(a.client.heldLeases().length, 0, 'the attempt lease is released');
   });
 
@@ -103,19 +125,7 @@ describe('pg-boss fenced attempts (one process)', () => {
           return { by: 'A' };
         },
       });
-      const workerB = new PgBossFencedWorker<{ n: number }, unknown>({
-        boss: env.boss,
-        queue: env.queue,
-        client: b.client,
-        fence: b.fence,
-        handler: async ({ job, token, scope }) => {
-          const w = await b.fence.write({ scope, token }, (tx) =>
-            tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
-          );
-          assert.equal(w.status, 'applied');
-          return { by: 'B' };
-        },
-      });
+      const workerB = writerB(env.queue);
       const aRun = nextAttempt(workerA);
       await aStarted.promise;
       // The job's 1 s run-time limit passes; the sweep retries it; B takes it and completes.
@@ -137,6 +147,72 @@ describe('pg-boss fenced attempts (one process)', () => {
       assert.equal((await resultRow(env.schema, id))?.value, 'B');
     });
   }
+
+  it("the lease's deadline wins when the lease is lost first: the signal says lease_lost, the attempt is fenced out and handed back, its write and completion are refused", async () => {
+    // The queue's own deadline is far away: only the lease can end the attempt here.
+    const queue = long;
+    const id = await env.boss.send(queue, { n: 5 });
+    assert.ok(id !== null);
+    const aAborted = new Gate();
+    const bDone = new Gate();
+    let aToken = 0n;
+    let aReason: unknown;
+    let stateAtRevoke: string | undefined;
+    let markBeforeB = 0n;
+    let aWrite = '';
+    const workerA = new PgBossFencedWorker<{ n: number }, unknown>({
+      boss: env.boss,
+      queue,
+      client: a.client,
+      fence: a.fence,
+      ttl: '3s',
+      handler: async ({ job, token, scope, signal }) => {
+        aToken = token;
+        stateAtRevoke = (await jobRow(env, job.id))?.state;
+        // An operator revokes the attempt's lease in the store (as a release would leave the row);
+        // its next renewal finds it gone.
+        await withPgClient((c) =>
+          c.query(
+            `UPDATE "${env.schema}".coordination_lease SET owner_id = NULL, lease_until = '-infinity' WHERE resource_key = $1`,
+            [scope],
+          ),
+        );
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        aReason = signal.reason;
+        // Fenced out before any newer attempt exists: the scope's mark passes A's token.
+        for (let i = 0; i < 200 && markBeforeB <= token; i++) {
+          markBeforeB = (await a.fence.highWaterMark(scope)) ?? 0n;
+          if (markBeforeB <= token) await delay(20);
+        }
+        const w = await a.fence.write({ scope, token }, (tx) =>
+          tx.query(resultUpsert(env.schema), [job.id, 'A', token.toString()]),
+        );
+        aWrite = w.status;
+        aAborted.open();
+        await bDone.promise;
+        return { by: 'A' };
+      },
+    });
+    const workerB = writerB(queue);
+    const aRun = nextAttempt(workerA);
+    await aAborted.promise;
+    assert.equal(stateAtRevoke, 'active');
+    assert.equal(aReason, 'lease_lost');
+    assert.ok(markBeforeB > aToken, 'the scope was claimed past the lost token before B ran');
+    assert.equal(aWrite, 'stale_fence');
+    // Handed back as failed at the loss, so the queue retries it now, not after 60 s.
+    const bResult = await nextAttempt(workerB);
+    bDone.open();
+    const aResult = await aRun;
+    assert.equal(bResult.status, 'completed');
+    assert.equal(aResult.status, 'stale_attempt');
+    if (aResult.status === 'stale_attempt' && bResult.status === 'completed')
+      assert.ok(bResult.token > markBeforeB && markBeforeB > aResult.token);
+    const row = await jobRow(env, id);
+    assert.equal(row?.state, 'completed');
+    assert.deepEqual(row?.output, { by: 'B' });
+    assert.equal((await resultRow(env.schema, id))?.value, 'B');
+  });
 
   it('an attempt paused between its fetch and its lease, after a newer attempt finished, gets the higher token but does not run', async () => {
     const id = await env.boss.send(env.queue, { n: 4 });
@@ -168,18 +244,7 @@ describe('pg-boss fenced attempts (one process)', () => {
         return { by: 'A' };
       },
     });
-    const workerB = new PgBossFencedWorker<{ n: number }, unknown>({
-      boss: env.boss,
-      queue: env.queue,
-      client: b.client,
-      fence: b.fence,
-      handler: async ({ job, token, scope }) => {
-        await b.fence.write({ scope, token }, (tx) =>
-          tx.query(resultUpsert(env.schema), [job.id, 'B', token.toString()]),
-        );
-        return { by: 'B' };
-      },
-    });
+    const workerB = writerB(env.queue);
     const aRun = workerA.runOnce();
     await fetched.promise;
     const bResult = await nextAttempt(workerB);

@@ -8,7 +8,7 @@ import { createGateway } from '../../src/fencing/gateway/index.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { createFenceReporter } from '../../src/stores/http/fence-reporter.js';
 import { HttpLeaseStore } from '../../src/stores/http/store.js';
-import { startUpstream } from '../gateway/support.js';
+import { startUpstream } from '../fencing/gateway/support.js';
 import { launchChromium, watchPage, type PageWatch } from '../support/browser.js';
 import { startTestServer, type TestServer } from '../support/lease-server.js';
 import { tempDir } from '../support/tmp.js';

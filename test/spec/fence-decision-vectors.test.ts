@@ -10,7 +10,7 @@ import { PostgresFence } from '../../src/fencing/postgres.js';
 import { RedisFence } from '../../src/fencing/redis.js';
 import { SqliteFence } from '../../src/fencing/sqlite.js';
 import { deletePrefix, TEST_REDIS_URL } from '../contract/harnesses/redis.js';
-import { MARK_BACKENDS } from '../gateway/marks-env.js';
+import { MARK_BACKENDS } from '../fencing/gateway/marks-env.js';
 import { dropSchema, PG_URL, uniqueSchema } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
 

@@ -10,7 +10,7 @@ import {
 
 // The store contract as a third party runs it, through the kit's in-process runner: the memory
 // store passes (skips only where it lacks a capability, each with its reason), and a planted
-// broken store is reported failing. test/unit/contract-sensitivity.test.ts plants one break
+// broken store is reported failing. test/testing/contract-sensitivity.test.ts plants one break
 // per rule, case by case.
 
 /** Grants every acquisition token 1: tokens never increase. */

@@ -5,6 +5,7 @@ import { parseDuration } from '../../core/duration.js';
 import { invalidArgument } from '../../core/errors.js';
 import type { Lease } from '../../core/lease.js';
 import { assertNever } from '../../core/results.js';
+import { MAX_SLOTS } from '../../core/slot-keys.js';
 import {
   action,
   cliDuration,
@@ -32,7 +33,17 @@ interface RunFlags extends StoreFlags {
   value?: string;
   killAfter: string;
   renewEvery?: string;
+  slots?: string;
   quiet?: boolean;
+}
+
+/** `--slots N`: a whole number from 1 to 1024, or the usage error naming the flag. */
+function slotsOf(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = /^[1-9][0-9]{0,3}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 1 && n <= MAX_SLOTS))
+    throw invalidArgument('slots', `must be a whole number from 1 to ${MAX_SLOTS}`, raw);
+  return n;
 }
 
 // The command runs in a session of its own, away from the terminal: Ctrl-C, Ctrl-\ and a
@@ -90,7 +101,7 @@ export function registerRunCommand(program: Command): void {
   addStoreOptions(
     program
       .command('run')
-      .argument('<key>', 'the lease key')
+      .argument('<key>', 'the lease key (with --slots: the semaphore name)')
       .argument('<command...>', 'the command and its arguments, after --')
       .requiredOption(
         '--ttl <duration>',
@@ -103,6 +114,10 @@ export function registerRunCommand(program: Command): void {
       .option('--value <text>', 'a small value stored with the lease (<= 1 KiB)')
       .option('--owner <id>', 'owner id shown to others (default host/pid/random)')
       .option('--renew-every <duration>', 'renewal cadence (default a third of the ttl)')
+      .option(
+        '--slots <n>',
+        'hold one of N slots of the semaphore KEY instead of the key itself (1-1024)',
+      )
       .option(
         '--kill-after <duration>',
         'after the lease is lost or a stop signal: SIGTERM to the command and its group, SIGKILL this much later',
@@ -125,6 +140,10 @@ the group, with the same SIGKILL after --kill-after. run exits, and releases the
 once no process of the group remains; processes that leave the group (setsid, daemons) are
 not followed. Ctrl-Z is ignored. See docs/cli.md.
 
+With --slots N, KEY names a semaphore: run holds one of its N slots (at most N commands run
+at once), and the command also gets LEASEHOLD_SLOT, the slot's number from 0 to N-1. The
+token counts per slot. See docs/semaphores.md.
+
 With --json, run prints one JSON object as the last line of stdout when it ends (after
 anything the command printed): {"status", "key", "exitCode", …} with status exited, lost,
 busy, unavailable, not_found or cannot_execute, and the token once the lease was granted.
@@ -134,7 +153,8 @@ out); 69 store unavailable; 79 lease lost while running; 127 command not found; 
 executable; 64 bad arguments.
 
 Example:
-  leasehold run jobs/nightly-report --ttl 30s --wait 10m -- ./report.sh --month july`,
+  leasehold run jobs/nightly-report --ttl 30s --wait 10m -- ./report.sh --month july
+  leasehold run render-farm --slots 3 --ttl 30s --wait 1h -- ./render.sh scene-7`,
     )
     .action(
       action(async (key: string, command: string[], flags: RunFlags, cmd: Command) => {
@@ -145,6 +165,7 @@ Example:
             `run needs a KEY before --: leasehold run KEY --ttl 30s -- ${command.length > 0 ? [key, ...command].join(' ') : key}`,
           );
         }
+        const slots = slotsOf(flags.slots);
         const killAfterMs = parseDuration('kill-after', cliDuration(flags.killAfter));
         if (killAfterMs < 0 || killAfterMs > 3_600_000)
           throw invalidArgument('kill-after', 'must be between 0 and 1h', flags.killAfter);
@@ -162,14 +183,18 @@ Example:
         });
         let keepLease = false;
         try {
-          const r = await client.acquire(key, {
+          const options = {
             ttl: cliDuration(flags.ttl),
             wait: cliDuration(flags.wait),
             value: flags.value,
             ...(flags.renewEvery === undefined
               ? {}
               : { renewEvery: cliDuration(flags.renewEvery) }),
-          });
+          };
+          const r =
+            slots === undefined
+              ? await client.acquire(key, options)
+              : await client.acquireSlot(key, { ...options, limit: slots });
           switch (r.status) {
             case 'busy':
               say(`${key} is busy: held by ${describeHolder(r.holder)}`);
@@ -193,6 +218,7 @@ Example:
             LEASEHOLD_KEY: lease.key,
             LEASEHOLD_TOKEN: lease.token.toString(),
             LEASEHOLD_LEASE_ID: lease.leaseId,
+            ...(lease.slot === undefined ? {} : { LEASEHOLD_SLOT: String(lease.slot) }),
           };
           const { exit, groupGone } = await supervise(
             () => startProcessGroup(file, args, { env, graceMs: killAfterMs }),
@@ -210,6 +236,7 @@ Example:
           const released = keepLease ? undefined : await lease.release();
           const ran = {
             token: lease.token.toString(),
+            ...(lease.slot === undefined ? {} : { slot: lease.slot }),
             code: exit.code,
             signal: exit.signal,
             released: released?.status === 'released',

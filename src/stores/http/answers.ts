@@ -15,6 +15,8 @@ export function acquireBody(request: StoreAcquireRequest): Record<string, unknow
     ...(request.tokenBlock === undefined || request.tokenBlock <= 1
       ? {}
       : { tokenBlock: request.tokenBlock }),
+    ...(request.lockDelayMs === undefined ? {} : { lockDelay: request.lockDelayMs }),
+    ...(request.ignoreLockDelay === true ? { ignoreLockDelay: true } : {}),
   };
 }
 
@@ -34,6 +36,7 @@ export function acquireResult(a: Answer): StoreAcquireResult {
       status: 'busy',
       holder: holderOf(a.body['holder']),
       retryAfterMs: typeof retry === 'number' && retry >= 0 ? retry : 0,
+      ...(a.body['reason'] === 'lock_delay' ? { reason: 'lock_delay' as const } : {}),
     };
   }
   throw unexpectedAnswer(a, 'acquire');

@@ -137,6 +137,8 @@ export function optionsFromInfo(
       // Only an explicit true: a client that sent blocks to a server whose store grants
       // single tokens would hand out tokens that later grants receive again.
       tokenBlocks: caps.tokenBlocks === true,
+      // Only an explicit true: another server would refuse the field or grant without a delay.
+      ...(caps.lockDelay === true ? { lockDelay: true } : {}),
       // Passed on as the server's store states them: behind a server on etcd the expiry in
       // every answer is still an observation (the server's clock plus the TTL), and a dead
       // holder's key may stay taken for the store's lag.

@@ -10,6 +10,8 @@ export interface Row {
   ownerId: string | undefined;
   expiresAt: number;
   value: string | undefined;
+  /** The holder's lock-delay: after an expiry (not a release) no grant until expiresAt + this. */
+  lockDelayMs?: number;
 }
 
 /**

@@ -29,6 +29,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   minTtlMs: 1,
   ttlGranularityMs: 1,
   tokenBlocks: true,
+  lockDelay: true,
 });
 
 /**
@@ -71,6 +72,18 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
         retryAfterMs: row.expiresAt - now,
       });
     }
+    // The last holder expired (a release clears leaseId): its lock-delay still shuts the key.
+    if (row?.leaseId !== undefined && request.ignoreLockDelay !== true) {
+      const delayEnd = row.expiresAt + (row.lockDelayMs ?? 0);
+      if (delayEnd > now) {
+        return Promise.resolve({
+          status: 'busy',
+          holder: holderOf(row, now),
+          retryAfterMs: delayEnd - now,
+          reason: 'lock_delay',
+        });
+      }
+    }
     const token = (row?.topToken ?? 0n) + 1n;
     const top = token + BigInt((request.tokenBlock ?? 1) - 1);
     if (top > LIMITS.maxToken) {
@@ -83,6 +96,7 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
       ownerId: request.ownerId,
       expiresAt: now + request.ttlMs,
       value: request.value,
+      ...(request.lockDelayMs === undefined ? {} : { lockDelayMs: request.lockDelayMs }),
     });
     this.notify(request.key);
     return Promise.resolve({ status: 'acquired', token });

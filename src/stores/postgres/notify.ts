@@ -1,4 +1,4 @@
-import { KeyedListeners } from '../../core/runtime/keyed-listeners.js';
+import { WakeLines } from '../../core/runtime/wake-lines.js';
 import { randomUUID } from 'node:crypto';
 import type * as PgModule from 'pg';
 import { LeaseholdError } from '../../core/errors.js';
@@ -43,7 +43,8 @@ export type RegisterInterest = (
  * gap sent no notification we could see, so everyone re-checks — a read, which costs no write.
  */
 export class Listener {
-  private readonly byKey = new KeyedListeners<(change?: WatchChange) => void>();
+  /** The watchers of each key: a release wakes the longest-waiting one and every observer. */
+  private readonly byKey = new WakeLines('one');
   private client: PgModule.Client | undefined;
   private connecting: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -82,15 +83,7 @@ export class Listener {
    * waiting for the notification to come round through the LISTEN session (decision 022).
    */
   changed(key: string, change?: WatchChange): void {
-    const listeners = this.byKey.of(key);
-    if (listeners === undefined) return;
-    for (const fn of listeners) {
-      try {
-        fn(change);
-      } catch {
-        // A watcher's failure is its own: it must not fail the statement that woke it.
-      }
-    }
+    this.wake(key, change);
   }
 
   /**
@@ -98,13 +91,14 @@ export class Listener {
    * resolves cannot miss a release. Rejects `ERR_UNAVAILABLE` when the session cannot be
    * established (the client then waits by expiry timer and poll).
    */
-  async subscribe(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+  async subscribe(
+    key: string,
+    onChange: (change?: WatchChange) => void,
+    observer = false,
+  ): Promise<Unwatch> {
     if (this.closed)
       throw new LeaseholdError('ERR_CLOSED', 'the PostgreSQL lease store was closed');
-    const unwatch = this.byKey.add(key, (change?: WatchChange): void => {
-      if (change === undefined) onChange();
-      else onChange(change);
-    });
+    const unwatch = this.byKey.add(key, onChange, observer);
     try {
       await this.ensureConnected();
       await this.interestIn(key);
@@ -173,7 +167,7 @@ export class Listener {
     try {
       const before = await this.register(keys, true);
       const doneAt = performance.now();
-      for (const [k, until] of before) if (until <= doneAt) this.wake(k);
+      for (const [k, until] of before) if (until <= doneAt) this.byKey.recheck(k);
     } catch {
       // The next refresh tries again; waiters poll meanwhile.
     }
@@ -279,11 +273,12 @@ export class Listener {
   }
 
   private wake(key: string, change?: WatchChange): void {
-    for (const fn of this.byKey.of(key) ?? []) fn(change);
+    if (change === 'granted') this.byKey.granted(key);
+    else this.byKey.released(key);
   }
 
   private wakeAll(): void {
-    for (const fn of this.byKey.all()) fn();
+    this.byKey.recheckAll();
   }
 }
 

@@ -12,6 +12,7 @@ import type {
   StoreRequestOptions,
   Unwatch,
   WatchChange,
+  WatchOptions,
 } from '../../core/store.js';
 import type { LeaseState, StoreCapabilities } from '../../core/types.js';
 import { acquireAnswer, acquireParams, holderOf, isLeaseId, unpackGrant } from './answers.js';
@@ -329,10 +330,14 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     });
   }
 
-  async watch(key: string, onChange: (change?: WatchChange) => void): Promise<Unwatch> {
+  async watch(
+    key: string,
+    onChange: (change?: WatchChange) => void,
+    options?: WatchOptions,
+  ): Promise<Unwatch> {
     this.runner.assertOpen();
     await this.runner.ensureReady();
-    return this.listener.subscribe(key, onChange);
+    return this.listener.subscribe(key, onChange, options?.observer === true);
   }
 
   async close(): Promise<void> {

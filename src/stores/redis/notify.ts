@@ -1,40 +1,16 @@
 import type { Logger } from '../../core/events.js';
+import { WakeLines, type WakeMode } from '../../core/runtime/wake-lines.js';
 import type { Unwatch, WatchChange } from '../../core/store.js';
 import { ClusterSubscription } from './cluster-subscription.js';
 import { isCluster, type RedisClient, type RedisNodeClient } from '../../drivers/redis/client.js';
 
-interface Watcher {
-  readonly onChange: (change?: WatchChange) => void;
-  /** Told of every release; never the one waiter a release wakes (see WatchOptions). */
-  readonly observer: boolean;
-  /** Woken by a release and has not yet left: it passes the wake-up on when it leaves. */
-  baton: boolean;
-}
-
-interface Channel {
-  readonly watchers: Set<Watcher>;
-  readonly subscribed: Promise<unknown>;
-  /** Whether the key may be free: a release was seen and no grant through this store since. */
-  mayBeFree: boolean;
-}
-
-/** How many local waiters one release wakes. */
-export type WakeMode = 'one' | 'all';
+export type { WakeMode } from '../../core/runtime/wake-lines.js';
 
 /**
  * One pub/sub connection per store, shared by every waiter on every key. A release publishes
- * on the key's channel; this connection turns that into wake-ups. A grant publishes
- * 'granted' there too, told to every watcher of the key as `'granted'`.
- *
- * With `wake: 'one'` a release wakes one local waiter per key, the longest-waiting one, not
- * the whole herd, and every observer (`WatchOptions.observer`: election observers, the
- * server's event streams), which never acquire on a wake-up and so would keep the wake-up
- * from the waiters. A woken waiter that finds the key taken (a caller that did not wait got
- * there first) stays at the head of the line for the next release, so waiters are served in
- * arrival order. A woken waiter that leaves while the key may still be free (it gave up,
- * timed out or failed — no grant through this store since the release) passes the wake-up to
- * the next, so no wake-up is lost. The client's timer at the holder's expiry and its poll
- * stay as backstops. `'all'` wakes every waiter.
+ * on the key's channel; this connection turns that into wake-ups by the one wake-up rule of
+ * the stores ({@link WakeLines}: with `'one'`, the longest-waiting local waiter of the key and
+ * every observer). A grant publishes 'granted' there too, told to every watcher of the key.
  *
  * After a reconnect every waiter is woken, since releases published while the connection
  * was down were not seen: on one node (standalone, Sentinel) ioredis re-subscribes by itself
@@ -42,17 +18,16 @@ export type WakeMode = 'one' | 'all';
  * which moves to another node when its node goes away and says when it has.
  */
 export class ReleaseSubscriber {
-  private readonly channels = new Map<string, Channel>();
+  /** Each watched channel's subscription, live at the server once it resolves. */
+  private readonly subscriptions = new Map<string, Promise<unknown>>();
+  private readonly lines: WakeLines;
   private readonly sub: PubSubLink;
 
-  constructor(
-    base: RedisClient,
-    private readonly wake: WakeMode,
-    private readonly logger: Logger,
-  ) {
+  constructor(base: RedisClient, wake: WakeMode, logger: Logger) {
+    this.lines = new WakeLines(wake);
     const events = {
       message: (channel: string, message: string) => this.onMessage(channel, message),
-      resubscribed: () => this.wakeEveryone(),
+      resubscribed: () => this.lines.recheckAll(),
     };
     this.sub = isCluster(base)
       ? new ClusterSubscription(base, events, logger)
@@ -65,80 +40,43 @@ export class ReleaseSubscriber {
     onChange: (change?: WatchChange) => void,
     observer = false,
   ): Promise<Unwatch> {
-    let entry = this.channels.get(channel);
-    if (entry === undefined) {
-      entry = { watchers: new Set(), subscribed: this.sub.subscribe(channel), mayBeFree: false };
-      this.channels.set(channel, entry);
+    let subscribed = this.subscriptions.get(channel);
+    if (subscribed === undefined) {
+      subscribed = this.sub.subscribe(channel);
+      this.subscriptions.set(channel, subscribed);
     }
-    const watcher: Watcher = { onChange, observer, baton: false };
-    entry.watchers.add(watcher);
-    const owner = entry;
+    const remove = this.lines.add(channel, onChange, observer);
+    const unwatch = (): void => {
+      remove();
+      if (!this.lines.has(channel) && this.subscriptions.get(channel) === subscribed) {
+        this.subscriptions.delete(channel);
+        this.sub.unsubscribe(channel).catch(() => undefined);
+      }
+    };
     try {
-      await owner.subscribed;
+      await subscribed;
     } catch (err) {
-      this.remove(channel, owner, watcher);
+      unwatch();
       throw err;
     }
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      this.remove(channel, owner, watcher);
-    };
+    return unwatch;
   }
 
   /** Records a grant through this store: a woken waiter that leaves now need not wake another. */
   noteGranted(channel: string): void {
-    const entry = this.channels.get(channel);
-    if (entry !== undefined) entry.mayBeFree = false;
+    this.lines.noteGranted(channel);
   }
 
   async close(): Promise<void> {
-    this.channels.clear();
+    this.lines.clear();
+    this.subscriptions.clear();
     this.sub.close();
     await Promise.resolve();
   }
 
-  private remove(channel: string, entry: Channel, watcher: Watcher): void {
-    if (!entry.watchers.delete(watcher)) return;
-    if (watcher.baton && entry.mayBeFree) this.wakeNext(entry);
-    if (entry.watchers.size === 0 && this.channels.get(channel) === entry) {
-      this.channels.delete(channel);
-      this.sub.unsubscribe(channel).catch(() => undefined);
-    }
-  }
-
   private onMessage(channel: string, message: string): void {
-    const entry = this.channels.get(channel);
-    if (entry === undefined) return;
-    if (message === 'granted') {
-      // A grant, by any process: the key is held. Everyone hears of it (observers need it;
-      // waiters ignore it), and no baton moves.
-      entry.mayBeFree = false;
-      for (const w of entry.watchers) call(w, 'granted');
-      return;
-    }
-    entry.mayBeFree = true;
-    if (this.wake === 'all') {
-      for (const w of entry.watchers) call(w);
-      return;
-    }
-    for (const w of entry.watchers) if (w.observer) call(w);
-    this.wakeNext(entry);
-  }
-
-  private wakeNext(entry: Channel): void {
-    // The longest-waiting waiter (observers aside), which keeps its place until it leaves.
-    for (const w of entry.watchers) {
-      if (w.observer) continue;
-      w.baton = true;
-      call(w);
-      return;
-    }
-  }
-
-  private wakeEveryone(): void {
-    for (const entry of this.channels.values()) for (const w of entry.watchers) call(w);
+    if (message === 'granted') this.lines.granted(channel);
+    else this.lines.released(channel);
   }
 }
 
@@ -170,13 +108,4 @@ function nodeLink(
     unsubscribe: (channel) => sub.unsubscribe(channel),
     close: () => sub.disconnect(),
   };
-}
-
-function call(w: Watcher, change?: WatchChange): void {
-  try {
-    if (change === undefined) w.onChange();
-    else w.onChange(change);
-  } catch {
-    // A waiter's callback only schedules a retry; it has nothing to report here.
-  }
 }

@@ -1,4 +1,4 @@
-import type { StoreRenewRequest } from '../../core/store.js';
+import type { StoreAcquireRequest, StoreRenewRequest } from '../../core/store.js';
 import type { RedisClient } from '../../drivers/redis/client.js';
 import { DECIMAL_LUA, LuaScript, type ScriptArg } from '../../drivers/redis/lua-script.js';
 
@@ -58,7 +58,19 @@ export interface RawHolder {
 /** The answer of acquire.lua. */
 export type AcquireReply =
   | { readonly granted: true; readonly token: bigint; readonly serverMs: number | undefined }
-  | { readonly granted: false; readonly holder: RawHolder };
+  | {
+      readonly granted: false;
+      readonly holder: RawHolder;
+      /** The ms left of the lock-delay an expired holder left; undefined for a live holder. */
+      readonly lockDelayLeftMs?: number;
+    };
+
+/** An acquisition's lock-delay arguments: sent only when used, so the common call is unchanged. */
+function lockDelayArgs(request: StoreAcquireRequest): ScriptArg[] {
+  const delay = request.lockDelayMs ?? 0;
+  if (delay === 0 && request.ignoreLockDelay !== true) return [];
+  return [delay, request.ignoreLockDelay === true ? '1' : '0'];
+}
 
 /** Runs acquire.lua: grant, idempotent re-grant, or busy (which writes nothing). */
 export function runAcquire(
@@ -70,6 +82,7 @@ export function runAcquire(
   value: string | undefined,
   tokenBlock = 1,
   epochFloor = 0n,
+  request?: StoreAcquireRequest,
 ): Promise<AcquireReply> {
   const args: ScriptArg[] = [
     leaseId,
@@ -79,8 +92,9 @@ export function runAcquire(
     tokenBlock,
     keys.channel,
   ];
+  const delay = request === undefined ? [] : lockDelayArgs(request);
   // Sent only once an epoch was raised: the common case keeps its arguments as they were.
-  if (epochFloor > 0n) args.push(epochFloor.toString());
+  if (epochFloor > 0n || delay.length > 0) args.push(epochFloor.toString(), ...delay);
   return SCRIPTS.acquire.call(redis, [keys.record], args, readAcquire);
 }
 
@@ -95,7 +109,10 @@ function acquireReplyOf(reply: unknown[], at: number): AcquireReply {
       serverMs: typeof ms === 'number' ? ms : undefined,
     };
   }
-  return { granted: false, holder: holderOf(reply, at + 1) };
+  const left = reply[at + 6];
+  return typeof left === 'number'
+    ? { granted: false, holder: holderOf(reply, at + 1), lockDelayLeftMs: left }
+    : { granted: false, holder: holderOf(reply, at + 1) };
 }
 
 /** Runs handoff.lua: release `from`, then an acquire attempt for `leaseId`, in one step. */
@@ -109,6 +126,7 @@ export async function runHandOff(
   value: string | undefined,
   tokenBlock = 1,
   epochFloor = 0n,
+  request?: StoreAcquireRequest,
 ): Promise<{ released: boolean; acquire: AcquireReply }> {
   const args: ScriptArg[] = [
     from.leaseId,
@@ -119,8 +137,9 @@ export async function runHandOff(
     ttlMs,
     value === undefined ? '' : `=${value}`,
   ];
-  if (tokenBlock > 1 || epochFloor > 0n) args.push(tokenBlock);
-  if (epochFloor > 0n) args.push(epochFloor.toString());
+  const delay = request === undefined ? [] : lockDelayArgs(request);
+  if (tokenBlock > 1 || epochFloor > 0n || delay.length > 0) args.push(tokenBlock);
+  if (epochFloor > 0n || delay.length > 0) args.push(epochFloor.toString(), ...delay);
   const reply = asArray(await SCRIPTS.handoff.run(redis, [keys.record], args));
   return { released: reply[0] === 1, acquire: acquireReplyOf(reply, 1) };
 }

@@ -50,6 +50,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   minTtlMs: 1,
   ttlGranularityMs: 1,
   tokenBlocks: true,
+  lockDelay: true,
 });
 
 /**
@@ -183,6 +184,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
         request.value,
         request.tokenBlock,
         epochFloor,
+        request,
       ).then(
         (reply) => this.acquireResult(request, keys, reply),
         (err: unknown) => {
@@ -217,6 +219,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
         acquire.value,
         acquire.tokenBlock,
         epochFloor,
+        acquire,
       );
     } catch (err) {
       throw storeError(err, 'hand-off');
@@ -237,6 +240,10 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     reply: AcquireReply,
   ): StoreAcquireResult | Promise<StoreAcquireResult> {
     if (!reply.granted) {
+      if (reply.lockDelayLeftMs !== undefined) {
+        const retryAfterMs = reply.lockDelayLeftMs;
+        return { status: 'busy', holder: reply.holder, retryAfterMs, reason: 'lock_delay' };
+      }
       return {
         status: 'busy',
         holder: reply.holder,

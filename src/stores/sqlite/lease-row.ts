@@ -1,6 +1,10 @@
 import { invalidArgument } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
-import type { StoreAcquireRequest, StoreHandOffResult } from '../../core/store.js';
+import type {
+  StoreAcquireRequest,
+  StoreAcquireResult,
+  StoreHandOffResult,
+} from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
 import { LIMITS } from '../../core/validate.js';
 
@@ -14,6 +18,8 @@ export interface LeaseRow {
   expires_us: bigint;
   boot_id: string;
   value: string | null;
+  /** The holder's lock-delay in µs (migration 0004); absent in rows `LIST_LIVE` returns. */
+  lock_delay_us?: bigint;
 }
 
 /** Whether the row holds a lease of this boot that has not expired at `nowUs`. */
@@ -79,8 +85,41 @@ export function grantParams(
     bootId,
     expiresWallMs,
     value: request.value ?? null,
+    lockDelayUs: BigInt(request.lockDelayMs ?? 0) * 1000n,
+    ignoreLockDelay: request.ignoreLockDelay === true ? 1 : 0,
     nowUs,
   };
+}
+
+/**
+ * Whole ms left of the lock-delay the row's expired holder left, for `request`: 0 when the
+ * holder released (no lease id), the delay has passed, the machine restarted since (its
+ * monotonic clock cannot measure the delay) or the request ignores lock-delays.
+ */
+export function lockDelayLeftMs(
+  row: LeaseRow,
+  nowUs: bigint,
+  bootId: string,
+  request: StoreAcquireRequest,
+): number {
+  if (row.lease_id === null || row.boot_id !== bootId || request.ignoreLockDelay === true) return 0;
+  const us = row.expires_us + (row.lock_delay_us ?? 0n) - nowUs;
+  return us > 0n ? Number((us + 999n) / 1000n) : 0;
+}
+
+/** The busy answer for `row`: its live holder, or the lock-delay its expired holder left. */
+export function busyAnswer(
+  row: LeaseRow,
+  nowUs: bigint,
+  bootId: string,
+  request: StoreAcquireRequest,
+): Extract<StoreAcquireResult, { status: 'busy' }> {
+  const holder = holderOf(row, nowUs);
+  if (isLive(row, nowUs, bootId)) {
+    return { status: 'busy', holder, retryAfterMs: remainingMs(row, nowUs) };
+  }
+  const left = lockDelayLeftMs(row, nowUs, bootId, request);
+  return { status: 'busy', holder, retryAfterMs: left, reason: 'lock_delay' };
 }
 
 /**
@@ -95,6 +134,8 @@ export function handOffResult(
   },
   expiresWallMs: number,
   nowUs: bigint,
+  bootId: string,
+  request: StoreAcquireRequest,
 ): StoreHandOffResult {
   const released = outcome.released ? 'released' : 'not_owner';
   if (outcome.granted !== undefined)
@@ -106,13 +147,5 @@ export function handOffResult(
         expiresAtWallMs: expiresWallMs,
       },
     };
-  const row = outcome.holder!;
-  return {
-    released,
-    acquired: {
-      status: 'busy',
-      holder: holderOf(row, nowUs),
-      retryAfterMs: remainingMs(row, nowUs),
-    },
-  };
+  return { released, acquired: busyAnswer(outcome.holder!, nowUs, bootId, request) };
 }

@@ -7,7 +7,12 @@ import { retryWhileBusy, useDurableWal } from '../../drivers/sqlite/open-file.js
 import * as Q from './queries.js';
 
 /** The lease table's migrations, applied in this order (files in `./migrations/`). */
-const MIGRATIONS = ['0001_lease.sql', '0002_token_block.sql', '0003_epoch.sql'] as const;
+const MIGRATIONS = [
+  '0001_lease.sql',
+  '0002_token_block.sql',
+  '0003_epoch.sql',
+  '0004_lock_delay.sql',
+] as const;
 
 /**
  * Whether the SQLite file at `path` exists and has the lease table — a read-only check: it

@@ -9,7 +9,7 @@
  * (or no row). token_block NULL means 1 (migration 0002).
  */
 export const SELECT_LEASE = `
-SELECT lease_id, owner_id, token, token_block, expires_us, boot_id, value
+SELECT lease_id, owner_id, token, token_block, expires_us, boot_id, value, lock_delay_us
 FROM {{table}} WHERE key = @key`;
 
 /**
@@ -24,8 +24,8 @@ FROM {{table}} WHERE key = @key`;
  * in the common case).
  */
 export const ACQUIRE = `
-INSERT INTO {{table}} (key, lease_id, owner_id, token, token_block, expires_us, boot_id, expires_wall_ms, value)
-VALUES (@key, @leaseId, @ownerId, (SELECT floor + 1 FROM {{epoch}} WHERE id = 1), @tokenBlock, @expiresUs, @bootId, @expiresWallMs, @value)
+INSERT INTO {{table}} (key, lease_id, owner_id, token, token_block, expires_us, boot_id, expires_wall_ms, value, lock_delay_us)
+VALUES (@key, @leaseId, @ownerId, (SELECT floor + 1 FROM {{epoch}} WHERE id = 1), @tokenBlock, @expiresUs, @bootId, @expiresWallMs, @value, @lockDelayUs)
 ON CONFLICT (key) DO UPDATE SET
   lease_id = excluded.lease_id,
   owner_id = excluded.owner_id,
@@ -34,10 +34,11 @@ ON CONFLICT (key) DO UPDATE SET
   expires_us = excluded.expires_us,
   boot_id = excluded.boot_id,
   expires_wall_ms = excluded.expires_wall_ms,
-  value = excluded.value
+  value = excluded.value,
+  lock_delay_us = excluded.lock_delay_us
 WHERE ({{table}}.lease_id IS NULL
    OR {{table}}.boot_id <> @bootId
-   OR {{table}}.expires_us <= @nowUs)
+   OR {{table}}.expires_us + (CASE WHEN @ignoreLockDelay = 1 THEN 0 ELSE {{table}}.lock_delay_us END) <= @nowUs)
   AND {{table}}.token <= @roomTop - coalesce({{table}}.token_block, 1)
 RETURNING token`;
 

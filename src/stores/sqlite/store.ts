@@ -33,11 +33,12 @@ import { RestoreGuard } from './epoch.js';
 import { closedError, contentionError, exhaustedError, openError, storeError } from './errors.js';
 import {
   grantParams,
+  busyAnswer,
   handOffResult,
   hasRoom,
   holderOf,
   isLive,
-  remainingMs,
+  lockDelayLeftMs,
   tokenBlockOf,
   topOf,
   type LeaseRow,
@@ -62,6 +63,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   minTtlMs: 1,
   ttlGranularityMs: 1,
   tokenBlocks: true,
+  lockDelay: true,
 });
 
 /** A renewal's `lost` answer: one frozen object for all of them. */
@@ -237,10 +239,13 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
     if (row === undefined) return undefined;
     if (!this.isLive(row, nowUs)) {
       if (!hasRoom(row, request)) throw exhaustedError(request.key);
+      if (lockDelayLeftMs(row, nowUs, this.bootId, request) > 0) {
+        return busyAnswer(row, nowUs, this.bootId, request);
+      }
       return undefined;
     }
     if (row.lease_id === request.leaseId) return { status: 'acquired', token: row.token };
-    return { status: 'busy', holder: holderOf(row, nowUs), retryAfterMs: remainingMs(row, nowUs) };
+    return busyAnswer(row, nowUs, this.bootId, request);
   }
 
   async renew(
@@ -328,7 +333,7 @@ export class SqliteLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSt
       return { ...r, expiresWallMs, nowUs };
     });
     if (handed.granted !== undefined) await this.durable();
-    return handOffResult(handed, handed.expiresWallMs, handed.nowUs);
+    return handOffResult(handed, handed.expiresWallMs, handed.nowUs, this.bootId, acquire);
   }
 
   inspect(key: string, _options?: StoreRequestOptions): Promise<LeaseState> {

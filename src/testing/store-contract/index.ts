@@ -9,7 +9,9 @@ import { availabilityCases } from './cases/availability.js';
 import { batchCases } from './cases/batches.js';
 import { grantCases } from './cases/grants.js';
 import { handOffCases } from './cases/hand-off.js';
+import { lockDelayCases } from './cases/lock-delay.js';
 import { renewReleaseCases } from './cases/renew-release.js';
+import { semaphoreCases } from './cases/semaphores.js';
 import { tokenCases } from './cases/tokens.js';
 import { valueCases } from './cases/values-and-inputs.js';
 import { waitingCases } from './cases/waiting.js';
@@ -28,6 +30,8 @@ export const storeContractCases: readonly StoreContractCase[] = Object.freeze([
   ...waitingCases,
   ...valueCases,
   ...handOffCases,
+  ...semaphoreCases,
+  ...lockDelayCases,
   ...batchCases,
   ...availabilityCases,
 ]);

@@ -4,7 +4,7 @@ import { GatewayClaimClient } from '../../../src/fencing/http/index.js';
 import { SqliteMarkStore } from '../../../src/fencing/marks/sqlite.js';
 import type { FenceHarness } from '../../../src/testing/fence-contract/index.js';
 import { tempDir } from '../../support/tmp.js';
-import { startUpstream, type Upstream } from '../../gateway/support.js';
+import { startUpstream, type Upstream } from '../../fencing/gateway/support.js';
 import { fencedPut, segmentOf } from './http-client.js';
 
 const ROUTES = [

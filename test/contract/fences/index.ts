@@ -8,7 +8,7 @@ import { sqliteFenceHarness } from './sqlite.js';
 /**
  * Every fence the fence contract runs over. `LEASEHOLD_TEST_FENCES=sqlite,redis` selects some;
  * unset selects all. The catalog is not here: its publish is a pointer move with an expected
- * version, not an appending write, and its claim is covered by test/catalog.
+ * version, not an appending write, and its claim is covered by test/fencing/catalog.
  */
 export const FENCE_HARNESSES: Record<string, () => FenceHarness> = {
   sqlite: sqliteFenceHarness,

@@ -9,6 +9,9 @@
 --          record's `id`; otherwise (absent, or left by an earlier grant) the holder's token
 --          is `token`. So a process of an earlier version, which reads `token` as the last
 --          token, still grants above every reserved token.
+--   ld     '<ms>:<lease id>' when that grant asked for a lock-delay: after its expiry (not a
+--          release, which deletes `id`) no grant until exp + ms. Valid only while its lease id
+--          is the record's `id`, like `own`, so a later grant never has to delete it.
 -- One hash holds the record and its counter: always one Redis Cluster slot.
 -- Time: from Redis TIME only (expiry and the token floor); never a client clock.
 --
@@ -72,6 +75,9 @@ end
 -- Returns: {1, token, nowMs}   granted (nowMs = Redis TIME in ms at the grant, an integer)
 --          {1, token}          the same live lease id asked again (idempotent retry)
 --          {0, owner, token, remainingMs, leaseIdPrefix, v}   busy
+--          {0, owner, token, 0, leaseIdPrefix, v, delayLeftMs}  busy: the expired holder's lock-delay
+-- lock_delay: this grant's lock-delay in ms (a decimal string, or nil/'0' for none);
+-- ignore_delay: '1' to grant even during the lock-delay an expired holder left.
 -- epoch_floor: the fencing epoch's floor (canonical decimal, '0' for none) as the store last
 -- read it from `<prefix>epoch` (epoch.ts); `leasehold epoch` also raises every existing
 -- record to it, so it matters for keys that have no record.
@@ -80,7 +86,8 @@ end
 -- when Redis lost the record (restart without persistence, failover to a replica that missed
 -- writes), as long as a key never used 1024 tokens (grants times their blocks) within one ms
 -- and the clock did not step back; the epoch floor is the explicit version of it.
-local function lease_acquire(record, id, owner, ttl_ms, v, block, channel, epoch_floor)
+local function lease_acquire(record, id, owner, ttl_ms, v, block, channel, epoch_floor,
+    lock_delay, ignore_delay)
   -- A grant needs only these four fields; the holder's owner and value are read for a busy
   -- answer alone. Each field of an HMGET costs about as much as a short command (server CPU
   -- per call, busy machine, 2026-12-02: 6 fields 4.0 µs, 4 fields 2.5 µs).
@@ -91,6 +98,20 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block, channel, epoch
     if rec[1] == id then return {1, held} end
     local holder = redis.call('HMGET', record, 'owner', 'v')
     return {0, holder[1], held, tonumber(rec[2]) - now, string.sub(rec[1], 1, 8), holder[2]}
+  end
+  -- Expired without a release (a release deletes `id`): read its lock-delay, if any. Only on
+  -- this path, so a grant of a released or new key reads nothing more.
+  if rec[1] and ignore_delay ~= '1' then
+    local ld = redis.call('HGET', record, 'ld')
+    local sep = ld and string.find(ld, ':', 1, true)
+    if sep and string.sub(ld, sep + 1) == rec[1] then
+      local left = tonumber(rec[2]) + tonumber(string.sub(ld, 1, sep - 1)) - now
+      if left > 0 then
+        local holder = redis.call('HMGET', record, 'owner', 'v')
+        return {0, holder[1], lease_holder_token(rec[1], rec[3], rec[4]), 0,
+          string.sub(rec[1], 1, 8), holder[2], left}
+      end
+    end
   end
   -- max(last + 1, floor): the floor when last < floor (the usual case, time having moved on
   -- since the last grant), so the increment is worked out only when the counter is ahead.
@@ -111,6 +132,7 @@ local function lease_acquire(record, id, owner, ttl_ms, v, block, channel, epoch
   else
     redis.call('HSET', record, 'token', token, 'id', id, 'owner', owner, 'exp', exp, 'v', v)
   end
+  if lock_delay and lock_delay ~= '0' then redis.call('HSET', record, 'ld', lock_delay .. ':' .. id) end
   if channel then redis.call('PUBLISH', channel, 'granted') end
   return {1, token, now}
 end

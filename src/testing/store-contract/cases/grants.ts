@@ -21,7 +21,7 @@ export const grantCases: StoreContractCase[] = [
         assert.equal(lease.key, key);
         // The deadline counts from a moment between the call and the answer, minus the drift
         // allowance (ceil(1% × ttl) + 2 ms): never from the answer's arrival plus the full ttl.
-        // (test/unit/acquire.test.ts pins it to the send time exactly, in virtual time.)
+        // (test/core/acquire.test.ts pins it to the send time exactly, in virtual time.)
         assert.ok(
           lease.deadline >= before + 5000 - 52,
           'deadline counts from no earlier than the call',

@@ -1,0 +1,257 @@
+// `npm run bench -- --only scale`: how the cost of holding leases grows with their number, on
+// every store. Sizes come from LEASEHOLD_SCALE_SIZES (default 1,000, 10,000 and 100,000; quick:
+// 1,000 and 10,000); LEASEHOLD_SCALE_STORES picks stores (sqlite,postgres,redis,etcd,http).
+// The largest size of each store also measures a mass expiry: the holder stops renewing and
+// another client takes every key again. Run with `node --expose-gc` for steadier heap figures.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import type { LeaseStore } from '../src/core/store.js';
+import { EtcdLeaseStore } from '../src/stores/etcd/store.js';
+import { HttpLeaseStore } from '../src/stores/http/store.js';
+import { PostgresLeaseStore } from '../src/stores/postgres/store.js';
+import { RedisLeaseStore } from '../src/stores/redis/store.js';
+import { SqliteLeaseStore } from '../src/stores/sqlite/store.js';
+import { deletePrefix } from '../test/contract/harnesses/redis.js';
+import { killQuietly, spawnCli } from '../test/support/cli.js';
+import { EtcdCluster } from '../test/support/etcd-cluster.js';
+import { dropSchema } from '../test/support/postgres.js';
+import { tempDir } from '../test/support/tmp.js';
+import type { BenchOptions, BenchResult } from './lib.js';
+import { heldRow, holdAtSize } from './scale-held.js';
+import { waitersOnOneKey, watchersOnOneServer } from './scale-waiters.js';
+
+const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env['LEASEHOLD_BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+
+/** A store under test: two store objects on one backend (holder, other client), and cleanup. */
+interface ScaleSubject {
+  readonly name: string;
+  readonly open: () => Promise<{
+    holder: LeaseStore;
+    other: LeaseStore;
+    roundTrips?: () => number;
+    close: () => Promise<void>;
+  }>;
+}
+
+function sizesFrom(o: BenchOptions): number[] {
+  const raw = process.env['LEASEHOLD_SCALE_SIZES'];
+  const sizes = raw
+    ? raw.split(',').map((s) => Number(s.trim()))
+    : o.quick
+      ? [1_000, 10_000]
+      : [1_000, 10_000, 100_000];
+  for (const s of sizes) {
+    if (!Number.isSafeInteger(s) || s <= 0)
+      throw new Error(`LEASEHOLD_SCALE_SIZES takes whole numbers above 0, got ${raw}`);
+  }
+  return sizes;
+}
+
+function subjects(tmp: string): ScaleSubject[] {
+  return [
+    {
+      name: 'sqlite',
+      open: () => {
+        const path = join(tmp, `scale-${randomBytes(3).toString('hex')}.db`);
+        const holder = new SqliteLeaseStore({ path });
+        const other = new SqliteLeaseStore({ path });
+        return Promise.resolve({
+          holder,
+          other,
+          close: async () => {
+            await holder.close();
+            await other.close();
+          },
+        });
+      },
+    },
+    {
+      name: 'postgres',
+      open: async () => {
+        const schema = `lh_bench_scale_${process.pid}_${randomBytes(3).toString('hex')}`;
+        const holder = new PostgresLeaseStore({ connectionString: PG_URL, schema });
+        await holder.migrate();
+        const other = new PostgresLeaseStore({ connectionString: PG_URL, schema });
+        return {
+          holder,
+          other,
+          close: async () => {
+            await holder.close();
+            await other.close();
+            await dropSchema(schema);
+          },
+        };
+      },
+    },
+    {
+      name: 'redis',
+      open: () => {
+        const prefix = `lh-bench-scale:${randomBytes(3).toString('hex')}:`;
+        const holder = new RedisLeaseStore({ redis: REDIS_URL, prefix });
+        const other = new RedisLeaseStore({ redis: REDIS_URL, prefix });
+        return Promise.resolve({
+          holder,
+          other,
+          close: async () => {
+            await holder.close();
+            await other.close();
+            const admin = new Redis(REDIS_URL);
+            try {
+              await deletePrefix(admin, prefix);
+            } finally {
+              admin.disconnect();
+            }
+          },
+        });
+      },
+    },
+    {
+      name: 'etcd',
+      open: async () => {
+        const cluster = await EtcdCluster.start({ label: 'bench-scale' });
+        const hosts = cluster.members.map((m) => m.clientUrl);
+        const holder = new EtcdLeaseStore({ hosts });
+        const other = new EtcdLeaseStore({ hosts });
+        return {
+          holder,
+          other,
+          // etcd renews through its sessions' keepalives, not one call per renewal.
+          roundTrips: () => holder.keepAlivesSent,
+          close: async () => {
+            await holder.close();
+            await other.close();
+            await cluster.stop();
+          },
+        };
+      },
+    },
+    {
+      name: 'http (serve, postgres)',
+      open: async () => {
+        const schema = `lh_bench_scale_http_${process.pid}_${randomBytes(3).toString('hex')}`;
+        const proc = spawnCli([
+          'serve',
+          '--port',
+          '0',
+          '--log-level',
+          'warn',
+          '--store',
+          `${PG_URL}?schema=${schema}`,
+        ]);
+        const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
+        const holder = await HttpLeaseStore.connect({ url });
+        const other = await HttpLeaseStore.connect({ url });
+        return {
+          holder,
+          other,
+          close: async () => {
+            await holder.close();
+            await other.close();
+            killQuietly(proc);
+            await dropSchema(schema);
+          },
+        };
+      },
+    },
+  ];
+}
+
+/** Waiters on one key: PostgreSQL and Redis, four store connections shared by the waiters. */
+async function waiterRows(o: BenchOptions): Promise<BenchResult[]> {
+  const counts = o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000];
+  const rows: BenchResult[] = [];
+  const pick = [
+    subjects('').find((s) => s.name === 'postgres')!,
+    subjects('').find((s) => s.name === 'redis')!,
+  ];
+  for (const subject of pick) {
+    for (const waiters of counts) {
+      const opened = await Promise.all([subject.open(), subject.open()]);
+      try {
+        const stores = opened.flatMap((x) => [x.holder, x.other]);
+        const row = await waitersOnOneKey(
+          subject.name,
+          stores,
+          waiters,
+          Math.min(waiters - 1, 200),
+        );
+        console.error(`bench: scale ${subject.name} ${waiters} waiters: ${row.notes}`);
+        rows.push(row);
+      } finally {
+        for (const x of opened) await x.close().catch(() => undefined);
+      }
+    }
+  }
+  return rows;
+}
+
+/** Event-stream watchers on one `leasehold serve` over SQLite. */
+async function watcherRows(o: BenchOptions, tmp: string): Promise<BenchResult[]> {
+  const counts = o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000];
+  const rows: BenchResult[] = [];
+  for (const watchers of counts) {
+    const proc = spawnCli([
+      'serve',
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+      '--store',
+      `sqlite:${join(tmp, `sse-${watchers}.db`)}`,
+    ]);
+    try {
+      const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
+      const store = await HttpLeaseStore.connect({ url });
+      try {
+        const row = await watchersOnOneServer(url, proc.child.pid!, store, watchers, 20);
+        console.error(`bench: scale ${watchers} watchers: ${row.notes}`);
+        rows.push(row);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      killQuietly(proc);
+    }
+  }
+  return rows;
+}
+
+export async function scaleBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
+  const sizes = sizesFrom(o);
+  const wanted = process.env['LEASEHOLD_SCALE_STORES']?.split(',');
+  const parts = (process.env['LEASEHOLD_SCALE_PARTS'] ?? 'held,waiters,watchers').split(',');
+  const massExpiry = process.env['LEASEHOLD_SCALE_EXPIRY'] !== '0';
+  const tmp = tempDir('bench-scale');
+  const results: BenchResult[] = [];
+  try {
+    for (const subject of parts.includes('held') ? subjects(tmp.dir) : []) {
+      if (wanted && !wanted.some((w) => subject.name.startsWith(w))) continue;
+      for (const size of sizes) {
+        const last = size === Math.max(...sizes);
+        const stores = await subject.open();
+        try {
+          const f = await holdAtSize(
+            stores.holder,
+            stores.other,
+            size,
+            size >= 100_000 ? 1 : 2,
+            massExpiry && last,
+            stores.roundTrips,
+          );
+          const row = heldRow(subject.name, f);
+          console.error(`bench: scale ${subject.name} ${size}: ${row.notes}`);
+          results.push(row);
+        } finally {
+          await stores.close().catch(() => undefined);
+        }
+      }
+    }
+    if (parts.includes('waiters')) results.push(...(await waiterRows(o)));
+    if (parts.includes('watchers')) results.push(...(await watcherRows(o, tmp.dir)));
+  } finally {
+    tmp.remove();
+  }
+  return results;
+}
