@@ -61,6 +61,7 @@ export type {
   StoreAcquireResult,
   StoreLeaseRef,
   StoreReleaseResult,
+  StoreLossReason,
   StoreRenewResult,
   StoreRequestOptions,
   Unwatch,

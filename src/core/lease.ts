@@ -292,8 +292,9 @@ export class Lease implements AsyncDisposable, RenewingLease {
       return { status: 'unavailable', cause: settled.error };
     }
     if (settled.value.status === 'lost') {
-      this.end('lost');
-      return { status: 'lost', reason: 'lost' };
+      const reason = settled.value.reason ?? 'lost';
+      this.end(reason);
+      return { status: 'lost', reason };
     }
     const now = this.clockNow();
     if (now === undefined) return { status: 'lost', reason: 'clock' };

@@ -86,7 +86,14 @@ export type LossReason =
   /** The injected monotonic clock misbehaved; the client fails closed. */
   | 'clock'
   /** The client was closed. */
-  | 'closed';
+  | 'closed'
+  /**
+   * The store failed over to a replica that may lack the last grants; it raised its token
+   * epoch and ended every lease held across the change (decision 042).
+   */
+  | 'failover'
+  /** The store's data came back from a copy; it raised its token epoch, as for `failover`. */
+  | 'restore';
 
 /** The outcome of a fenced mutation at the protected resource. */
 export type FenceResult<T = unknown> =

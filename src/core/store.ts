@@ -69,9 +69,21 @@ export type StoreAcquireResult =
 /** Why a key is busy: a live holder, or the lock-delay after a holder's expiry. */
 export type BusyReason = 'held' | 'lock_delay';
 
-/** A store's answer to a renewal: `renewed` (extended by the TTL) or `lost` (not held any more). */
+/**
+ * A store's answer to a renewal: `renewed` (extended by the TTL) or `lost` (not held any more).
+ * A `lost` answer may say why, when the store knows that the lease ended because the store
+ * itself changed incarnation (a failover or a restore; decision 042): the client then reports
+ * that reason instead of a plain `lost`.
+ */
 export type StoreRenewResult =
-  { readonly status: 'renewed'; readonly expiresAtWallMs?: number } | { readonly status: 'lost' };
+  | { readonly status: 'renewed'; readonly expiresAtWallMs?: number }
+  | { readonly status: 'lost'; readonly reason?: StoreLossReason };
+
+/**
+ * Why a store ended leases it did not expire: `failover` (a replica took over with a history
+ * that may lack the last grants) or `restore` (the data came back from a copy).
+ */
+export type StoreLossReason = 'failover' | 'restore';
 
 /** A store's answer to a release: `released`, or `not_owner` when the lease was not held. */
 export type StoreReleaseResult = { readonly status: 'released' } | { readonly status: 'not_owner' };

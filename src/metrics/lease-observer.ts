@@ -104,8 +104,9 @@ export function observeLeaseClient(
         return;
       case 'lost':
         forget(event.key, event.token);
-        // `lost` (not expired, clock or closed) is always a renewal the store answered "gone".
-        if (event.reason === 'lost') {
+        // `lost`, `failover` and `restore` (not expired, clock or closed) are always a renewal
+        // the store answered "gone".
+        if (event.reason === 'lost' || event.reason === 'failover' || event.reason === 'restore') {
           report({ kind: 'renew', result: 'lost', event, slackMs: undefined });
         }
         report({ kind: 'loss', event });

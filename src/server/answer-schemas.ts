@@ -26,6 +26,11 @@ export const SERVER_EVENT = {
     resource: { type: 'string' },
     highWaterMark: { type: 'string', pattern: '^[0-9]+$' },
     reportedBy: { type: 'string' },
+    reason: {
+      enum: ['failover', 'restore'],
+      description:
+        '`lost` events of a lease the store ended when it changed incarnation (a failover or a restore).',
+    },
     at: { type: 'integer', description: 'Wall-clock ms when the server saw it (display only).' },
   },
 } as const;

@@ -47,6 +47,11 @@ export interface ServerEvent {
   readonly highWaterMark?: string;
   /** `fence` events: the name of the bearer token that reported it (`anonymous` without auth). */
   readonly reportedBy?: string;
+  /**
+   * `lost` events: set when the store ended the lease because it changed incarnation — a
+   * failover or a restore — and raised its token epoch (decision 042).
+   */
+  readonly reason?: 'failover' | 'restore';
   /** Wall-clock ms when the server saw it, for display only. */
   readonly at: number;
 }

@@ -162,13 +162,23 @@ async function renewAnswer(
   }
   metrics.renewals.inc({ result: 'lost' });
   const heldMs = tracker.lost(key, token, leaseId);
+  // A store that changed incarnation says so (decision 042): the event and metric carry it.
+  const reason = answer.reason;
   if (heldMs !== undefined) {
-    metrics.leasesLost.inc({ reason: 'renew_lost' });
+    metrics.leasesLost.inc({ reason: reason ?? 'renew_lost' });
     metrics.timeHeld.observe({ end: 'lost' }, heldMs / 1000);
-    hub.publish({ type: 'lost', key, token: token.toString(), leaseIdPrefix: prefix });
+    hub.publish({
+      type: 'lost',
+      key,
+      token: token.toString(),
+      leaseIdPrefix: prefix,
+      ...(reason === undefined ? {} : { reason }),
+    });
   }
   throw new ApiError(
     'lost',
-    `the lease on ${key} with token ${token} is lost (expired or taken over)`,
+    reason === undefined
+      ? `the lease on ${key} with token ${token} is lost (expired or taken over)`
+      : `the lease on ${key} with token ${token} is lost: the store changed incarnation (${reason}) and raised its token epoch`,
   );
 }

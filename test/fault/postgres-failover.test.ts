@@ -6,6 +6,7 @@ import { PostgresFence } from '../../src/fencing/postgres.js';
 import { quoteIdent } from '../../src/drivers/postgres/client.js';
 import { PostgresLeaseStore } from '../../src/stores/postgres/store.js';
 import { spawnCli } from '../support/cli.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import { runsPerArm, FAULT_TIMEOUT_MS, STORE_START_TIMEOUT_MS } from '../support/fault-env.js';
 import {
   Endpoint,
@@ -26,16 +27,21 @@ import { eventually } from '../support/time.js';
 // it is lost for certain; the primary is killed (pg_ctl stop -m immediate), the replica
 // promoted (pg_ctl promote), and the clients reconnect to the promoted server (their URL
 // changes). The fenced resource is the shared PostgreSQL on 127.0.0.1:5432, never the failed
-// server; its `>` fence takes one write per grant. Control arm: clients return at once, and
-// the promoted server hands out tokens already used. Epoch arm: `leasehold epoch` runs on the
-// promoted server first, and every later token exceeds every earlier one.
+// server; its `>` fence takes one write per grant. Control arm: detection switched off,
+// clients return at once, and the promoted server hands out tokens already used. Epoch arm
+// (detection off too): `leasehold epoch` runs on the promoted server first, and every later
+// token exceeds every earlier one. Detect arm, with no operator step: the clients' stores
+// notice the new timeline on their first write to the promoted server and raise the epoch in
+// that transaction (decision 042); A, which held a key across the failover and reaches the
+// promoted server through the same address (a proxy that moves), learns that its lease was
+// lost with reason `failover`.
 
 /** Worker keys; the across key is held by A over the failover and taken by B after it. */
 const KEYS = ['jobs/a', 'jobs/b', 'jobs/c'];
 const ACROSS = 'jobs/across';
 const WORKERS = 3;
 
-type Arm = 'control' | 'epoch';
+type Arm = 'control' | 'epoch' | 'detect';
 
 /** One run's figures. */
 interface RunFigures {
@@ -126,7 +132,8 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
     await cluster.caughtUp();
 
     const log = new FailoverLog();
-    const io = { fence, scope, logSql, log };
+    const detect = arm === 'detect';
+    const io = { fence, scope, logSql, log, detect };
     const endpoint = new Endpoint(cluster.primary.url);
     const load = new FailoverLoad({ ...io, endpoint, schema, workers: WORKERS, keys: KEYS });
     let faultAt = 0;
@@ -137,13 +144,16 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
     let doubleHolderMs = 0;
     let b: FailoverGrant | undefined;
     const others: LeaseClient[] = []; // A's and B's clients, closed even when a check fails
+    // A's address: the primary's, moved to the promoted server after the failover.
+    const aAddress = await TcpProxy.start({ host: '127.0.0.1', port: cluster.primary.port });
+    const aUrl = cluster.primary.url.replace(`:${cluster.primary.port}/`, `:${aAddress.port}/`);
     try {
       await eventually('grants of every key before the fault', () =>
         KEYS.every((k) => log.count(0, k) >= 3) ? true : undefined,
       );
       cluster.pauseReplication();
       pausedAt = performance.now();
-      const a = await holdAcross(io, cluster.primary.url, schema, ACROSS);
+      const a = await holdAcross(io, aUrl, schema, ACROSS);
       others.push(a.client);
       // The barrier: every key has a grant that the replica cannot have received.
       await eventually('a grant of every key asked for after replication stopped', () =>
@@ -164,9 +174,10 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
         floor = BigInt((JSON.parse(cli.stdout()) as { floor: string }).floor);
       }
       endpoint.moveTo(promoted.url);
+      aAddress.retarget({ host: '127.0.0.1', port: promoted.port });
 
       // B takes the across key on the promoted server, which never saw A's grant.
-      const bClient = openClient(promoted.url, schema, 'taker-b');
+      const bClient = openClient(promoted.url, schema, 'taker-b', detect);
       others.push(bClient);
       const askedAt = performance.now();
       const rb = await eventually(
@@ -200,6 +211,26 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
         assert.equal(bWrite.status, 'applied');
         assert.equal(aLate.status, 'stale_fence', "A's late write is refused");
       }
+      if (detect) {
+        // A's next renewal reaches the promoted server (its pooled connection to the dead
+        // primary fails first: unavailable, then retried by hand here).
+        const renewed = await eventually(
+          "A's renewal to be answered by the promoted server",
+          async () => {
+            const r = await a.lease.renew();
+            return r.status === 'unavailable' ? undefined : r;
+          },
+          { timeoutMs: 30_000 },
+        );
+        assert.deepEqual(renewed, { status: 'lost', reason: 'failover' });
+        assert.equal(a.lease.lossReason, 'failover');
+        assert.equal(a.lease.signal.aborted, true, "A's signal fired");
+        const [row] = await promoted.query<{ floor: string; reason: string }>(
+          `SELECT floor::text AS floor, reason FROM ${quoteIdent(schema)}.coordination_lease_incarnation`,
+        );
+        assert.equal(row?.reason, 'failover', 'the promoted server recorded the failover');
+        floor = BigInt(row.floor);
+      }
       await a.lease.release().catch(() => undefined);
       await rb.lease.release();
 
@@ -211,6 +242,7 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
     } finally {
       for (const c of others) await c.close().catch(() => undefined);
       await load.stop();
+      await aAddress.close();
     }
 
     // The resource's own log: exactly the applied writes.
@@ -258,7 +290,7 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
     assert.ok(certain.length >= KEYS.length + 1, 'every key lost a grant for certain');
     assert.equal(f.staleAccepted, 0, 'no stale write reached the resource');
     assert.ok(doubleHolderMs > 0, 'A and B both held the across key');
-    if (arm === 'epoch') {
+    if (arm !== 'control') {
       assert.equal(f.reissued, 0, 'no token issued after the epoch repeats one issued before');
       const maxBefore = maxOf(before.map((g) => g.token));
       for (const g of afterF) assert.ok(g.token > maxBefore, `${g.key}:${g.token} > ${maxBefore}`);
@@ -272,20 +304,33 @@ describe('F18 PostgreSQL failover to an asynchronous streaming replica, under a 
   }
 
   it(
-    'grants the old primary acknowledged are lost; without an epoch the promoted server reissues used tokens (the fence refuses them); after `leasehold epoch` every token exceeds every earlier one; 0 stale writes accepted',
+    'grants the old primary acknowledged are lost; with detection off and no epoch the promoted server reissues used tokens (the fence refuses them); after `leasehold epoch`, and with no operator step when the stores detect the new timeline, every token exceeds every earlier one and the lease held across is lost with reason failover; 0 stale writes accepted',
     { timeout: FAULT_TIMEOUT_MS },
     async () => {
       const runs = runsPerArm(2, 20);
-      const arms = { control: new ArmFigures(), epoch: new ArmFigures() };
+      // The operator's arm once at CI size (the file stays near a minute on a loaded machine);
+      // every run at chaos size.
+      const epochRuns = runsPerArm(1, 20);
+      const arms = { control: new ArmFigures(), epoch: new ArmFigures(), detect: new ArmFigures() };
       for (let i = 0; i < runs; i++) {
-        for (const arm of ['control', 'epoch'] as const) arms[arm].list.push(await oneRun(arm));
+        for (const arm of ['control', 'epoch', 'detect'] as const) {
+          if (arm === 'epoch' && i >= epochRuns) continue;
+          arms[arm].list.push(await oneRun(arm));
+        }
       }
-      console.log(arms.control.line('pg failover control (no epoch)'));
-      console.log(arms.epoch.line('pg failover after leasehold epoch'));
+      console.log(arms.control.line('pg failover control (detection off, no epoch)'));
+      console.log(arms.epoch.line('pg failover after leasehold epoch (detection off)'));
+      console.log(arms.detect.line('pg failover detected, no operator'));
       const anomalies = arms.control.list.filter((r) => r.reissued > 0).length;
       assert.ok(anomalies >= 0.95 * runs, `control arm anomalous in ${anomalies}/${runs} runs`);
       assert.equal(arms.epoch.sum('reissued'), 0);
-      assert.equal(arms.control.sum('staleAccepted') + arms.epoch.sum('staleAccepted'), 0);
+      assert.equal(arms.detect.sum('reissued'), 0);
+      assert.equal(
+        arms.control.sum('staleAccepted') +
+          arms.epoch.sum('staleAccepted') +
+          arms.detect.sum('staleAccepted'),
+        0,
+      );
     },
   );
 });

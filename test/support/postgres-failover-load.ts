@@ -76,12 +76,27 @@ export interface FailoverLoadOptions {
   /** The resource's own log: an INSERT of (scope, token, write id), run inside the fence. */
   readonly logSql: string;
   readonly log: FailoverLog;
+  /** Whether the clients' stores detect the failover by themselves (decision 042). */
+  readonly detect: boolean;
 }
 
-/** A client of the lease table in `schema` at `url`, with short bounds: the primary may die. */
-export function openClient(url: string, schema: string, ownerId: string): LeaseClient {
+/**
+ * A client of the lease table in `schema` at `url`, with short bounds: the primary may die.
+ * `detect`: whether its store notices the failover by itself (decision 042).
+ */
+export function openClient(
+  url: string,
+  schema: string,
+  ownerId: string,
+  detect: boolean,
+): LeaseClient {
   // Two connections: a grant, a renewal and a release of one worker rarely overlap.
-  const store = new PostgresLeaseStore({ connectionString: url, schema, maxConnections: 2 });
+  const store = new PostgresLeaseStore({
+    connectionString: url,
+    schema,
+    maxConnections: 2,
+    detectIncarnation: detect,
+  });
   return new LeaseClient({ store, ownerId, requestTimeout: '1s' });
 }
 
@@ -134,13 +149,13 @@ export class FailoverLoad {
   private async worker(i: number): Promise<void> {
     const { endpoint, keys, log } = this.o;
     let generation = endpoint.generation;
-    let client = openClient(endpoint.url, this.o.schema, `w${i}`);
+    let client = openClient(endpoint.url, this.o.schema, `w${i}`, this.o.detect);
     try {
       while (!this.stopping) {
         if (generation !== endpoint.generation) {
           await client.close().catch(() => undefined);
           generation = endpoint.generation;
-          client = openClient(endpoint.url, this.o.schema, `w${i}`);
+          client = openClient(endpoint.url, this.o.schema, `w${i}`, this.o.detect);
         }
         const key = keys[Math.floor(Math.random() * keys.length)]!;
         const askedAt = performance.now();
@@ -177,12 +192,12 @@ export interface AcrossHolder {
 
 /** Acquires `key` on the old primary with a long TTL and writes once (applied). */
 export async function holdAcross(
-  o: Pick<FailoverLoadOptions, 'fence' | 'scope' | 'logSql' | 'log'>,
+  o: Pick<FailoverLoadOptions, 'fence' | 'scope' | 'logSql' | 'log' | 'detect'>,
   url: string,
   schema: string,
   key: string,
 ): Promise<AcrossHolder> {
-  const client = openClient(url, schema, 'holder-a');
+  const client = openClient(url, schema, 'holder-a', o.detect);
   const askedAt = performance.now();
   const r = await eventually(
     'holder A to be granted on the old primary',

@@ -43,7 +43,7 @@ export class TcpProxy {
   private constructor(
     private readonly server: Server,
     readonly port: number,
-    private readonly target: { host: string; port: number },
+    private target: { host: string; port: number },
   ) {}
 
   /**
@@ -135,6 +135,15 @@ export class TcpProxy {
       resetOrDestroy(p.server);
     }
     this.pipes.clear();
+  }
+
+  /**
+   * Sends new connections to `target` from now on and resets the open ones: a service address
+   * that moves to another server (a failover behind a virtual IP or a DNS name).
+   */
+  retarget(target: { host: string; port: number }): void {
+    this.target = target;
+    this.sever();
   }
 
   /** Open connections. */

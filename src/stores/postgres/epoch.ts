@@ -110,6 +110,7 @@ export async function advancePostgresFencingEpoch(
         ),
       ).rows[0]!;
       let floor = parseBigint(row['clock_floor']);
+      const clockMs = floor / EPOCH_TOKENS_PER_MS;
       const highest = parseBigint(row['highest']);
       if (highest > floor) floor = highest;
       if (atLeast > floor) floor = atLeast;
@@ -144,6 +145,19 @@ export async function advancePostgresFencingEpoch(
       );
       await client.query(
         `COMMENT ON TRIGGER ${trigger} ON ${lease} IS 'leasehold fencing epoch floor ${floor}'`,
+      );
+      // The store's own failover check (migration 0008, decision 042) carries the previous
+      // floor forward at the next change: it must know this one, which may be above the clock.
+      const incarnation = quoteLiteral(
+        `${quoteIdent(schema)}.${quoteIdent(`${table}_incarnation`)}`,
+      );
+      await client.query(
+        `DO $do$ BEGIN
+           IF to_regclass(${incarnation}) IS NOT NULL THEN
+             EXECUTE format('UPDATE %s SET floor = %s, floor_at_ms = %s WHERE floor < %s',
+               to_regclass(${incarnation}), ${floor}, ${clockMs}, ${floor});
+           END IF;
+         END $do$`,
       );
       await client.query('COMMIT');
       release();

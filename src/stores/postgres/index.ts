@@ -1,4 +1,5 @@
 export { PostgresLeaseStore } from './store.js';
+export type { IncarnationChange } from './incarnation.js';
 export type { PostgresLeaseStoreOptions } from './options.js';
 export {
   migratePostgresLeaseStore,

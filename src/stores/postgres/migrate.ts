@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
   channelName,
@@ -30,6 +31,7 @@ export const LEASE_MIGRATION_FILES = [
   '0005_grant_release_functions.sql',
   '0006_notify_other_listeners.sql',
   '0007_grant_update_first.sql',
+  '0008_incarnation.sql',
 ] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
@@ -48,6 +50,11 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
     grant_notice_fn: grantNoticeFunctionName(schema, table),
     grant_fn: grantFunctionName(schema, table),
     release_fn: releaseFunctionName(schema, table),
+    incarnation: `${quoteIdent(schema)}.${quoteIdent(`${table}_incarnation`)}`,
+    incarnation_fn: incarnationFunctionName(schema, table),
+    incarnation_guc: quoteLiteral(incarnationSetting(schema, table)),
+    floor_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_token_floor`)}`,
+    floor_trigger: quoteIdent(`${table}_token_floor`),
   };
   return LEASE_MIGRATION_FILES.map((file) => {
     const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
@@ -87,6 +94,21 @@ export function grantFunctionName(schema: string, table: string): string {
  */
 export function releaseFunctionName(schema: string, table: string): string {
   return `${quoteIdent(schema)}.${quoteIdent(`${table}_release`)}`;
+}
+
+/** The escaped name of the function that checks the server's incarnation (migration 0008). */
+export function incarnationFunctionName(schema: string, table: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(`${table}_incarnation_check`)}`;
+}
+
+/**
+ * The session setting where a connection remembers that it checked the incarnation of one
+ * lease table (migration 0008): a custom setting name is `prefix.identifier`, so the schema
+ * and table go in as a hash.
+ */
+export function incarnationSetting(schema: string, table: string): string {
+  const digest = createHash('sha256').update(`${schema}.${table}`).digest('hex').slice(0, 20);
+  return `leasehold.incarnation_${digest}`;
 }
 
 /** Options for {@link migratePostgresLeaseStore}. */

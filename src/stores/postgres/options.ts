@@ -1,5 +1,6 @@
 import { booleanOption, requireObject } from '../../core/runtime/options.js';
 import { invalidArgument } from '../../core/errors.js';
+import type { IncarnationChange } from './incarnation.js';
 import {
   checkIdentifier,
   type PgConnectionConfig,
@@ -43,6 +44,21 @@ export interface PostgresLeaseStoreOptions extends PostgresConnectionOptions {
    * direct connection (one per store).
    */
   readonly listenConnection?: PgConnectionConfig | string;
+  /**
+   * Whether the store notices a failover or a restore by itself (decision 042): the first
+   * write on each connection compares the server's system identifier and timeline with the
+   * ones recorded next to the lease table and, when they changed, raises the token epoch
+   * before anything is granted. Switch it off only where the database role may not call
+   * `pg_control_system()`; then run `leasehold epoch` after every promotion and restore.
+   * Defaults to `true`.
+   */
+  readonly detectIncarnation?: boolean;
+  /**
+   * Called when this store's check raised the token epoch after a change of incarnation
+   * (another process's store may have raised it first; then only leases end). For logs and
+   * alerts. Defaults to none.
+   */
+  readonly onIncarnationChange?: (change: IncarnationChange) => void;
 }
 
 /** The defaults of {@link PostgresLeaseStoreOptions}. */
@@ -52,6 +68,7 @@ export const DEFAULTS = Object.freeze({
   autoMigrate: true,
   synchronousCommit: 'on' as const,
   durableReleases: false,
+  detectIncarnation: true,
 });
 
 /** {@link PostgresLeaseStoreOptions} checked, with defaults filled in (the connection apart). */
@@ -61,6 +78,7 @@ export interface ResolvedPostgresLeaseStoreOptions {
   readonly autoMigrate: boolean;
   readonly synchronousCommit: 'on' | 'remote_apply' | 'server_default';
   readonly durableReleases: boolean;
+  readonly detectIncarnation: boolean;
 }
 
 /** Checks the store's own options; the connection is checked by `resolveConnection`. */
@@ -84,5 +102,23 @@ export function resolvePostgresLeaseStoreOptions(
     options.durableReleases,
     DEFAULTS.durableReleases,
   );
-  return { schema, table, autoMigrate, synchronousCommit: sync, durableReleases };
+  const detectIncarnation = booleanOption(
+    'detectIncarnation',
+    options.detectIncarnation,
+    DEFAULTS.detectIncarnation,
+  );
+  if (
+    options.onIncarnationChange !== undefined &&
+    typeof options.onIncarnationChange !== 'function'
+  ) {
+    throw invalidArgument('onIncarnationChange', 'must be a function', options.onIncarnationChange);
+  }
+  return {
+    schema,
+    table,
+    autoMigrate,
+    synchronousCommit: sync,
+    durableReleases,
+    detectIncarnation,
+  };
 }

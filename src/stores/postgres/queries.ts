@@ -246,3 +246,15 @@ WHERE l.resource_key = r.key
   AND l.owner_id = r.lease
   AND l.fencing_token = r.token
 RETURNING r.i::int AS i`;
+
+/**
+ * The incarnation check (migration 0008, decision 042), sent first in every grant and renewal
+ * message of a store that detects failovers and restores (a release changes no token and goes
+ * without it). Once a connection has checked, the answer is the
+ * session setting it remembered (no table read, no function call); on a connection's first
+ * write, or after the setting was reset, the check function compares the server's system
+ * identifier and timeline with the table's row and raises the epoch when they differ, inside
+ * the message's transaction, before the statements after it. Returns one row: `incarnation`
+ * ('<floor> <reason>', '! <floor> <reason>' when this call raised the floor, 'recovery').
+ */
+export const INCARNATION_CHECK = `SELECT COALESCE(NULLIF(current_setting({{incarnation_guc}}, true), ''), {{incarnation_fn}}()) AS incarnation; `;

@@ -8,6 +8,7 @@ import {
   type SqlParam,
 } from '../../drivers/postgres/client.js';
 import { storeError } from './errors.js';
+import type { IncarnationWatch } from './incarnation.js';
 import type { Commit, CommitModes } from './statements.js';
 
 /**
@@ -24,11 +25,16 @@ export class StatementRunner {
   private ready: Promise<void> | undefined;
   private closed = false;
 
-  /** `migrate` undefined: the migrations are not this store's to apply. */
+  /**
+   * `migrate` undefined: the migrations are not this store's to apply. `incarnation`: the
+   * check sent first in every grant and renewal message and where its answers go (decision 042);
+   * undefined when the store does not detect changes of incarnation.
+   */
   constructor(
     private readonly pool: PgPool,
     private readonly commit: CommitModes,
     private readonly migrate: (() => Promise<unknown>) | undefined,
+    private readonly incarnation?: { readonly check: string; readonly watch: IncarnationWatch },
   ) {
     this.migrated = migrate === undefined;
   }
@@ -50,7 +56,24 @@ export class StatementRunner {
   }
 
   private send(rendered: string, timeoutMs: number, commit: Commit): Promise<unknown> {
-    return this.query(timeoutPrefix(timeoutMs) + this.commit.prefix[commit] + rendered);
+    const text = timeoutPrefix(timeoutMs) + this.commit.prefix[commit] + rendered;
+    // A release changes no token, so it may run before the check (decision 042): the next
+    // grant or renewal on the connection checks.
+    return commit === 'read' || commit === 'release' ? this.query(text) : this.write(text);
+  }
+
+  /**
+   * Sends a message that grants or renews: after the incarnation check when the store detects changes
+   * of incarnation. The check goes first so that a raised epoch is in place before anything
+   * else in the transaction grants or renews; its answer is taken off, so callers see the
+   * message's own results in the shape they expect.
+   */
+  async write(text: string): Promise<unknown> {
+    const inc = this.incarnation;
+    if (inc === undefined) return this.query(text);
+    const answer = (await this.query(inc.check + text)) as PgResult[];
+    inc.watch.observe(answer[0]);
+    return answer.length === 2 ? answer[1] : answer.slice(1);
   }
 
   /** `SET LOCAL statement_timeout = ms; `, kept for the last ms (every request shares one). */

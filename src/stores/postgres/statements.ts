@@ -8,6 +8,8 @@ import {
   acquireFunctionName,
   grantFunctionName,
   grantNoticeFunctionName,
+  incarnationFunctionName,
+  incarnationSetting,
   interestTableName,
   releaseFunctionName,
 } from './migrate.js';
@@ -26,6 +28,8 @@ export interface LeaseStatements {
   readonly forgetListener: string;
   readonly acquireMany: string;
   readonly releaseMany: string;
+  /** INCARNATION_CHECK, to send first in a grant or renewal message. */
+  readonly incarnationCheck: string;
   /** GRANT and RELEASE_ONE, split at their parameters once. */
   readonly lone: {
     readonly grant: (params: readonly SqlParam[]) => string;
@@ -43,6 +47,8 @@ export function leaseStatements(schema: string, table: string, channel: string):
     release_fn: releaseFunctionName(schema, table),
     interest: interestTableName(schema, table),
     channel: quoteLiteral(channel),
+    incarnation_fn: incarnationFunctionName(schema, table),
+    incarnation_guc: quoteLiteral(incarnationSetting(schema, table)),
   };
   const bind = (text: string): string =>
     text.replace(/\{\{(\w+)\}\}/g, (m, name: string) => names[name] ?? m);
@@ -58,6 +64,7 @@ export function leaseStatements(schema: string, table: string, channel: string):
     forgetListener: bind(Q.FORGET_LISTENER_INTEREST),
     acquireMany: bind(Q.ACQUIRE_MANY),
     releaseMany: bind(Q.RELEASE_MANY),
+    incarnationCheck: bind(Q.INCARNATION_CHECK),
     lone: { grant: compileSql(bind(Q.GRANT)), release: compileSql(bind(Q.RELEASE_ONE)) },
   };
 }

@@ -29,6 +29,7 @@ import {
 } from '../../drivers/postgres/client.js';
 import { acquireCoalescer, releaseCoalescer, type AcquireAsk, type OnChange } from './batches.js';
 import type { Coalescer } from './coalesce.js';
+import { IncarnationWatch } from './incarnation.js';
 import { Listener } from './notify.js';
 import { leaseMigrations } from './migrate.js';
 import { runMigrations, type MigrationReport } from '../../drivers/postgres/migrate.js';
@@ -51,6 +52,8 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
   ttlGranularityMs: 1,
   tokenBlocks: true,
 });
+
+const LOST: StoreRenewResult = Object.freeze({ status: 'lost' });
 
 /** Bound on the statements that register waiters' interest (watch has no request timeout). */
 const INTEREST_TIMEOUT_MS = 5000;
@@ -76,9 +79,13 @@ const ACQUIRE_ATTEMPTS = 3;
  *   `fencing_token_block`, migration 0003); the next grant — also the seed's own upsert, which
  *   a trigger lifts above the block — comes after the whole block.
  * - Waiting is woken by LISTEN/NOTIFY on one dedicated session per store.
- * - Durability: `synchronous_commit = on` per write (see `synchronousCommit`). After restoring
- *   the database from a backup, run {@link advancePostgresFencingEpoch} before clients
- *   return, or tokens could repeat.
+ * - Durability: `synchronous_commit = on` per write (see `synchronousCommit`).
+ * - Failover and restore (decision 042): the first write on each connection compares the
+ *   server's system identifier and timeline with the ones recorded next to the lease table;
+ *   after a promotion or a restore it raises the token epoch in the same transaction, before
+ *   it grants, and ends every lease held across the change (their renewals answer `lost` with
+ *   reason `failover` or `restore`). A restore into a fresh server that brings no trace of the
+ *   old one still needs {@link advancePostgresFencingEpoch} before clients return.
  *
  * Failures to reach the database throw `ERR_UNAVAILABLE` (the client reports `unavailable`).
  *
@@ -114,6 +121,8 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
    * caller's pool.
    */
   private readonly ownListener: string | null;
+  /** Changes of incarnation seen in the check answers (decision 042). */
+  private readonly incarnation: IncarnationWatch;
 
   constructor(options: PostgresLeaseStoreOptions) {
     const resolved = resolvePostgresLeaseStoreOptions(options);
@@ -146,10 +155,14 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       this.ownListener,
     );
     this.sql = leaseStatements(this.schema, this.table, channel);
+    this.incarnation = new IncarnationWatch(options.onIncarnationChange);
     this.runner = new StatementRunner(
       this.pool,
       this.commit,
       resolved.autoMigrate ? () => this.migrate() : undefined,
+      resolved.detectIncarnation
+        ? { check: this.sql.incarnationCheck, watch: this.incarnation }
+        : undefined,
     );
     this.acquires = acquireCoalescer(
       (statement, params, timeoutMs) => this.runner.run(statement, params, timeoutMs, 'grant'),
@@ -253,7 +266,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
       'durable',
     );
     const row = result.rows[0];
-    if (row === undefined) return { status: 'lost' };
+    if (row === undefined) return this.lost(lease.token);
     const expiresAtWallMs = Number(row['expires_ms']);
     return Number.isFinite(expiresAtWallMs)
       ? { status: 'renewed', expiresAtWallMs }
@@ -274,7 +287,14 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
     const [updated, clock] = (await this.runner.runAll(text, options.timeoutMs, 'durable')).slice(
       -2,
     );
-    return renewManyAnswers(leases, ask, updated, clock);
+    const answers = renewManyAnswers(leases, ask, updated, clock);
+    return answers.map((a, i) => (a.status === 'lost' ? this.lost(leases[i]!.token) : a));
+  }
+
+  /** A `lost` answer, with the change of incarnation that ended the lease when one did. */
+  private lost(token: bigint): StoreRenewResult {
+    const reason = this.incarnation.lossReason(token);
+    return reason === undefined ? LOST : { status: 'lost', reason };
   }
 
   async release(lease: StoreLeaseRef, options: StoreRequestOptions): Promise<StoreReleaseResult> {
@@ -357,7 +377,7 @@ export class PostgresLeaseStore implements HandOffLeaseStore, BatchRenewingLease
   ): Promise<Array<Record<string, unknown>>> {
     const ms = timeoutSettingMs(timeoutMs);
     const text = this.sql.lone.grant([...params, ms, this.commit.durable, this.ownListener]);
-    const rows = lastResult(await this.runner.query(this.runner.statementTimeout(ms) + text)).rows;
+    const rows = lastResult(await this.runner.write(this.runner.statementTimeout(ms) + text)).rows;
     return rows.map(unpackGrant);
   }
 

@@ -3,3 +3,8 @@ export { REDIS_STORE_DEFAULTS, type RedisLeaseStoreOptions } from './options.js'
 export type { EvictionCheck } from './eviction-check.js';
 export type { RedisClient } from '../../drivers/redis/client.js';
 export type { WakeMode } from './notify.js';
+export {
+  advanceRedisFencingEpoch,
+  type RedisEpochOptions,
+  type RedisEpochReport,
+} from './epoch.js';

@@ -1,3 +1,8 @@
 export { SqliteLeaseStore } from './store.js';
 export type { SqliteLeaseStoreOptions } from './options.js';
 export { sqliteLeaseTableExists } from './migrate.js';
+export {
+  advanceSqliteFencingEpoch,
+  type SqliteEpochOptions,
+  type SqliteEpochReport,
+} from './epoch.js';

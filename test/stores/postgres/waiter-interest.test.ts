@@ -258,10 +258,14 @@ describe('PostgreSQL waiter interest (decision 014)', () => {
     const grant = sent.find((t) => t.includes('_grant"('));
     const renew = sent.find((t) => t.includes('RETURNING extract(epoch FROM lease_until)'));
     const release = sent.find((t) => t.includes('_release"('));
-    assert.match(grant ?? '', /^SET LOCAL statement_timeout = \d+; /);
+    // The incarnation check (decision 042) opens every write message.
+    const check =
+      /^SELECT COALESCE\(NULLIF\(current_setting\('leasehold\.incarnation_[0-9a-f]+', true\), ''\), [^;]+\) AS incarnation; /;
+    assert.match(grant ?? '', check);
+    assert.match((grant ?? '').replace(check, ''), /^SET LOCAL statement_timeout = \d+; /);
     assert.match(grant ?? '', /, \d+::int, 'on', (NULL|'[0-9a-f-]{36}')\)\s*$/);
     assert.match(renew ?? '', /SET LOCAL synchronous_commit = on;/);
-    assert.match(release ?? '', /^SET LOCAL statement_timeout = \d+; /);
+    assert.match(release ?? '', /^SET LOCAL statement_timeout = \d+; /, 'a release goes unchecked');
     assert.match(release ?? '', /, \d+::int, 'off', (NULL|'[0-9a-f-]{36}')\)\s*$/);
     assert.doesNotMatch(release ?? '', /synchronous_commit = on|'on'/);
   });
