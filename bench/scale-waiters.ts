@@ -37,7 +37,7 @@ export async function waitersOnOneKey(
   stores: readonly LeaseStore[],
   waiters: number,
   grants: number,
-): Promise<BenchResult> {
+): Promise<{ row: BenchResult; attemptsPerGrant: number }> {
   const counting = stores.map((s) => new ReadCountingStore(s));
   const key = `bench/scale-wait/${randomBytes(3).toString('hex')}`;
   const clients = Array.from(
@@ -77,7 +77,8 @@ export async function waitersOnOneKey(
   const measured = granted;
   await Promise.all(clients.map((c) => c.close()));
   await Promise.allSettled(waiting);
-  return {
+  const attemptsPerGrant = attempts / Math.max(1, measured);
+  const row: BenchResult = {
     suite: 'scale',
     subject,
     scenario: `${waiters.toLocaleString('en-US')} waiters on one key`,
@@ -86,9 +87,10 @@ export async function waitersOnOneKey(
     p50Ms: percentile(handOffs, 50),
     p99Ms: percentile(handOffs, 99),
     notes:
-      `${(attempts / Math.max(1, measured)).toFixed(2)} store grant attempts per grant over ${measured} hand-offs ` +
+      `${attemptsPerGrant.toFixed(2)} store grant attempts per grant over ${measured} hand-offs ` +
       `(${stores.length} store connections shared by the waiters); p50/p99: release to the next grant`,
   };
+  return { row, attemptsPerGrant };
 }
 
 function rssOf(pid: number): number {

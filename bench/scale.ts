@@ -18,7 +18,8 @@ import { EtcdCluster } from '../test/support/etcd-cluster.js';
 import { dropSchema } from '../test/support/postgres.js';
 import { tempDir } from '../test/support/tmp.js';
 import type { BenchOptions, BenchResult } from './lib.js';
-import { heldRow, holdAtSize } from './scale-held.js';
+import { heldRow, holdAtSize, type HeldFigures } from './scale-held.js';
+import { writeLineChart, type Series } from './scale-plot.js';
 import { waitersOnOneKey, watchersOnOneServer } from './scale-waiters.js';
 
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -159,7 +160,7 @@ function subjects(tmp: string): ScaleSubject[] {
 }
 
 /** Waiters on one key: PostgreSQL and Redis, four store connections shared by the waiters. */
-async function waiterRows(o: BenchOptions): Promise<BenchResult[]> {
+async function waiterRows(o: BenchOptions, plot: Plot): Promise<BenchResult[]> {
   const counts = o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000];
   const rows: BenchResult[] = [];
   const pick = [
@@ -171,12 +172,14 @@ async function waiterRows(o: BenchOptions): Promise<BenchResult[]> {
       const opened = await Promise.all([subject.open(), subject.open()]);
       try {
         const stores = opened.flatMap((x) => [x.holder, x.other]);
-        const row = await waitersOnOneKey(
+        const { row, attemptsPerGrant } = await waitersOnOneKey(
           subject.name,
           stores,
           waiters,
           Math.min(waiters - 1, 200),
         );
+        plot.point('attempts', subject.name, waiters, attemptsPerGrant);
+        plot.point('handoff', subject.name, waiters, row.p99Ms ?? Number.NaN);
         console.error(`bench: scale ${subject.name} ${waiters} waiters: ${row.notes}`);
         rows.push(row);
       } finally {
@@ -188,7 +191,7 @@ async function waiterRows(o: BenchOptions): Promise<BenchResult[]> {
 }
 
 /** Event-stream watchers on one `leasehold serve` over SQLite. */
-async function watcherRows(o: BenchOptions, tmp: string): Promise<BenchResult[]> {
+async function watcherRows(o: BenchOptions, tmp: string, plot: Plot): Promise<BenchResult[]> {
   const counts = o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000];
   const rows: BenchResult[] = [];
   for (const watchers of counts) {
@@ -206,6 +209,7 @@ async function watcherRows(o: BenchOptions, tmp: string): Promise<BenchResult[]>
       const store = await HttpLeaseStore.connect({ url });
       try {
         const row = await watchersOnOneServer(url, proc.child.pid!, store, watchers, 20);
+        plot.point('fanout', 'event streams', watchers, row.p99Ms ?? Number.NaN);
         console.error(`bench: scale ${watchers} watchers: ${row.notes}`);
         rows.push(row);
       } finally {
@@ -218,6 +222,49 @@ async function watcherRows(o: BenchOptions, tmp: string): Promise<BenchResult[]>
   return rows;
 }
 
+/** The sweep's points by chart and series, written as SVG charts at the end. */
+class Plot {
+  private readonly charts = new Map<string, Map<string, Array<[number, number]>>>();
+
+  point(chart: string, series: string, x: number, y: number): void {
+    let c = this.charts.get(chart);
+    if (c === undefined) this.charts.set(chart, (c = new Map<string, Array<[number, number]>>()));
+    let s = c.get(series);
+    if (s === undefined) c.set(series, (s = []));
+    s.push([x, y]);
+  }
+
+  held(store: string, f: HeldFigures): void {
+    this.point('trips', store, f.size, f.roundTripsPerInterval);
+    this.point('cpu', store, f.size, f.clientCpuShare * 100);
+    this.point('extra', store, f.size, f.extraAcquireP99Ms);
+    this.point('heap', store, f.size, f.heapBytesPerLease);
+  }
+
+  write(dir: string): void {
+    const charts: Array<[string, string, string, string]> = [
+      [
+        'trips',
+        'Store round trips per renewal interval',
+        'leases held by one client',
+        'round trips',
+      ],
+      ['cpu', 'Client CPU while holding leases', 'leases held by one client', '% of a core'],
+      ['extra', 'Acquire p99 of another client', 'leases held by one client', 'ms'],
+      ['heap', 'Client heap per held lease', 'leases held by one client', 'bytes'],
+      ['attempts', 'Grant attempts per grant, waiters on one key', 'waiters', 'attempts'],
+      ['handoff', 'Hand-off p99, waiters on one key', 'waiters', 'ms'],
+      ['fanout', 'Event fan-out p99, watchers on one server', 'event streams', 'ms'],
+    ];
+    for (const [id, title, x, y] of charts) {
+      const c = this.charts.get(id);
+      if (c === undefined) continue;
+      const series: Series[] = [...c].map(([name, points]) => ({ name, points }));
+      writeLineChart(dir, `scale-${id}.svg`, title, x, y, series);
+    }
+  }
+}
+
 export async function scaleBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
   const sizes = sizesFrom(o);
   const wanted = process.env['LEASEHOLD_SCALE_STORES']?.split(',');
@@ -225,6 +272,7 @@ export async function scaleBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
   const massExpiry = process.env['LEASEHOLD_SCALE_EXPIRY'] !== '0';
   const tmp = tempDir('bench-scale');
   const results: BenchResult[] = [];
+  const plot = new Plot();
   try {
     for (const subject of parts.includes('held') ? subjects(tmp.dir) : []) {
       if (wanted && !wanted.some((w) => subject.name.startsWith(w))) continue;
@@ -241,6 +289,7 @@ export async function scaleBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
             stores.roundTrips,
           );
           const row = heldRow(subject.name, f);
+          plot.held(subject.name, f);
           console.error(`bench: scale ${subject.name} ${size}: ${row.notes}`);
           results.push(row);
         } finally {
@@ -248,8 +297,10 @@ export async function scaleBenchmarks(o: BenchOptions): Promise<BenchResult[]> {
         }
       }
     }
-    if (parts.includes('waiters')) results.push(...(await waiterRows(o)));
-    if (parts.includes('watchers')) results.push(...(await watcherRows(o, tmp.dir)));
+    if (parts.includes('waiters')) results.push(...(await waiterRows(o, plot)));
+    if (parts.includes('watchers')) results.push(...(await watcherRows(o, tmp.dir, plot)));
+    const dir = process.env['LEASEHOLD_SCALE_PLOTS'];
+    if (dir) plot.write(dir);
   } finally {
     tmp.remove();
   }
