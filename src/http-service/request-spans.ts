@@ -29,10 +29,13 @@ export interface RequestSpansOptions {
   /** Whether requests arrive over TLS (`url.scheme`). */
   readonly https: boolean;
   /**
-   * Attributes of the service's own, read from a traced request and the object answered,
-   * before it is serialized. Called only while the span records.
+   * Attributes of the service's own for a traced request, from what its handler answered (the
+   * object it returned, or the error it threw). Called only while the span records.
    */
-  readonly answered?: (req: FastifyRequest, payload: unknown) => Attributes | undefined;
+  readonly answered?: (
+    req: FastifyRequest,
+    answer: { readonly payload: unknown } | { readonly error: unknown },
+  ) => Attributes | undefined;
 }
 
 declare module 'fastify' {
@@ -54,8 +57,9 @@ type Done = (err?: Error) => void;
  * makes are its children, and a forwarded request carries it on), and the span ends with the
  * answer's status. Register before the routes.
  *
- * Without `@opentelemetry/api` installed this adds nothing. With it but no SDK registered, each
- * request costs one no-op span start (the API's non-recording span): the hooks stop there.
+ * Without `@opentelemetry/api` installed this adds nothing. With it but no SDK registered, a
+ * request costs one no-op span (the API's non-recording span) and nothing else: the attributes,
+ * the context and the listeners are made only for a span that records.
  */
 export function traceRequests(app: FastifyInstance, options: RequestSpansOptions): void {
   const api = otelApi;
@@ -63,6 +67,7 @@ export function traceRequests(app: FastifyInstance, options: RequestSpansOptions
   const tracer = api.trace.getTracer(options.scope, options.version);
   const scheme = options.https ? 'https' : 'http';
   const A = HTTP_ATTRIBUTES;
+  const answered = options.answered;
   app.decorateRequest('traceSpan', undefined);
   app.decorateRequest('traceContext', undefined);
 
@@ -82,61 +87,66 @@ export function traceRequests(app: FastifyInstance, options: RequestSpansOptions
     }
     span.end();
   };
+  const note = (req: FastifyRequest, answer: Parameters<NonNullable<typeof answered>>[1]) => {
+    const attributes = answered?.(req, answer);
+    if (attributes !== undefined) req.traceSpan?.setAttributes(attributes);
+  };
 
   app.addHook('onRoute', (route: RouteOptions) => {
     if (!options.traced(route.url)) return;
     const routeUrl = route.url;
-    const start = (req: FastifyRequest, _reply: FastifyReply, done: Done): void => {
+    const start = (req: FastifyRequest, reply: FastifyReply, done: Done): void => {
       const parent = extractTraceContext(req.headers) ?? api.ROOT_CONTEXT;
-      const q = req.url.indexOf('?');
-      const attributes: Attributes = {
-        [A.method]: req.method,
-        [A.route]: routeUrl,
-        [A.path]: q < 0 ? req.url : req.url.slice(0, q),
-        [A.scheme]: scheme,
-        [A.serverAddress]: req.hostname,
-      };
-      if (req.port !== null) attributes[A.serverPort] = req.port;
       const span = tracer.startSpan(
         `${req.method} ${routeUrl}`,
-        { kind: api.SpanKind.SERVER, attributes },
+        { kind: api.SpanKind.SERVER },
         parent,
       );
       if (span.isRecording()) {
+        const q = req.url.indexOf('?');
+        span.setAttributes({
+          [A.method]: req.method,
+          [A.route]: routeUrl,
+          [A.path]: q < 0 ? req.url : req.url.slice(0, q),
+          [A.scheme]: scheme,
+          [A.serverAddress]: req.hostname,
+        });
+        if (req.port !== null) span.setAttribute(A.serverPort, req.port);
         req.traceSpan = span;
         req.traceContext = api.trace.setSpan(parent, span);
+        // Ends with the answer, or when the client went away before it (no status then).
+        const res = reply.raw;
+        res.once('close', () => end(req, res.writableFinished ? res.statusCode : undefined));
       }
       done();
     };
-    const finish = (req: FastifyRequest, reply: FastifyReply, done: Done): void => {
-      end(req, reply.statusCode);
-      done();
-    };
-    const aborted = (req: FastifyRequest, done: Done): void => {
-      end(req, undefined);
-      done();
-    };
     route.onRequest = [start, ...hookList(route.onRequest)];
-    route.onResponse = [...hookList(route.onResponse), finish];
-    route.onRequestAbort = [...hookList(route.onRequestAbort), aborted];
-    const answered = options.answered;
-    if (answered !== undefined) {
-      const note = (req: FastifyRequest, _reply: FastifyReply, payload: unknown, done: Done) => {
-        const span = req.traceSpan;
-        if (span !== undefined) {
-          const attributes = answered(req, payload);
-          if (attributes !== undefined) span.setAttributes(attributes);
-        }
-        done();
-      };
-      route.preSerialization = [...hookList(route.preSerialization), note];
-    }
     const handler = route.handler;
     route.handler = function (this: FastifyInstance, req, reply) {
       const ctx = req.traceContext;
-      return ctx === undefined
-        ? handler.call(this, req, reply)
-        : api.context.with(ctx, handler, this, req, reply);
+      if (ctx === undefined) return handler.call(this, req, reply);
+      if (answered === undefined) return api.context.with(ctx, handler, this, req, reply);
+      let result: unknown;
+      try {
+        result = api.context.with(ctx, handler, this, req, reply);
+      } catch (error) {
+        note(req, { error });
+        throw error;
+      }
+      if (!(result instanceof Promise)) {
+        if (result !== reply) note(req, { payload: result });
+        return result;
+      }
+      return result.then(
+        (payload: unknown) => {
+          if (payload !== reply) note(req, { payload });
+          return payload;
+        },
+        (error: unknown) => {
+          note(req, { error });
+          throw error;
+        },
+      );
     };
   });
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { context, propagation, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
@@ -120,12 +121,13 @@ describe('traces through the server: client → server → PostgreSQL', () => {
         body: JSON.stringify({ key, token: '7', result: 'stale_fence', highWaterMark: '9' }),
       });
       assert.equal(reported.status, 200);
-      const refused = await fetch(`${url}/v1/renew`, {
+      // A release of a lease nobody holds: refused by the route, after asking the store.
+      const refused = await fetch(`${url}/v1/release`, {
         method: 'POST',
         headers,
-        body: JSON.stringify({ key, leaseId: 'nope', token: '1', ttl: 1000 }),
+        body: JSON.stringify({ key, leaseId: randomUUID(), token: '1' }),
       });
-      assert.equal(refused.status, 400);
+      assert.equal(refused.status, 409);
       return span;
     });
     const fence = await childNamed(root, 'POST /v1/fence-decisions');
@@ -136,9 +138,11 @@ describe('traces through the server: client → server → PostgreSQL', () => {
     assert.equal(fence.attributes['leasehold.token'], '7');
     assert.equal(sdk.childrenOf(fence).length, 0, 'a fence decision makes no store call');
 
-    const refused = await childNamed(root, 'POST /v1/renew');
-    assert.equal(refused.attributes['http.response.status_code'], 400);
-    assert.equal(refused.attributes['leasehold.result'], 'invalid_argument');
+    const refused = await childNamed(root, 'POST /v1/release');
+    assert.equal(refused.attributes['http.response.status_code'], 409);
+    assert.equal(refused.attributes['leasehold.result'], 'not_owner');
+    assert.equal(refused.attributes['leasehold.token'], '1');
+    await childNamed(refused, 'release postgresql');
     assert.equal(refused.status.code, SpanStatusCode.UNSET, 'a 4xx is the caller error');
 
     // No traceparent: the server span is the root of a new trace.
