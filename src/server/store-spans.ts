@@ -76,19 +76,26 @@ export function storeWithSpans(store: LeaseStore, scope: string, version: string
         );
     });
   }
-  return new Proxy(store, {
-    get(target, prop) {
+  // The proxy's target is a stand-in, not the store: a store may define a method as a
+  // read-only own property (its presence is a capability), and a proxy of the store itself
+  // could then not answer that property with a traced function.
+  const standIn = Object.create(null) as LeaseStore;
+  return new Proxy(standIn, {
+    get(_target, prop) {
       const traced = methods.get(prop);
       if (traced !== undefined) return traced;
-      const value: unknown = Reflect.get(target, prop, target);
+      const value: unknown = Reflect.get(store, prop, store);
       if (typeof value !== 'function') return value;
       // Bound once: a store's methods may use private fields, which `this` must be the store for.
       let bound = methods.get(prop);
       if (bound === undefined) {
-        bound = (value as (...args: unknown[]) => unknown).bind(target);
+        bound = (value as (...args: unknown[]) => unknown).bind(store);
         methods.set(prop, bound);
       }
       return bound;
     },
+    has: (_target, prop) => prop in store,
+    set: (_target, prop, value) => Reflect.set(store, prop, value, store),
+    getPrototypeOf: () => Object.getPrototypeOf(store) as object | null,
   });
 }
