@@ -86,6 +86,19 @@ describe('traces through the gateway: client → gateway → upstream', () => {
     );
     assert.equal(forwarded.status.code, SpanStatusCode.UNSET);
     assert.equal(refused.attributes['http.response.status_code'], 409);
+    // The gateway's decision on each, with the scope and the token as decimal strings.
+    assert.deepEqual(
+      [forwarded, refused].map((s) => [
+        s.attributes['leasehold.scope'],
+        s.attributes['leasehold.token'],
+        s.attributes['leasehold.result'],
+        s.attributes['leasehold.high_water_mark'],
+      ]),
+      [
+        ['report/7', '5', 'applied', undefined],
+        ['report/7', '4', 'stale_fence', '5'],
+      ],
+    );
 
     // Exactly one request reached the upstream, carrying the gateway's span, not the caller's.
     assert.equal(received.length, 1);
