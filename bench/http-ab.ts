@@ -3,6 +3,9 @@
 //     [--base DIR]      also a server and client built elsewhere (DIR/src/...), e.g. the code before
 //     [--prof DIR]      write the server's CPU profile (node --cpu-prof) into DIR
 //     [--no-inprocess]  skip the in-process groupCommit subject
+//     [--traced]        also this build's server with an OpenTelemetry SDK registered (every
+//                       request and store call a recorded, exported span); without the flag no
+//                       server has an SDK, which is the cost of tracing when it is not set up
 //     [--stores 1]      HttpLeaseStores the clients share (1, like the in-process subject's one store;
 //                       `npm run bench` also measures 4)
 // Alternates windows of in-process SQLite with groupCommit (the server's setting) and this
@@ -33,11 +36,14 @@ const baseDir = opt('--base');
 const profDir = opt('--prof');
 const inProcess = !args.includes('--no-inprocess');
 const storeCount = Number(opt('--stores') ?? 1);
+const traced = args.includes('--traced');
 const here = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
 interface Build {
   readonly name: string;
   readonly dir: string;
+  /** Node options of its server (an SDK to load with `--import`). */
+  readonly serverNodeArgs?: readonly string[];
 }
 
 interface Window {
@@ -60,7 +66,10 @@ async function startServer(
   build: Build,
   db: string,
 ): Promise<{ url: string; child: ChildProcess }> {
-  const nodeArgs = profDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profDir];
+  const nodeArgs = [
+    ...(build.serverNodeArgs ?? []),
+    ...(profDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profDir]),
+  ];
   const child = spawn(
     process.execPath,
     [
@@ -198,6 +207,15 @@ const subjects: Subject[] = [];
 try {
   if (inProcess) subjects.push(await inProcessSubject(current, join(tmp.dir, 'inproc.db')));
   subjects.push(await httpSubject(current, join(tmp.dir, 'served.db')));
+  if (traced) {
+    const setup = join(here, 'bench/trace-sdk-setup.js');
+    const withSdk: Build = {
+      ...current,
+      name: 'this build, traced',
+      serverNodeArgs: ['--import', setup],
+    };
+    subjects.push(await httpSubject(withSdk, join(tmp.dir, 'traced.db')));
+  }
   if (baseDir !== undefined) {
     const base: Build = { name: `base (${baseDir})`, dir: resolve(baseDir) };
     if (inProcess) subjects.push(await inProcessSubject(base, join(tmp.dir, 'inproc-base.db')));

@@ -114,7 +114,12 @@ export function releaseLateGrant(
       async (answer) => {
         if (answer.status !== 'acquired') return;
         ctx.logger.info(
-          { key, lease: leaseIdPrefix(leaseId), token: answer.token.toString() },
+          {
+            ownerId: ctx.ownerId,
+            key,
+            lease: leaseIdPrefix(leaseId),
+            token: answer.token.toString(),
+          },
           'releasing a grant that arrived too late',
         );
         await boundedRequest(ctx.timeouts, ctx.requestTimeoutMs, undefined, (o) =>
@@ -129,7 +134,8 @@ export function releaseLateGrant(
 /** The `unavailable` answer, reported as an event and a warning. */
 export function unavailableResult(ctx: ClientContext, key: string, cause: unknown): AcquireResult {
   ctx.events.emit({ type: 'unavailable', key, ownerId: ctx.ownerId, cause });
-  ctx.logger.warn({ key, err: String(cause) }, 'lease store unavailable');
+  // No lease yet: owner and key name the acquisition that could not be answered.
+  ctx.logger.warn({ ownerId: ctx.ownerId, key, err: String(cause) }, 'lease store unavailable');
   return { status: 'unavailable', cause };
 }
 

@@ -353,7 +353,7 @@ export class LeaseClient {
         ),
       watchFailed: (error) =>
         ctx.logger.warn(
-          { key: req.key, err: String(error) },
+          { ownerId: ctx.ownerId, key: req.key, err: String(error) },
           'watch failed; waiting by expiry timer and poll',
         ),
       turn: (waiter) => {

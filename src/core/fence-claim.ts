@@ -1,3 +1,4 @@
+import { leaseIdPrefix } from './ids.js';
 import type { ClientContext } from './client-context.js';
 import { invalidArgument, LeaseholdError } from './errors.js';
 import type { Lease } from './lease.js';
@@ -111,7 +112,9 @@ export async function claimFences(
   }
   ctx.logger.warn(
     {
+      ownerId: lease.ownerId,
       key: lease.key,
+      lease: leaseIdPrefix(lease.leaseId),
       token: lease.token.toString(),
       fence: failed.name ?? failed.fence,
       scope: failed.scope,

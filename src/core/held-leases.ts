@@ -106,7 +106,12 @@ export class HeldLeases {
     }
     if (ctx.debugLogs) {
       ctx.logger.debug(
-        { key: ask.key, token: token.toString(), lease: leaseIdPrefix(leaseId) },
+        {
+          ownerId: ctx.ownerId,
+          key: ask.key,
+          lease: leaseIdPrefix(leaseId),
+          token: token.toString(),
+        },
         'lease acquired',
       );
     }

@@ -3,7 +3,11 @@ import type { LeaseContext } from './lease-grant.js';
 import type { LossReason, ReleaseResult } from './results.js';
 import type { Token } from './types.js';
 
-/** What names a lease in its events and log lines. */
+/**
+ * What names a lease in its events and log lines. Every log line about a lease carries the same
+ * fields: `ownerId`, `key`, `lease` (the lease id's first 8 characters, never the whole id: it
+ * is the lease's credential at the store) and `token` (a decimal string).
+ */
 export interface ReportedLease {
   readonly key: string;
   readonly leaseId: string;
@@ -19,7 +23,7 @@ export function reportRenewFailed(ctx: Reports, lease: ReportedLease, cause: unk
   const { key, ownerId, token } = lease;
   ctx.events.emit({ type: 'renew_failed', key, ownerId, token, leaseIdPrefix: prefix, cause });
   ctx.logger.warn(
-    { key, token: token.toString(), lease: prefix, err: String(cause) },
+    { ownerId, key, lease: prefix, token: token.toString(), err: String(cause) },
     'lease renewal failed; retrying until the local deadline',
   );
 }
@@ -78,13 +82,22 @@ export function reportLost(
   const { key, ownerId, token } = lease;
   const prefix = leaseIdPrefix(lease.leaseId);
   ctx.events.emit({ type: 'lost', key, ownerId, token, leaseIdPrefix: prefix, reason, heldMs });
-  ctx.logger.warn({ key, token: token.toString(), lease: prefix, reason }, 'lease lost');
+  ctx.logger.warn(
+    { ownerId, key, lease: prefix, token: token.toString(), reason, heldMs },
+    'lease lost',
+  );
 }
 
 /** A background renewal that failed unexpectedly: the lease fails closed. */
 export function reportRenewCrashed(ctx: Reports, lease: ReportedLease, err: unknown): void {
   ctx.logger.error(
-    { key: lease.key, token: lease.token.toString(), err: String(err) },
+    {
+      ownerId: lease.ownerId,
+      key: lease.key,
+      lease: leaseIdPrefix(lease.leaseId),
+      token: lease.token.toString(),
+      err: String(err),
+    },
     'lease renewal failed unexpectedly; treating the lease as lost',
   );
 }

@@ -31,6 +31,9 @@ import { schemaError } from './schema-errors.js';
 import { registerRecentEventRoutes } from './recent-events.js';
 import { VERSION } from './version.js';
 import { fastifyModule, pinoModule } from './peers.js';
+import { traceRequests } from '../http-service/request-spans.js';
+import { leaseAttributes, tracedRoute } from './request-attributes.js';
+import { storeWithSpans } from './store-spans.js';
 
 const { fastify, LogController } = fastifyModule;
 const { pino } = pinoModule;
@@ -186,7 +189,8 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     },
   });
   const ctx: ServerContext = {
-    store,
+    // The routes' store calls are spans of the request's trace (when there is one).
+    store: storeWithSpans(store, 'leasehold', VERSION),
     auth,
     hub,
     tracker,
@@ -260,6 +264,14 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     // Without configured tokens every request is ANONYMOUS (the routes' default): no hook.
     route.onRequest =
       auth.enabled && route.config?.auth === true ? [authenticate, ...onRequests] : onRequests;
+  });
+  // After the hook above: the span starts before authentication, so refusals are traced too.
+  traceRequests(app, {
+    scope: 'leasehold',
+    version: VERSION,
+    https: options.tls !== undefined,
+    traced: tracedRoute,
+    answered: leaseAttributes,
   });
   // Requests that matched no route (404) have no route hooks.
   app.addHook('onResponse', (req, reply, done) => {

@@ -40,6 +40,14 @@ interface FencedFields {
   readonly expectedVersion: bigint | undefined;
 }
 
+/** The attributes of a fenced request's span (tokens and marks as decimal strings). */
+const FENCE_SPAN_ATTRIBUTES = Object.freeze({
+  scope: 'leasehold.scope',
+  token: 'leasehold.token',
+  result: 'leasehold.result',
+  highWaterMark: 'leasehold.high_water_mark',
+});
+
 /**
  * One fenced request: parse its token, idempotency key and expected version; then, alone in
  * its scope (this process's queue, and with `scope-lock` the scope's PostgreSQL lock), check
@@ -113,6 +121,17 @@ async function decideAndForward(
       }
     }
     tell(ctx, route, scope, token, decision);
+    const span = req.traceSpan;
+    if (span !== undefined) {
+      // The decision on the request's span (when traced): the same names as a fence's spans.
+      span.setAttributes({
+        [FENCE_SPAN_ATTRIBUTES.scope]: scope,
+        [FENCE_SPAN_ATTRIBUTES.token]: token.toString(),
+        [FENCE_SPAN_ATTRIBUTES.result]: decision.status,
+      });
+      if (decision.status === 'stale_fence')
+        span.setAttribute(FENCE_SPAN_ATTRIBUTES.highWaterMark, decision.highWaterMark.toString());
+    }
     switch (decision.status) {
       case 'stale_fence':
         return sendError(

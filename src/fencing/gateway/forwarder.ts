@@ -1,3 +1,4 @@
+import { traceHeaders } from '../../core/runtime/trace-context.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { FenceHttpError } from '../http/fence-error.js';
@@ -71,6 +72,10 @@ export function createForwarder(o: ForwarderOptions): Forward {
         // object keeps its fast shape.)
         const out = stripHopByHop(headers as Record<string, string | string[] | undefined>);
         out[FORWARD_ID_HEADER] = tracked.id;
+        // The upstream's spans are children of the gateway's (the caller's `traceparent` is
+        // replaced); without a gateway span the caller's headers pass as they came.
+        const trace = traceHeaders(req.traceContext);
+        if (trace !== undefined) for (const name in trace) out[name] = trace[name];
         // The gateway's own bearer secret never travels further.
         if (stripAuthorization) out['authorization'] = undefined;
         if (how.token !== undefined) {

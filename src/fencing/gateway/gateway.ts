@@ -4,6 +4,7 @@ import { fastify, LogController, type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
 import { Authenticator, authorizeKey, type Principal } from '../../http-service/auth.js';
+import { traceRequests } from '../../http-service/request-spans.js';
 import { createFenceReporter, type FenceReporter } from '../../stores/http/index.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import { checkRequestTarget } from '../http/request-target.js';
@@ -12,7 +13,7 @@ import { openMarkStore } from '../marks/open-mark-store.js';
 import { ScopeQueue } from '../scope-queue.js';
 import { ADMIN_PREFIX, registerAdminRoutes } from './admin-routes.js';
 import { installBodyLimit } from './body-limit.js';
-import { registerClaimRoute } from './claim-route.js';
+import { CLAIM_PATH, registerClaimRoute } from './claim-route.js';
 import {
   answerClientError,
   answerFrameworkError,
@@ -151,6 +152,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       }
     }
     done();
+  });
+
+  // Route hooks: registered before the routes. The forward carries the gateway's span on.
+  traceRequests(app, {
+    scope: 'leasehold-gateway',
+    https: options.tls !== undefined,
+    traced: (url) => url === '/*' || url === CLAIM_PATH,
   });
 
   await app.register(replyFrom, {

@@ -1,5 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import { traceHeaders } from '../../core/runtime/trace-context.js';
 import type { RequestHooks, RequestTransport, TransportAnswer } from './client.js';
 
 /** Options for {@link PooledHttpTransport}. */
@@ -67,6 +68,9 @@ export class PooledHttpTransport implements RequestTransport {
     if (hooks?.signal?.aborted === true) return Promise.reject(abortedError());
     let head = `${method} ${this.basePath}${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
     for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
+    // The caller's trace, when there is one: the server's spans continue it.
+    const trace = traceHeaders();
+    if (trace !== undefined) for (const name in trace) head += `${name}: ${trace[name]}\r\n`;
     if (body !== undefined) head += `content-length: ${Buffer.byteLength(body)}\r\n`;
     const text = body === undefined ? `${head}\r\n` : `${head}\r\n${body}`;
     const conn = this.idle.pop() ?? this.connect();
