@@ -3,6 +3,7 @@ import { isLeaseholdError } from '../../core/errors.js';
 import type { ClaimResult } from '../../core/results.js';
 import { parseToken, validateKey } from '../../core/validate.js';
 import { authorizeKey } from '../../http-service/auth.js';
+import { claimDecision } from '../decision.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import { MARK_HEADER } from '../http/fence-headers.js';
 import type { MarkPolicy, ScopeHold } from '../marks/mark-store.js';
@@ -105,6 +106,7 @@ async function claimInTurn(
   }
   ctx.metrics.decided(r.status, CLAIM_PATH);
   ctx.logger.info({ scope, token: token.toString(), result: r.status }, 'claim');
+  ctx.reporter?.onDecision(claimDecision(scope, token, r));
   if (r.status === 'stale_fence')
     return sendError(
       reply,
