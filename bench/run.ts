@@ -3,6 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { catalogBenchmarks } from './catalog.js';
+import { claimBenchmarks } from './claim.js';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
@@ -21,6 +22,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   catalog: catalogBenchmarks,
   gateway: gatewayBenchmarks,
   renewals: renewalBenchmarks,
+  claim: claimBenchmarks,
 };
 
 const args = process.argv.slice(2);
