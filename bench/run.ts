@@ -3,6 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { catalogBenchmarks } from './catalog.js';
+import { claimBenchmarks } from './claim.js';
 import { fmt, type BenchOptions, type BenchResult } from './lib.js';
 import { postgresBenchmarks } from './postgres.js';
 import { etcdBenchmarks } from './etcd.js';
@@ -27,6 +28,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<BenchResult[]>> = {
   scale: scaleBenchmarks,
   slots: slotBenchmarks,
   jobs: jobsBenchmarks,
+  claim: claimBenchmarks,
 };
 
 const args = process.argv.slice(2);

@@ -1,6 +1,8 @@
-// Runs both simulation sweeps of `npm run verify` and reports both, whatever the first one
-// says: the fenced sweep (no seed may break a safety invariant) and the unfenced control arm
-// (it must show the anomaly, proving the workload can see it). Exit 0 only if both pass.
+// Runs the simulation sweeps of `npm run verify` and reports all, whatever the first ones say:
+// the fenced sweep (no seed may break a safety invariant) and the unfenced control arm (it
+// must show the anomaly, proving the workload can see it); then the claim workload (new owners
+// claim before they start: no stale write accepted, first writes included) and its control
+// arm without claims (it must show the unfenced first write). Exit 0 only if all pass.
 // Usage: node scripts/verify.mjs [BUILD_DIR]   (default: build, as made by `npm run build:test`)
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -9,6 +11,16 @@ const main = join(process.argv[2] ?? 'build', 'src', 'cli', 'main.js');
 const sweeps = [
   { name: 'fenced sweep', args: ['sim', 'sweep', '--seeds', '100000', '--time-limit', '180'] },
   { name: 'control sweep', args: ['sim', 'sweep', '--seeds', '2000', '--control'] },
+  // New owners claim before they start: no stale write accepted, first writes included.
+  {
+    name: 'claim sweep',
+    args: ['sim', 'sweep', '--workload', 'claims', '--seeds', '100000', '--time-limit', '180'],
+  },
+  // The same workload without claims must show the unfenced first write.
+  {
+    name: 'claim control sweep',
+    args: ['sim', 'sweep', '--workload', 'claims', '--seeds', '2000', '--control'],
+  },
 ];
 
 const results = sweeps.map(({ name, args }) => {

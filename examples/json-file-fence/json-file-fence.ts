@@ -40,8 +40,11 @@ export class JsonFileFence {
     const t = parseToken(token);
     const file = this.read();
     const key = `${scope} ${t} ${idempotencyKey}`;
-    if (idempotencyKey !== undefined && file.keys.includes(key)) return { status: 'duplicate' };
     const m = this.markOf(file, scope);
+    // A token below the mark is stale even when its key was applied before: the writer must
+    // learn it lost, whether or not its key is still remembered.
+    if (t < m.mark) return { status: 'stale_fence', highWaterMark: m.mark };
+    if (idempotencyKey !== undefined && file.keys.includes(key)) return { status: 'duplicate' };
     if (!this.passes(t, m)) return { status: 'stale_fence', highWaterMark: m.mark };
     file.marks[scope] = { mark: (t > m.mark ? t : m.mark).toString(), claimed: false };
     if (idempotencyKey !== undefined) file.keys.push(key);

@@ -1,5 +1,5 @@
 /**
- * What a fence decided about one write, as handed to a fence's `onDecision` hook: for
+ * What a fence decided about one write or claim, as handed to a fence's `onDecision` hook: for
  * monitoring (for example the lease server's event stream and metrics, through
  * `createFenceReporter` in `leasehold/http`). Tokens are bigints, as everywhere.
  */
@@ -12,6 +12,11 @@ export interface FenceDecision {
   readonly status: 'applied' | 'duplicate' | 'stale_fence';
   /** With `stale_fence`: the high-water mark that refused the token. */
   readonly highWaterMark?: bigint;
+  /**
+   * `claim` for a claim before start (no data written; `applied` or `stale_fence`), absent
+   * for a write. A hook that counts writes skips claims.
+   */
+  readonly op?: 'claim';
 }
 
 /**

@@ -21,3 +21,14 @@ export function tellDecision(hook: FenceDecisionHook | undefined, decision: Fenc
     // A monitor's failure must not turn an applied write into an error.
   }
 }
+
+/** The decision a claim tells `onDecision`: `op: 'claim'`, with the mark when refused. */
+export function claimDecision(
+  scope: string,
+  token: bigint,
+  r: { readonly status: string; readonly highWaterMark?: bigint },
+): FenceDecision {
+  return r.status === 'stale_fence'
+    ? { scope, token, status: 'stale_fence', op: 'claim', highWaterMark: r.highWaterMark! }
+    : { scope, token, status: 'applied', op: 'claim' };
+}

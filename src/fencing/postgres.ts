@@ -19,7 +19,7 @@ import {
 import { unavailable } from '../drivers/postgres/errors.js';
 import { runMigrations, type MigrationReport } from '../drivers/postgres/migrate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
-import { checkDecisionHook, tellDecision } from './decision.js';
+import { checkDecisionHook, claimDecision, tellDecision } from './decision.js';
 import {
   claimParams,
   fenceParams,
@@ -278,8 +278,8 @@ export class PostgresFence {
    * - Otherwise `stale_fence` with the mark: a newer owner claimed or wrote; nothing changed.
    *
    * Throws `ERR_INVALID_ARGUMENT` for a malformed scope or token, `ERR_UNAVAILABLE` when the
-   * database cannot answer (the claim may or may not have committed: claim again). Not told
-   * to `onDecision` (that hook reports writes).
+   * database cannot answer (the claim may or may not have committed: claim again). Told to
+   * `onDecision` with `op: 'claim'`.
    *
    * @example
    * const r = await fence.claim('report/july', lease.token);
@@ -303,6 +303,11 @@ export class PostgresFence {
           -1,
         ).rows[0],
       );
+      if (decided.status !== 'duplicate')
+        tellDecision(
+          this.onDecision,
+          claimDecision(params[0] as string, params[1] as bigint, decided),
+        );
       if (decided.status === 'applied') return CLAIM_APPLIED;
       if (decided.status === 'stale_fence') return decided;
       throw new LeaseholdError(

@@ -6,7 +6,7 @@ import { parseToken, validateKey } from '../core/validate.js';
 import type { RedisClient } from '../drivers/redis/client.js';
 import { DECIMAL_LUA, LuaScript, type ScriptArg } from '../drivers/redis/lua-script.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
-import { checkDecisionHook, tellDecision } from './decision.js';
+import { checkDecisionHook, claimDecision, tellDecision } from './decision.js';
 import { FenceRunner, type FenceFunctionKind } from './redis-functions.js';
 
 export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
@@ -250,8 +250,8 @@ export class RedisFence {
    * - Otherwise `stale_fence` with the mark: a newer owner claimed or wrote; nothing changed.
    *
    * Throws `ERR_INVALID_ARGUMENT` for a malformed scope or token, `ERR_UNAVAILABLE` when
-   * Redis cannot answer (the claim may or may not have landed: claim again). Not told to
-   * `onDecision` (that hook reports writes).
+   * Redis cannot answer (the claim may or may not have landed: claim again). Told to
+   * `onDecision` with `op: 'claim'`.
    *
    * @example
    * const r = await fence.claim('report/july', lease.token);
@@ -271,6 +271,7 @@ export class RedisFence {
     const r = fenceResultOf<unknown>(reply);
     if (r.status === 'duplicate')
       throw new LeaseholdError('ERR_PROTOCOL', 'unexpected fence reply duplicate to a claim');
+    tellDecision(this.onDecision, claimDecision(s, t, r));
     return r.status === 'applied' ? CLAIM_APPLIED : r;
   }
 

@@ -139,8 +139,12 @@ export class SqliteFenceDecision {
     write: ((db: never) => T) | undefined,
   ): FenceResult<T | undefined> {
     const claim = write === undefined ? 1 : 0;
-    if (opId !== undefined && this.selectOp.get({ scope, token, opId }) !== undefined)
-      return { status: 'duplicate' };
+    if (opId !== undefined && this.selectOp.get({ scope, token, opId }) !== undefined) {
+      // Below the mark, a retried key is stale like any other write of its token: the writer
+      // learns it lost whether or not the key is still kept (decision 038).
+      const hwm = this.highWaterMark(scope);
+      return token < hwm ? { status: 'stale_fence', highWaterMark: hwm } : { status: 'duplicate' };
+    }
     const passed = this.advance.run({ scope, token, claim }).changes === 1;
     if (!passed) return { status: 'stale_fence', highWaterMark: this.highWaterMark(scope) };
     const value = write?.(this.db as never);

@@ -3,7 +3,7 @@ import { invalidArgument, LeaseholdError } from '../core/errors.js';
 import type { ClaimResult, FenceResult } from '../core/results.js';
 import { parseToken } from '../core/validate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
-import { checkDecisionHook, tellDecision } from './decision.js';
+import { checkDecisionHook, claimDecision, tellDecision } from './decision.js';
 import { retryWhileBusy, useDurableWal } from '../drivers/sqlite/open-file.js';
 import {
   checkPolicy,
@@ -147,7 +147,7 @@ export class SqliteFence {
    * - Otherwise `stale_fence` with the mark: a newer owner claimed or wrote; nothing changed.
    *
    * Throws `ERR_INVALID_ARGUMENT` for a malformed scope or token, `ERR_UNAVAILABLE` when the
-   * database is locked too long. Not told to `onDecision` (that hook reports writes).
+   * database is locked too long. Told to `onDecision` with `op: 'claim'`.
    *
    * @example
    * const r = fence.claim('report/july', lease.token);
@@ -156,7 +156,9 @@ export class SqliteFence {
   claim(scope: string, token: bigint | string): ClaimResult {
     if (typeof scope !== 'string' || scope === '')
       throw invalidArgument('scope', 'must be a non-empty string', scope);
-    const r = this.decide(scope, parseToken(token), undefined, undefined);
+    const t = parseToken(token);
+    const r = this.decide(scope, t, undefined, undefined);
+    tellDecision(this.onDecision, claimDecision(scope, t, r));
     return r.status === 'stale_fence' ? r : CLAIM_APPLIED;
   }
 

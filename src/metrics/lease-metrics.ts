@@ -162,6 +162,8 @@ export class LeaseMetrics {
         }),
     );
     this.onFenceDecision = (d) => {
+      // Claims are not writes: the decisions counter counts writes only.
+      if (d.op === 'claim') return;
       recordFenceDecision(this.recorder, d.status, this.groups.of(d.scope));
     };
   }

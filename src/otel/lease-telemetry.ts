@@ -94,7 +94,8 @@ export class LeaseTelemetry {
       });
     }
     this.onFenceDecision = (d) => {
-      if (this.instruments !== undefined)
+      // Claims are not writes: the decisions counter counts writes only.
+      if (this.instruments !== undefined && d.op !== 'claim')
         recordFenceDecision(this.instruments, d.status, this.groups.of(d.scope));
     };
   }

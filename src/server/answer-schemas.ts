@@ -13,7 +13,7 @@ export const SERVER_EVENT = {
   properties: {
     seq: { type: 'integer', description: 'Increases with every event the server publishes.' },
     type: {
-      enum: ['acquired', 'renewed', 'released', 'lost', 'expired', 'changed', 'fence'],
+      enum: ['acquired', 'renewed', 'released', 'lost', 'expired', 'changed', 'fence', 'claim'],
     },
     key: { type: 'string' },
     token: { type: 'string', pattern: '^[0-9]+$' },

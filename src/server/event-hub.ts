@@ -20,7 +20,13 @@ export type ServerEventType =
    */
   | 'changed'
   /** A fence at a protected resource decided a write with a token of this key (reported to the server). */
-  | 'fence';
+  | 'fence'
+  /**
+   * A fence installed (or refused to install) a token of this key before its holder's first
+   * write — a claim before start, at acquisition or by hand (reported to the server).
+   * `result` is `applied` or `stale_fence`; `scope` is always set.
+   */
+  | 'claim';
 
 /** One event on the stream. Tokens are decimal strings; lease ids appear only as 8-char prefixes. */
 export interface ServerEvent {
@@ -37,7 +43,7 @@ export interface ServerEvent {
    * seeing them, and the next grant's token is at least `token + tokenBlock`.
    */
   readonly tokenBlock?: number;
-  /** `fence` events: the fence's answer (`applied`, `duplicate`, `stale_fence`). */
+  /** `fence` and `claim` events: the fence's answer (`applied`, `duplicate`, `stale_fence`). */
   readonly result?: 'applied' | 'duplicate' | 'stale_fence';
   /** `fence` events: the fencing scope, when it is not the key itself. */
   readonly scope?: string;

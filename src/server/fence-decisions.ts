@@ -12,6 +12,7 @@ interface FenceDecisionBody {
   scope?: unknown;
   resource?: string;
   highWaterMark?: string;
+  op?: 'write' | 'claim';
 }
 
 const INT64_MAX = 9223372036854775807n;
@@ -22,7 +23,8 @@ const INT64_MAX = 9223372036854775807n;
  * server stores nothing: it publishes a `fence` event on the event stream (filtered by key
  * like every event) and counts `leasehold_fence_decisions_total{result}`. Fences run at the
  * resource, not in this server, so this is how their decisions (above all stale rejections)
- * become visible next to the leases. Needs the `fence` verb on the key's prefix.
+ * become visible next to the leases. With `op: 'claim'` (claim before start) it publishes a
+ * `claim` event instead, and counts nothing. Needs the `fence` verb on the key's prefix.
  */
 export function registerFenceRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.post(
@@ -53,13 +55,21 @@ export function registerFenceRoutes(app: FastifyInstance, ctx: ServerContext): v
         }
         highWaterMark = b.highWaterMark;
       }
-      ctx.metrics.fenceDecisions.inc({ result: b.result });
+      const claim = b.op === 'claim';
+      if (claim && b.result === 'duplicate')
+        throw invalidArgument('result', 'a claim is applied or stale_fence', b.result);
+      // The decisions counter counts writes; a claim shows on the stream only.
+      if (!claim) ctx.metrics.fenceDecisions.inc({ result: b.result });
       ctx.hub.publish({
-        type: 'fence',
+        type: claim ? 'claim' : 'fence',
         key,
         token: token.toString(),
         result: b.result,
-        ...(scope === undefined || scope === key ? {} : { scope }),
+        ...(claim
+          ? { scope: scope ?? key }
+          : scope === undefined || scope === key
+            ? {}
+            : { scope }),
         ...(b.resource === undefined ? {} : { resource: b.resource }),
         ...(highWaterMark === undefined ? {} : { highWaterMark }),
         reportedBy: principal.name,
@@ -70,7 +80,9 @@ export function registerFenceRoutes(app: FastifyInstance, ctx: ServerContext): v
         resource: b.resource,
         reportedBy: principal.name,
       };
-      if (b.result === 'stale_fence') {
+      if (claim) {
+        ctx.logger.info({ ...log, result: b.result, highWaterMark }, 'claim reported');
+      } else if (b.result === 'stale_fence') {
         ctx.logger.info({ ...log, highWaterMark }, 'a fence refused a stale token');
       } else {
         ctx.logger.debug({ ...log, result: b.result }, 'fence decision');

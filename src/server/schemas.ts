@@ -202,6 +202,12 @@ export const FENCE_DECISION_BODY = {
       description:
         'With stale_fence only: the mark that refused the token, a decimal string from "0".',
     },
+    op: {
+      type: 'string',
+      enum: ['write', 'claim'],
+      description:
+        'What was decided: a write (the default) or a claim before start (no data written; result applied or stale_fence). A claim is published as a `claim` event.',
+    },
   },
 } as const;
 

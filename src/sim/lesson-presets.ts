@@ -8,7 +8,10 @@ export const LESSON_FAULTS: readonly LessonFault[] = Object.freeze([
   'lost_renewal',
 ]);
 
-/** A named starting point of the lesson page; `fencing` is left as the reader set it. */
+/**
+ * A named starting point of the lesson page; `fencing` and `claim` are left as the reader set
+ * them.
+ */
 export interface LessonPreset {
   readonly id: string;
   readonly label: string;
@@ -18,10 +21,12 @@ export interface LessonPreset {
     readonly freezeAtMs: number;
     readonly ttlMs: number;
     readonly renewEveryMs: number;
+    /** How long B works after taking the lease before its first write. */
+    readonly bWorkMs: number;
   };
 }
 
-/** The lesson page's four presets. */
+/** The lesson page's presets. */
 export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
   {
     id: 'pause_shorter',
@@ -32,6 +37,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
       freezeAtMs: 2_000,
       ttlMs: 10_000,
       renewEveryMs: 3_000,
+      bWorkMs: 1_000,
     },
   },
   {
@@ -43,6 +49,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
       freezeAtMs: 2_000,
       ttlMs: 10_000,
       renewEveryMs: 3_000,
+      bWorkMs: 1_000,
     },
   },
   {
@@ -54,6 +61,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
       freezeAtMs: 2_000,
       ttlMs: 10_000,
       renewEveryMs: 3_000,
+      bWorkMs: 1_000,
     },
   },
   {
@@ -65,6 +73,21 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
       freezeAtMs: 2_000,
       ttlMs: 10_000,
       renewEveryMs: 3_000,
+      bWorkMs: 1_000,
+    },
+  },
+  {
+    // B takes the lease at 10 s and works until 18 s; A wakes at 14 s, between B's grant and
+    // B's first write: storage has not seen B's token yet, unless B claimed it.
+    id: 'resume_before_first_write',
+    label: "A resumes before B's first write",
+    options: {
+      fault: 'pause',
+      pauseMs: 12_000,
+      freezeAtMs: 2_000,
+      ttlMs: 10_000,
+      renewEveryMs: 3_000,
+      bWorkMs: 8_000,
     },
   },
 ] satisfies LessonPreset[]);

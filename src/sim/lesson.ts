@@ -1,8 +1,12 @@
 import type { CheckReport } from '../check/checker.js';
 import type { HistoryEvent } from '../history/events.js';
 import type { LessonFault } from './lesson-presets.js';
+import { lessonVerdict, type LessonOutcome } from './lesson-verdict.js';
+import { seconds } from './lesson-summary.js';
 import { SimWorld } from './world.js';
 
+export { formatTimeline, seconds, summarizeLesson, type LessonSummary } from './lesson-summary.js';
+export { type LessonOutcome } from './lesson-verdict.js';
 export {
   LESSON_FAULTS,
   LESSON_PRESETS,
@@ -29,6 +33,12 @@ export interface LessonOptions {
   /** How long B works before writing. Defaults to 1 s. */
   readonly bWorkMs?: number;
   /**
+   * Whether each worker claims its token at storage as it takes the lease, before it starts
+   * (claim before start): storage then refuses every older token even before the new owner's
+   * first write. Means nothing without fencing. Defaults to false.
+   */
+  readonly claim?: boolean;
+  /**
    * What happens to A at `freezeAtMs` for `pauseMs`: `pause` (A's process stalls between
    * checking its lease and writing), `delayed_request` (A sends its write, and the network
    * holds all of A's traffic, renewals included), `lost_renewal` (A keeps working, its renewals
@@ -46,6 +56,8 @@ export interface LessonParameters {
   readonly fencing: boolean;
   readonly fault: LessonFault;
   readonly firstToken: string;
+  readonly bWorkMs: number;
+  readonly claim: boolean;
 }
 
 /**
@@ -63,6 +75,7 @@ export type TimelineKind =
   | 'reject'
   | 'expire'
   | 'skip'
+  | 'claim'
   | 'other';
 
 /** One line of the story, in virtual time. */
@@ -85,8 +98,8 @@ export interface LessonResult {
   readonly headline: string;
   /** The outcome explained in a few sentences. */
   readonly verdict: string;
-  /** `overwritten`: storage accepted A's late write over B's (the lesson's failure). */
-  readonly outcome: 'overwritten' | 'rejected' | 'one_owner';
+  /** See {@link LessonOutcome}. */
+  readonly outcome: LessonOutcome;
   /** The job's result in storage at the end. */
   readonly finalResult: string | undefined;
   readonly tokens: { readonly a: bigint | undefined; readonly b: bigint | undefined };
@@ -108,6 +121,8 @@ export function lessonParameters(options: LessonOptions = {}): LessonParameters 
     fencing: options.fencing ?? true,
     fault: options.fault ?? 'pause',
     firstToken: (options.firstToken ?? 33n).toString(),
+    bWorkMs: options.bWorkMs ?? 1_000,
+    claim: options.claim ?? false,
   };
 }
 
@@ -126,10 +141,9 @@ export function lessonParameters(options: LessonOptions = {}): LessonParameters 
  */
 export async function runLessonStory(options: LessonOptions = {}): Promise<LessonResult> {
   const parameters = lessonParameters(options);
-  const { ttlMs, renewEveryMs, freezeAtMs, pauseMs, fencing, fault } = parameters;
+  const { ttlMs, renewEveryMs, freezeAtMs, pauseMs, fencing, fault, bWorkMs, claim } = parameters;
   const firstToken = BigInt(parameters.firstToken);
   const bStartsAtMs = options.bStartsAtMs ?? 1_000;
-  const bWorkMs = options.bWorkMs ?? 1_000;
   const world = new SimWorld({
     seed: 1,
     fencing,
@@ -159,6 +173,31 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
   const results: { a?: string; b?: string } = {};
   const horizon = freezeAtMs + pauseMs + 3 * ttlMs + bStartsAtMs + bWorkMs;
   let aSkipped = false;
+  // A's write was accepted while B held the lease and had not written yet.
+  let aStaleAccepted = false;
+  // A's write was refused before B's first write: only a claim can have done that.
+  let aRefusedBeforeB = false;
+
+  // Claim before start: the new owner installs its token at storage before it works.
+  const claimAt = async (
+    worker: typeof a,
+    actor: 'Worker A' | 'Worker B',
+    token: bigint,
+  ): Promise<boolean> => {
+    if (!claim) return true;
+    const r = await world.claim(worker, RESOURCE, token);
+    say(
+      actor,
+      'claim',
+      r === 'applied'
+        ? fencing
+          ? `Claims token ${token} at storage before starting: older tokens are refused from now on`
+          : `Claims token ${token} at storage, which does not check tokens: nothing changes`
+        : `Claims token ${token} at storage and is refused: a newer holder was there first`,
+      { token },
+    );
+    return r === 'applied';
+  };
 
   const storyA = async (): Promise<void> => {
     const got = await world.acquire(a, KEY, { ttlMs, waitMs: 0, renewEveryMs });
@@ -170,6 +209,10 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
     say('Worker A', 'grant', `Takes the lease with fencing token ${got.token}`, {
       token: got.token,
     });
+    if (!(await claimAt(a, 'Worker A', got.token))) {
+      await world.release(a, got);
+      return;
+    }
     await a.proc.sleep(freezeAtMs);
     if (!got.isValid()) {
       aSkipped = true;
@@ -222,6 +265,7 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
     }
     const r = await write;
     results.a = r;
+    if (r === 'stale_fence' && results.b === undefined) aRefusedBeforeB = true;
     if (r === 'applied' && results.b === 'applied')
       say(
         'Storage',
@@ -232,7 +276,17 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
           stale: true,
         },
       );
-    else if (r === 'applied')
+    else if (r === 'applied' && tokens.b !== undefined && results.b === undefined) {
+      aStaleAccepted = true;
+      say(
+        'Storage',
+        'accept',
+        fencing
+          ? `Accepts A's write (token ${got.token}): B holds the lease with token ${tokens.b} but has not written, so storage has not seen token ${tokens.b}`
+          : `Accepts A's write (token ${got.token}), though B holds the lease with token ${tokens.b}`,
+        { token: got.token, stale: true },
+      );
+    } else if (r === 'applied')
       say('Storage', 'accept', `Accepts A's write (token ${got.token})`, { token: got.token });
     else
       say(
@@ -255,6 +309,10 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
     say('Worker B', 'grant', `Takes the lease with fencing token ${got.token}`, {
       token: got.token,
     });
+    if (!(await claimAt(b, 'Worker B', got.token))) {
+      await world.release(b, got);
+      return;
+    }
     await b.proc.sleep(bWorkMs);
     say('Worker B', 'write', "Writes the job's result");
     const r = await world.write(b, RESOURCE, got.token, ["B's result"]);
@@ -298,34 +356,16 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
   const final = history.find((e) => e.type === 'final' && e.resource === RESOURCE);
   const finalValues = final !== undefined && final.type === 'final' ? final.values : [];
   const finalResult = finalValues[0];
-  const bothWrote = results.a === 'applied' && results.b === 'applied';
-  const aLate = tokens.b !== undefined && finalResult === "A's result" && bothWrote;
-  const during =
-    fault === 'pause'
-      ? 'during the pause'
-      : fault === 'delayed_request'
-        ? 'while its write was held in the network'
-        : 'while its renewal answers were lost';
-  let outcome: LessonResult['outcome'];
-  let headline: string;
-  let verdict: string;
-  if (aLate) {
-    outcome = 'overwritten';
-    headline = "Storage accepted A's late write and overwrote B's result.";
-    verdict = `Two workers acted as the owner. A's lease expired ${during}, B took over, and storage accepted A's late write anyway. The job's result is now whatever A wrote last.`;
-  } else if (results.a === 'stale_fence') {
-    outcome = 'rejected';
-    headline = `Storage rejected token ${tokens.a} after ${tokens.b}.`;
-    verdict = `Two workers acted as the owner, but storage checked the fencing token: A's late write (token ${tokens.a}) was rejected after B's (token ${tokens.b}). The job's result is B's.`;
-  } else if (aSkipped) {
-    outcome = 'one_owner';
-    headline = "One owner at a time: A stopped without writing, and B's result stands.";
-    verdict = `One owner at a time: A could not confirm its lease, stopped at its own deadline without writing, and B took the lease only after it ran out at the lock. The job's result is ${finalResult ?? 'unset'}.`;
-  } else {
-    outcome = 'one_owner';
-    headline = `One owner at a time: A wrote while it held the lease, and B took over after A released it.`;
-    verdict = `One owner at a time: A's ${fault === 'pause' ? 'pause' : 'trouble'} ended before its lease ran out, and B took over only after A released it. The job's result is ${finalResult ?? 'unset'}.`;
-  }
+  const { outcome, headline, verdict } = lessonVerdict({
+    fault,
+    fencing,
+    tokens,
+    results,
+    finalResult,
+    aStaleAccepted,
+    aRefusedBeforeB,
+    aSkipped,
+  });
   return {
     parameters,
     timeline,
@@ -337,46 +377,4 @@ export async function runLessonStory(options: LessonOptions = {}): Promise<Lesso
     history,
     report,
   };
-}
-
-/**
- * The story as plain JSON (tokens as decimal strings): what `leasehold demo --json` prints and
- * what the lesson page draws, so the two can be compared field by field.
- */
-export interface LessonSummary {
-  readonly parameters: LessonParameters;
-  readonly timeline: readonly TimelineEntry[];
-  readonly headline: string;
-  readonly verdict: string;
-  readonly outcome: LessonResult['outcome'];
-  readonly finalResult: string | null;
-  readonly tokens: { readonly a: string | null; readonly b: string | null };
-}
-
-/** Reduces a {@link LessonResult} to its {@link LessonSummary} (no history, no report). */
-export function summarizeLesson(result: LessonResult): LessonSummary {
-  return {
-    parameters: result.parameters,
-    timeline: result.timeline,
-    headline: result.headline,
-    verdict: result.verdict,
-    outcome: result.outcome,
-    finalResult: result.finalResult ?? null,
-    tokens: { a: result.tokens.a?.toString() ?? null, b: result.tokens.b?.toString() ?? null },
-  };
-}
-
-/** Formats the story as the demo prints it. */
-export function formatTimeline(result: LessonResult): string {
-  const lines = result.timeline.map(
-    (e, i) =>
-      `${String(i + 1).padStart(3)}. ${seconds(e.t).padStart(8)}  ${e.actor.padEnd(9)} ${e.text}`,
-  );
-  return [...lines, '', `Verdict: ${result.verdict}`].join('\n');
-}
-
-/** Milliseconds as the lesson writes them: `12 s`, `2.5 s`. */
-export function seconds(ms: number): string {
-  const s = ms / 1000;
-  return `${Number.isInteger(s) ? s : s.toFixed(3).replace(/0+$/, '')} s`;
 }

@@ -69,6 +69,19 @@ export class SimFencedResource {
     return { status: 'applied', value: null };
   }
 
+  /**
+   * Claim before start: raises the scope's mark to `token` with no write, when `token` is not
+   * below it (`applied`), else `stale_fence` with the mark. A resource that does not check
+   * tokens has nothing to install: `applied`, and nothing changes.
+   */
+  claim(scope: string, token: bigint): 'applied' | 'stale_fence' {
+    if (!this.fenced) return 'applied';
+    const s = this.scope(scope);
+    if (token < s.hwm) return 'stale_fence';
+    s.hwm = token;
+    return 'applied';
+  }
+
   /** Records every scope's final contents (for I6). */
   recordFinal(): void {
     for (const [resource, s] of this.scopes) {

@@ -299,6 +299,13 @@ export class SimWorld {
     return answer.status;
   }
 
+  /** Claims `token` on the resource's `scope` (claim before start), over the network. */
+  claim(worker: SimWorker, scope: string, token: bigint): Promise<'applied' | 'stale_fence'> {
+    return this.network.call(worker.proc, 'resource', 'claim', () =>
+      Promise.resolve(this.resource.claim(scope, token)),
+    );
+  }
+
   /** Releases through the lease, recording invoke and outcome. */
   async release(worker: SimWorker, lease: Lease): Promise<void> {
     const op = this.history.newOp('l');

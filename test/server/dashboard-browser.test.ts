@@ -207,6 +207,40 @@ describe('dashboard in a real browser (headless Chromium)', () => {
     assert.deepEqual(row, ['report-api', '1', '0', '1']);
   });
 
+  it('a claim at acquisition and a refused claim show in the log and the claim counters', async () => {
+    const reporter = createFenceReporter({ url: t.url, resource: 'claims-db' });
+    const db = new Database(join(data.dir, 'claims.db'));
+    const fence = new SqliteFence({ database: db, onDecision: reporter.onDecision });
+    const client = new LeaseClient({ store: remote, ownerId: 'worker-3' });
+    try {
+      const r = await client.acquire('jobs/claimed', { ttl: '60s', fences: [{ fence }] });
+      assert.equal(r.status, 'acquired');
+      if (r.status !== 'acquired') return;
+      const token = r.lease.token;
+      assert.equal(fence.claim('jobs/claimed', token + 1n).status, 'applied');
+      assert.equal(fence.claim('jobs/claimed', token).status, 'stale_fence');
+      await r.lease.release();
+      await reporter.flush();
+      const applied = page.locator('#log .claim', {
+        hasText: new RegExp(`jobs/claimed\\s+token ${token}\\s+applied.*claims-db`),
+      });
+      await applied.waitFor();
+      const refused = page.locator('#log .claim.stale', { hasText: 'CLAIM REFUSED' });
+      await refused.waitFor();
+      assert.match(
+        await refused.innerText(),
+        new RegExp(`CLAIM REFUSED jobs/claimed\\s+token ${token}.*${token + 1n}.*claims-db`),
+      );
+      await page.locator('#count-claim_applied', { hasText: /^2$/ }).waitFor();
+      await page.locator('#count-claim_stale', { hasText: /^1$/ }).waitFor();
+    } finally {
+      await client.close();
+      await reporter.close();
+      fence.close();
+      db.close();
+    }
+  });
+
   it('keeps the recent history across a reload (the server keeps the last events)', async () => {
     const before = await page.locator('#log > div').allInnerTexts();
     assert.ok(before.length >= 6, before.join('\n'));
@@ -215,7 +249,7 @@ describe('dashboard in a real browser (headless Chromium)', () => {
     await page.locator('#log .stale', { hasText: 'jobs/report' }).waitFor();
     assert.deepEqual(await page.locator('#log > div').allInnerTexts(), before);
     assert.equal(await page.locator('#count-stale_fence').innerText(), '2');
-    assert.equal(await page.locator('#count-acquired').innerText(), '2');
+    assert.equal(await page.locator('#count-acquired').innerText(), '3');
   });
 
   it('the election view follows a leader change, with the new epoch', async () => {

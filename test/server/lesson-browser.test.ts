@@ -24,6 +24,8 @@ interface Settings {
   renewS?: number;
   fault?: LessonFault;
   fencing?: boolean;
+  bWorkS?: number;
+  claim?: boolean;
 }
 
 interface PageStory {
@@ -66,6 +68,7 @@ async function set(page: Page, s: Settings): Promise<void> {
     ['#freeze-at', s.freezeAtS],
     ['#ttl', s.ttlS],
     ['#renew', s.renewS],
+    ['#b-work', s.bWorkS],
   ];
   for (const [sel, v] of fields) {
     if (v === undefined) continue;
@@ -81,6 +84,11 @@ async function set(page: Page, s: Settings): Promise<void> {
   if (s.fencing !== undefined && (await page.locator('#fencing').isChecked()) !== s.fencing) {
     const before = await runCount(page);
     await page.locator('#fencing').setChecked(s.fencing);
+    await waitForRunAfter(page, before);
+  }
+  if (s.claim !== undefined && (await page.locator('#claim').isChecked()) !== s.claim) {
+    const before = await runCount(page);
+    await page.locator('#claim').setChecked(s.claim);
     await waitForRunAfter(page, before);
   }
 }
@@ -123,6 +131,8 @@ async function simulate(p: PageStory['parameters']): Promise<LessonSummary> {
       fencing: p.fencing,
       fault: p.fault,
       firstToken: BigInt(p.firstToken),
+      bWorkMs: p.bWorkMs,
+      claim: p.claim,
     }),
   );
 }
@@ -220,16 +230,112 @@ describe('lesson page in a real browser (headless Chromium)', () => {
       }
     }
     // The presets are not all alike: they show each outcome at least once.
-    assert.deepEqual([...outcomes].sort(), ['one_owner', 'overwritten', 'rejected']);
+    assert.deepEqual([...outcomes].sort(), [
+      'one_owner',
+      'overwritten',
+      'rejected',
+      'stale_accepted',
+    ]);
+  });
+
+  it("A resumes before B's first write: with fencing alone the stale write lands, with a claim it is refused; the page draws what `demo --json` prints", async () => {
+    await set(page, { fencing: true, claim: false });
+    const preset = LESSON_PRESETS.find((p) => p.id === 'resume_before_first_write')!;
+    const before = await runCount(page);
+    await page.locator(`#presets button[data-preset="${preset.id}"]`).click();
+    await waitForRunAfter(page, before);
+    const demo = async (claim: boolean): Promise<LessonSummary> => {
+      const { stdout } = await run(process.execPath, [
+        CLI,
+        'demo',
+        '--json',
+        '--pause',
+        '12s',
+        '--freeze-at',
+        '2s',
+        '--ttl',
+        '10s',
+        '--renew-every',
+        '3s',
+        '--b-work',
+        '8s',
+        ...(claim ? ['--claim'] : []),
+      ]);
+      return JSON.parse(stdout) as LessonSummary;
+    };
+    const without = await read(page);
+    assert.equal(without.parameters.bWorkMs, 8_000);
+    assert.equal(without.outcome, 'stale_accepted');
+    assert.match(without.headline, /accepted A's stale write \(token 33\) before B's first write/);
+    // A's write lands between B's grant and B's first write, marked stale.
+    const order = without.timeline.map((e) => `${e.actor}:${e.kind}`);
+    assert.ok(
+      order.indexOf('Worker B:grant') < order.indexOf('Storage:accept') &&
+        order.indexOf('Storage:accept') < order.indexOf('Worker B:write'),
+      order.join(', '),
+    );
+    assert.deepEqual(
+      without.timeline.filter((e) => e.stale === true).map((e) => [e.kind, e.token]),
+      [['accept', '33']],
+    );
+    const d1 = await demo(false);
+    assert.deepEqual(without.parameters, d1.parameters);
+    assertSameStory(without, d1);
+
+    await set(page, { claim: true });
+    const withClaim = await read(page);
+    assert.equal(withClaim.outcome, 'rejected');
+    assert.match(withClaim.headline, /B had claimed 34 before its first write/);
+    assert.deepEqual(
+      withClaim.timeline.filter((e) => e.kind === 'claim').map((e) => [e.actor, e.token]),
+      [
+        ['Worker A', '33'],
+        ['Worker B', '34'],
+      ],
+    );
+    assert.deepEqual(
+      withClaim.timeline.filter((e) => e.stale === true).map((e) => [e.kind, e.token]),
+      [['reject', '33']],
+    );
+    const d2 = await demo(true);
+    assert.deepEqual(withClaim.parameters, d2.parameters);
+    assertSameStory(withClaim, d2);
+    await set(page, { claim: false });
   });
 
   it('the page draws the timeline `leasehold demo --json` prints, over several parameter sets', async () => {
     const sets: Settings[] = [
-      { pauseS: 12, freezeAtS: 2, ttlS: 10, renewS: 3, fault: 'pause', fencing: false },
-      { pauseS: 7.5, freezeAtS: 1, ttlS: 5, renewS: 1.5, fault: 'pause', fencing: true },
-      { pauseS: 20, freezeAtS: 4, ttlS: 8, renewS: 2, fault: 'delayed_request', fencing: false },
-      { pauseS: 9, freezeAtS: 3, ttlS: 6, renewS: 2.5, fault: 'lost_renewal', fencing: true },
-      { pauseS: 0, freezeAtS: 0, ttlS: 10, renewS: 3, fault: 'pause', fencing: false },
+      { pauseS: 12, freezeAtS: 2, ttlS: 10, renewS: 3, fault: 'pause', fencing: false, bWorkS: 1 },
+      { pauseS: 7.5, freezeAtS: 1, ttlS: 5, renewS: 1.5, fault: 'pause', fencing: true, bWorkS: 1 },
+      {
+        pauseS: 20,
+        freezeAtS: 4,
+        ttlS: 8,
+        renewS: 2,
+        fault: 'delayed_request',
+        fencing: false,
+        bWorkS: 1,
+      },
+      {
+        pauseS: 9,
+        freezeAtS: 3,
+        ttlS: 6,
+        renewS: 2.5,
+        fault: 'lost_renewal',
+        fencing: true,
+        bWorkS: 1,
+      },
+      { pauseS: 0, freezeAtS: 0, ttlS: 10, renewS: 3, fault: 'pause', fencing: false, bWorkS: 1 },
+      {
+        pauseS: 12,
+        freezeAtS: 2,
+        ttlS: 10,
+        renewS: 3,
+        fault: 'pause',
+        fencing: true,
+        bWorkS: 6,
+        claim: true,
+      },
     ];
     for (const s of sets) {
       await set(page, s);
@@ -248,16 +354,20 @@ describe('lesson page in a real browser (headless Chromium)', () => {
         `${s.renewS}s`,
         '--fault',
         String(s.fault),
+        '--b-work',
+        `${s.bWorkS}s`,
         ...(s.fencing === true ? [] : ['--no-fencing']),
+        ...(s.claim === true ? ['--claim'] : []),
       ]);
       const demo = JSON.parse(stdout) as LessonSummary;
       assert.deepEqual(shown.parameters, demo.parameters);
       assertSameStory(shown, demo);
     }
+    await set(page, { claim: false });
   });
 
   it('is keyboard operable, labelled, and fits 400 px without sideways scrolling', async () => {
-    await set(page, { pauseS: 12, freezeAtS: 2, ttlS: 10, renewS: 3, fault: 'pause' });
+    await set(page, { pauseS: 12, freezeAtS: 2, ttlS: 10, renewS: 3, fault: 'pause', bWorkS: 1 });
     await page.setViewportSize({ width: 400, height: 800 });
     const before = await runCount(page);
     await page.getByLabel('How long A is stuck').focus();
@@ -295,6 +405,7 @@ describe('lesson page in a real browser (headless Chromium)', () => {
       renewS: 3,
       fault: 'pause',
       fencing: false,
+      bWorkS: 1,
     });
     const valid = await read(page);
     assert.equal(valid.outcome, 'overwritten');
@@ -321,6 +432,11 @@ describe('lesson page in a real browser (headless Chromium)', () => {
     const text = await page.locator('section[aria-labelledby="check-title"]').innerText();
     assert.match(text, /stops when it fails to renew/);
     assert.match(text, /pauses between that check and the write/);
+    assert.match(text, /Storage can only refuse token 33 once it\s+has seen token 34/);
+    assert.match(
+      text,
+      /B installs token 34\s+at storage as it takes the lease, before writing anything/,
+    );
   });
 
   it('loaded everything from the server itself, with no console errors', () => {

@@ -31,6 +31,8 @@ interface Flaws {
   numbers?: boolean;
   /** Parses tokens with BigInt(), which takes ' 5', '0x10' and '' (as 0). */
   looseParse?: boolean;
+  /** Looks the idempotency key up before the mark: a superseded writer's retry is a duplicate. */
+  keyFirst?: boolean;
 }
 
 function memoryFence(name: string, flaws: Flaws = {}): FenceHarness {
@@ -57,8 +59,11 @@ function memoryFence(name: string, flaws: Flaws = {}): FenceHarness {
         async write(scope, token, value, o): Promise<FenceWriteOutcome> {
           const t = parse(token);
           const key = `${scope}\n${t}\n${o?.idempotencyKey}`;
-          if (o?.idempotencyKey !== undefined && r.keys.has(key)) return { status: 'duplicate' };
           const m = markOf(scope);
+          // The mark first: a retried key below it is stale (flaw: the key first).
+          if (!flaws.keyFirst && !passes('>=', t, m))
+            return { status: 'stale_fence', highWaterMark: m.mark };
+          if (o?.idempotencyKey !== undefined && r.keys.has(key)) return { status: 'duplicate' };
           if (!passes(policy, t, m)) return { status: 'stale_fence', highWaterMark: m.mark };
           if (flaws.checkThenWrite) await new Promise((res) => setImmediate(res));
           r.marks.set(scope, { mark: t > m.mark ? t : m.mark, claimed: false });
@@ -108,6 +113,11 @@ describe('the fence contract can fail', () => {
     ['a check and write that are not atomic', { checkThenWrite: true }, ['writers racing']],
     ['tokens compared as JS numbers', { numbers: true }, ['64-bit integers']],
     ['tokens parsed with BigInt()', { looseParse: true }, ['malformed tokens', 'spaces around']],
+    [
+      'a retried key answered duplicate below the mark',
+      { keyFirst: true },
+      ['a retried key below the mark'],
+    ],
   ];
   for (const [what, flaws, expected] of planted) {
     it(`catches ${what}`, { timeout: 120_000 }, async () => {

@@ -31,6 +31,10 @@ export interface DemoOptions {
   readonly fault: LessonFault;
   /** Print the story as one JSON document (the lesson page draws the same document). */
   readonly json: boolean;
+  /** How long B works after taking the lease before its first write (simulation only). */
+  readonly bWorkMs: number;
+  /** Each worker claims its token at storage as it takes the lease (simulation only). */
+  readonly claim: boolean;
 }
 
 /** The lesson's numbers: TTL 10 s, renew every 3 s, A freezes at 2 s for 12 s, token 33. */
@@ -44,6 +48,8 @@ export const DEMO_DEFAULTS: DemoOptions = Object.freeze({
   real: false,
   fault: 'pause',
   json: false,
+  bWorkMs: 1_000,
+  claim: false,
 });
 
 /**
@@ -70,8 +76,10 @@ export async function runDemo(
     );
     return EXIT.usage;
   }
-  if (o.real && (o.json || o.fault !== 'pause')) {
-    io.err('leasehold demo: --real tells only the pause story, as text (no --json, no --fault)');
+  if (o.real && (o.json || o.fault !== 'pause' || o.claim || o.bWorkMs !== 1_000)) {
+    io.err(
+      'leasehold demo: --real tells only the pause story, as text (no --json, --fault, --claim or --b-work)',
+    );
     return EXIT.usage;
   }
   if (o.json) {
@@ -83,6 +91,8 @@ export async function runDemo(
       fencing: o.fencing,
       firstToken: o.firstToken,
       fault: o.fault,
+      bWorkMs: o.bWorkMs,
+      claim: o.claim,
     });
     io.out(JSON.stringify(summarizeLesson(r), null, 2));
     return 0;
@@ -100,6 +110,8 @@ export async function runDemo(
       fencing: o.fencing,
       firstToken: o.firstToken,
       fault: o.fault,
+      bWorkMs: o.bWorkMs,
+      claim: o.claim,
     });
     io.out(formatTimeline(r));
     return 0;
@@ -169,6 +181,11 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
     )
     .option('--first-token <n>', "A's fencing token (the lesson's is 33)", '33')
     .option('--no-fencing', 'storage does not check fencing tokens')
+    .option('--b-work <duration>', 'how long B works before its first write', '1s')
+    .option(
+      '--claim',
+      'each worker claims its token at storage as it takes the lease, before it starts',
+    )
     .option(
       '--fault <kind>',
       `what happens to A: ${LESSON_FAULTS.join(', ')} (simulation only)`,
@@ -198,6 +215,8 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
           firstToken: BigInt(first),
           fencing: opts.fencing !== false,
           real: opts.real === true,
+          bWorkMs: parseDuration('--b-work', cliDuration(String(opts.bWork))),
+          claim: opts.claim === true,
         };
       } catch (err) {
         io.err(

@@ -19,6 +19,7 @@ import {
   type StoreFlags,
 } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { openFences, parseClaimFlag } from '../claim-flags.js';
 import { operandsBeforeSeparator } from '../operands-before-separator.js';
 import {
   KILL_WAIT_MS,
@@ -35,6 +36,11 @@ interface RunFlags extends StoreFlags {
   renewEvery?: string;
   slots?: string;
   quiet?: boolean;
+  claim?: string[];
+}
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
 }
 
 /** `--slots N`: a whole number from 1 to 1024, or the usage error naming the flag. */
@@ -123,6 +129,11 @@ export function registerRunCommand(program: Command): void {
         'after the lease is lost or a stop signal: SIGTERM to the command and its group, SIGKILL this much later',
         '10s',
       )
+      .option(
+        '--claim <url>',
+        'claim the token on this fence before the command starts: a gateway (http://…) or marks (postgres://, redis://); repeatable',
+        collect,
+      )
       .option('-q, --quiet', 'no messages of our own on stderr')
       .description(
         'Run a command while holding a lease on KEY: renewed while it runs, released when it exits.',
@@ -146,11 +157,20 @@ token counts per slot. See docs/semaphores.md.
 
 With --json, run prints one JSON object as the last line of stdout when it ends (after
 anything the command printed): {"status", "key", "exitCode", …} with status exited, lost,
-busy, unavailable, not_found or cannot_execute, and the token once the lease was granted.
+busy, unavailable, claim_failed, not_found or cannot_execute, and the token once the lease
+was granted.
+
+With --claim URL (repeatable), the token is claimed on each fence before the command starts:
+no write with an older token passes there from then on, even before the command's first one.
+If a fence refuses (a newer holder claimed or wrote there: exit 79) or cannot be reached
+(exit 69), the lease is released and the command never starts; the message and --json
+(status claim_failed) name the fence and why. URL query: scope (default KEY), route (a
+gateway route), policy ('>=' or '>', for marks). A gateway's bearer token: env
+LEASEHOLD_GATEWAY_TOKEN.
 
 Exit codes: the command's own code (128+N if killed by signal N); 75 busy (key held, wait ran
-out); 69 store unavailable; 79 lease lost while running; 127 command not found; 126 not
-executable; 64 bad arguments.
+out); 69 store or a claimed fence unavailable; 79 lease lost while running, or a claimed fence
+refused the token; 127 command not found; 126 not executable; 64 bad arguments.
 
 Example:
   leasehold run jobs/nightly-report --ttl 30s --wait 10m -- ./report.sh --month july
@@ -176,7 +196,21 @@ Example:
           if (flags.json === true) printJson({ ...summary, key, exitCode });
           return exitCode;
         };
-        const store = await openStoreFromFlags(flags);
+        const claimFlags = (flags.claim ?? []).map(parseClaimFlag);
+        const fences = await openFences(claimFlags, key);
+        if (fences.status === 'unavailable') {
+          say(`claim fence ${fences.shown} unavailable: ${fences.message}; nothing was leased`);
+          return end(EXIT.unavailable, {
+            status: 'claim_failed',
+            fence: fences.shown,
+            reason: 'unavailable',
+            message: fences.message,
+          });
+        }
+        const store = await openStoreFromFlags(flags).catch(async (err: unknown) => {
+          await fences.close();
+          throw err;
+        });
         const client = new LeaseClient({
           store,
           ...(flags.owner === undefined ? {} : { ownerId: flags.owner }),
@@ -190,6 +224,7 @@ Example:
             ...(flags.renewEvery === undefined
               ? {}
               : { renewEvery: cliDuration(flags.renewEvery) }),
+            ...(fences.claims.length === 0 ? {} : { fences: fences.claims }),
           };
           const r =
             slots === undefined
@@ -206,6 +241,26 @@ Example:
             case 'unavailable':
               say(`store unavailable: ${String(r.cause)}`);
               return end(EXIT.unavailable, { status: 'unavailable', message: String(r.cause) });
+            case 'claim_failed': {
+              const shown = claimFlags[r.fence]!.shown;
+              const why =
+                r.reason === 'stale_fence'
+                  ? `refused token ${r.token}: a newer holder claimed or wrote there (mark ${r.highWaterMark})`
+                  : `unreachable: ${String(r.cause)}`;
+              say(
+                `claim on ${shown} (scope ${r.scope}) ${why}; the lease was released and the command not started`,
+              );
+              return end(r.reason === 'stale_fence' ? EXIT.lost : EXIT.unavailable, {
+                status: 'claim_failed',
+                fence: shown,
+                scope: r.scope,
+                token: r.token.toString(),
+                reason: r.reason,
+                ...(r.reason === 'stale_fence'
+                  ? { highWaterMark: r.highWaterMark.toString() }
+                  : { message: String(r.cause) }),
+              });
+            }
             case 'acquired':
               break;
             default:
@@ -257,6 +312,7 @@ Example:
           // Closing the client would release the lease.
           if (!keepLease) await client.close().catch(() => undefined);
           await closeQuietly(store);
+          await fences.close();
         }
       }),
     );

@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { formatReport } from '../../check/checker.js';
 import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
 import { runRandomSeed } from '../../sim/random-workload.js';
+import { formatClaimSweep, sweepClaimSeeds } from '../../sim/claim-workload.js';
 import { formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
 import { isLeaseholdError } from '../../core/errors.js';
 import { UsageError } from '../common.js';
@@ -89,6 +90,33 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
   return r.failures.length === 0 ? 0 : 1;
 }
 
+/**
+ * `sim sweep --workload claims`: the claim workload, new owners claiming before they start
+ * (`--control`: they do not). Exit 0 when no seed accepted a stale write, first writes
+ * included (control: when some did), 1 otherwise.
+ */
+export async function runClaimSweep(
+  o: { from: number; count: number; control: boolean; timeLimitMs?: number },
+  io: CommandIo = processIo,
+): Promise<number> {
+  const r = await sweepClaimSeeds({
+    from: o.from,
+    count: o.count,
+    claims: !o.control,
+    ...(o.timeLimitMs === undefined ? {} : { timeLimitMs: o.timeLimitMs }),
+  });
+  io.out(formatClaimSweep(`sim claims seeds ${o.from}..${o.from + r.runs - 1}`, r));
+  if (r.runs < o.count) io.out(`stopped by the time limit after ${r.runs} of ${o.count} seeds`);
+  if (o.control) {
+    io.out(
+      `control arm (no claims): a stale first write accepted in ${r.anomalousRuns}/${r.runs} runs`,
+    );
+    return r.anomalousRuns > 0 ? 0 : 1;
+  }
+  for (const seed of r.failingSeeds.slice(0, 20)) io.out(`FAIL seed ${seed}`);
+  return r.failingSeeds.length === 0 ? 0 : 1;
+}
+
 function parseBug(value: string | undefined): PlantedBug | undefined {
   if (value === undefined) return undefined;
   if (!(PLANTED_BUGS as readonly string[]).includes(value))
@@ -152,6 +180,11 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
     .option('--bug <name>', `plant a store bug (${PLANTED_BUGS.join(', ')})`)
     .option('--time-limit <minutes>', 'stop after this many minutes')
     .option('--control', 'unfenced control arm that must show the anomaly (exit 0 if it does)')
+    .option(
+      '--workload <name>',
+      "'lockset' (default), or 'claims': new owners claim before they start (with --control: they do not)",
+      'lockset',
+    )
     .action(
       (opts: {
         seeds: string;
@@ -160,9 +193,24 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
         bug?: string;
         timeLimit?: string;
         control?: boolean;
+        workload: string;
       }) =>
         guard(() => {
           const bug = parseBug(opts.bug);
+          if (opts.workload !== 'lockset' && opts.workload !== 'claims')
+            throw new UsageError(`--workload must be lockset or claims, got ${opts.workload}`);
+          if (opts.workload === 'claims')
+            return runClaimSweep(
+              {
+                from: parseCount('--from', opts.from),
+                count: parseCount('--seeds', opts.seeds),
+                control: opts.control === true,
+                ...(opts.timeLimit === undefined
+                  ? {}
+                  : { timeLimitMs: parseCount('--time-limit', opts.timeLimit) * 60_000 }),
+              },
+              io,
+            );
           return runSimSweep(
             {
               from: parseCount('--from', opts.from),

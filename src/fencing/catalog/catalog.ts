@@ -177,8 +177,8 @@ export class Catalog {
    * publish — and answers `applied`, or `stale_fence` when a newer token has claimed or
    * published (nothing changed). Under the `'>'` policy the claimed token's one publish still
    * passes. A `ClaimTarget`: name the catalog in `acquire(key, { fences: [{ fence: catalog,
-   * scope: name }] })`. PostgreSQL pointer stores only for now: with a store that cannot
-   * claim (SQLite) it throws `ERR_INVALID_ARGUMENT`; `ERR_UNAVAILABLE` when the store fails.
+   * scope: name }] })`. The PostgreSQL and SQLite pointer stores claim; with a third-party
+   * store that cannot it throws `ERR_INVALID_ARGUMENT`; `ERR_UNAVAILABLE` when the store fails.
    */
   async claim(name: string, token: bigint | string): Promise<ClaimResult> {
     validateName(name);
@@ -186,7 +186,7 @@ export class Catalog {
     if (this.pointers.claim === undefined)
       throw invalidArgument(
         'pointers',
-        `cannot claim: ${this.pointers.description} has no claim yet (PostgreSQL pointer stores do)`,
+        `cannot claim: ${this.pointers.description} has no claim (the PostgreSQL and SQLite pointer stores do)`,
         this.pointers.description,
       );
     const r = await this.pointers.claim(name, t);

@@ -45,7 +45,7 @@ export interface PointerStore {
    * Claim before start: raises the name's mark so that no publish below `token` passes, with
    * no pointer move, committed; `applied` exactly when a publish at `token` would pass the
    * mark now, and without using it (under `>` the claimed token's first publish still
-   * passes). Absent on a store that cannot claim yet (the SQLite pointer store).
+   * passes). Optional for third-party stores: without it the catalog's claim throws.
    */
   claim?(name: string, token: bigint): Promise<ClaimResult>;
   /** The visible entry of a name. */

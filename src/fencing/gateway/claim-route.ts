@@ -3,12 +3,14 @@ import { isLeaseholdError } from '../../core/errors.js';
 import type { ClaimResult } from '../../core/results.js';
 import { parseToken, validateKey } from '../../core/validate.js';
 import { authorizeKey } from '../../http-service/auth.js';
+import { claimDecision } from '../decision.js';
 import { FenceHttpError } from '../http/fence-error.js';
 import { MARK_HEADER } from '../http/fence-headers.js';
-import type { ScopeHold } from '../marks/mark-store.js';
+import type { MarkPolicy, ScopeHold } from '../marks/mark-store.js';
 import { ADMIN_PREFIX } from './admin-routes.js';
 import { sendError } from './error-answers.js';
 import type { FencedContext } from './fenced-request.js';
+import type { CompiledRoute } from './routes.js';
 
 /** The path of the gateway's claim call. */
 export const CLAIM_PATH = `${ADMIN_PREFIX}/claim`;
@@ -22,18 +24,28 @@ const MAX_CLAIM_BODY = 4096;
  * scope's turn — after the fenced request of the scope in progress has been answered (and,
  * with `scope-lock`, under the scope's PostgreSQL lock) — so that once it answers
  * `200 {"status":"applied",…}`, no request with a lower token is forwarded any more, even
- * before the new owner's first request. Its rule is the `>=` one whatever the scope's routes
- * say: applied when the token is not below the mark; the mark then refuses every lower token,
- * and a route with policy `>` still lets the token's first request through.
+ * before the new owner's first request. It decides by the policy of the scope's routes, as
+ * every fence's claim does: applied exactly when a request at the token would pass now. With
+ * `"route": "<name>"` in the body, that route's policy; without, the strictest policy of the
+ * routes whose scope template could give the scope (`>` if any of them has it), so that a
+ * claim never answers `applied` for a token that a `>` route would refuse (its one write
+ * spent). A route with policy `>` still lets the claimed token's first request through.
  * `409 stale_fence` (with `Fencing-Mark`): a newer token claimed or wrote; nothing changed.
  * Bad input: 400; auth as for fenced requests (verb `fence` on the scope); a full scope queue
  * 429; the mark store down 503.
  */
-export function registerClaimRoute(app: FastifyInstance, ctx: FencedContext): void {
+export function registerClaimRoute(
+  app: FastifyInstance,
+  ctx: FencedContext,
+  routes: readonly CompiledRoute[],
+): void {
   app.post(CLAIM_PATH, async (req, reply) => {
-    const { scope, token } = parseClaim(await readBody(req));
+    const { scope, token, route } = parseClaim(await readBody(req));
     if (req.principal !== undefined) authorizeKey(req.principal, 'fence', scope);
-    const queued = ctx.queue.run(scope, () => claimInTurn(ctx, req, reply, scope, token));
+    const policy = claimPolicy(routes, scope, route);
+    const queued = ctx.queue.run(scope, () =>
+      claimInTurn(ctx, req, reply, { scope, token, policy }),
+    );
     if (queued === undefined) {
       ctx.metrics.decided('busy', CLAIM_PATH);
       return sendError(
@@ -47,19 +59,37 @@ export function registerClaimRoute(app: FastifyInstance, ctx: FencedContext): vo
   });
 }
 
+/**
+ * The policy a claim decides by: the named route's, else `>` when any route that could give
+ * the scope has it (answering `applied` where a `>` route's request would be refused would
+ * let its holder start for nothing), else `>=`.
+ */
+function claimPolicy(
+  routes: readonly CompiledRoute[],
+  scope: string,
+  name: string | undefined,
+): MarkPolicy {
+  if (name !== undefined) {
+    const route = routes.find((r) => r.name === name);
+    if (route === undefined)
+      throw new FenceHttpError('invalid_argument', `route: the gateway has no route named ${name}`);
+    return route.policy;
+  }
+  return routes.some((r) => r.policy === '>' && r.mayGive(scope)) ? '>' : '>=';
+}
+
 async function claimInTurn(
   ctx: FencedContext,
   req: FastifyRequest,
   reply: FastifyReply,
-  scope: string,
-  token: bigint,
+  { scope, token, policy }: { scope: string; token: bigint; policy: MarkPolicy },
 ): Promise<FastifyReply> {
   if (req.raw.socket === null || req.raw.socket.destroyed) return reply;
   let hold: ScopeHold | undefined;
   let r: ClaimResult;
   try {
     if (ctx.replicas === 'scope-lock') hold = await ctx.marks.holdScope?.(scope);
-    r = await ctx.marks.claim(scope, token, '>=');
+    r = await ctx.marks.claim(scope, token, policy);
   } catch (err) {
     if (!isLeaseholdError(err)) throw err;
     ctx.metrics.decided('unavailable', CLAIM_PATH);
@@ -76,6 +106,7 @@ async function claimInTurn(
   }
   ctx.metrics.decided(r.status, CLAIM_PATH);
   ctx.logger.info({ scope, token: token.toString(), result: r.status }, 'claim');
+  ctx.reporter?.onDecision(claimDecision(scope, token, r));
   if (r.status === 'stale_fence')
     return sendError(
       reply,
@@ -110,8 +141,11 @@ async function readBody(req: FastifyRequest): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** `{"scope": string, "token": decimal string}`, checked; 400 naming the field otherwise. */
-function parseClaim(text: string): { scope: string; token: bigint } {
+/**
+ * `{"scope": string, "token": decimal string, "route"?: string}`, checked; 400 naming the
+ * field otherwise.
+ */
+function parseClaim(text: string): { scope: string; token: bigint; route: string | undefined } {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -126,14 +160,16 @@ function parseClaim(text: string): { scope: string; token: bigint } {
       'invalid_argument',
       'the body must be JSON {"scope": "…", "token": "…"}',
     );
-  const { scope, token } = json as Record<string, unknown>;
+  const { scope, token, route } = json as Record<string, unknown>;
+  if (route !== undefined && typeof route !== 'string')
+    throw new FenceHttpError('invalid_argument', 'route must be the name of one of the routes');
   if (typeof token !== 'string')
     throw new FenceHttpError(
       'invalid_argument',
       'token must be a decimal string from 1 to 9223372036854775807 (never a JSON number)',
     );
   try {
-    return { scope: validateKey(scope, 'scope'), token: parseToken(token, 'token') };
+    return { scope: validateKey(scope, 'scope'), token: parseToken(token, 'token'), route };
   } catch (err) {
     throw new FenceHttpError('invalid_argument', (err as Error).message);
   }

@@ -191,7 +191,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   };
 
   registerAdminRoutes(app, marks, metrics);
-  registerClaimRoute(app, ctx);
+  registerClaimRoute(app, ctx, routes);
 
   app.route({
     method: ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'POST', 'PATCH', 'DELETE'],

@@ -40,6 +40,12 @@ export interface CompiledRoute {
   readonly matches: (path: string) => string[] | undefined;
   /** The scope the template makes of {@link matches}' values. */
   readonly scope: ((values: readonly string[]) => string) | undefined;
+  /**
+   * Whether a request of this route could be fenced on `scope`: its template could make it
+   * (a route taking the scope from a header only could make any). A claim decides by the
+   * policies of these routes.
+   */
+  readonly mayGive: (scope: string) => boolean;
 }
 
 const PARAM = /^:([A-Za-z_][A-Za-z0-9_]{0,63})$/;
@@ -116,6 +122,7 @@ export function compileRoute(raw: unknown, field: string): CompiledRoute {
   if (template === undefined && scopeHeader === undefined)
     throw invalidArgument(field, 'needs scope (a template) or scopeHeader', raw);
   let scope: CompiledRoute['scope'];
+  let mayGive: CompiledRoute['mayGive'] = () => true;
   if (template !== undefined) {
     if (typeof template !== 'string' || template === '')
       throw invalidArgument(`${field}.scope`, 'must be a non-empty scope template', template);
@@ -138,6 +145,17 @@ export function compileRoute(raw: unknown, field: string): CompiledRoute {
       for (const piece of pieces) out += typeof piece === 'number' ? (values[piece] ?? '') : piece;
       return out;
     };
+    // The template read backwards: its literal text in place, any text for each value.
+    const shape = new RegExp(
+      '^' +
+        pieces
+          .map((p) =>
+            typeof p === 'number' ? '[\\s\\S]*' : p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('') +
+        '$',
+    );
+    mayGive = (s) => shape.test(s);
   }
   const name = r['name'] ?? `${methods ? [...methods].join(',') : '*'} ${path}`;
   if (typeof name !== 'string' || !/^[\x21-\x7e][\x20-\x7e]{0,127}$/.test(name))
@@ -149,6 +167,7 @@ export function compileRoute(raw: unknown, field: string): CompiledRoute {
     policy,
     scopeHeader: scopeHeader?.toLowerCase(),
     scope,
+    mayGive,
     matches: (p) => {
       const m = regex.exec(p);
       if (m === null) return undefined;

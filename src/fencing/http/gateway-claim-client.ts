@@ -14,6 +14,11 @@ export interface GatewayClaimClientOptions {
   readonly apiToken?: string;
   /** How long one claim may take, connection included. Defaults to `'5s'`. */
   readonly timeout?: Duration;
+  /**
+   * The name of the gateway route whose policy the claim decides by. Defaults to none: the
+   * gateway uses the strictest policy of the routes that could fence the scope.
+   */
+  readonly route?: string;
 }
 
 /** The claim call of the gateway (`src/fencing/gateway/claim-route.ts`). */
@@ -39,6 +44,7 @@ export class GatewayClaimClient implements ClaimTarget {
   private readonly endpoint: string;
   private readonly apiToken: string | undefined;
   private readonly timeoutMs: number;
+  private readonly route: string | undefined;
 
   constructor(options: GatewayClaimClientOptions) {
     requireObject(options);
@@ -62,6 +68,9 @@ export class GatewayClaimClient implements ClaimTarget {
       options.timeout === undefined ? 5000 : parseDuration('timeout', options.timeout);
     if (this.timeoutMs < 1 || this.timeoutMs > 600_000)
       throw invalidArgument('timeout', 'must be between 1ms and 10m', options.timeout);
+    if (options.route !== undefined && (typeof options.route !== 'string' || options.route === ''))
+      throw invalidArgument('route', 'must be the name of a gateway route', options.route);
+    this.route = options.route;
   }
 
   /** Claims `token` on `scope` at the gateway; see the class description for the answers. */
@@ -77,7 +86,11 @@ export class GatewayClaimClient implements ClaimTarget {
           'content-type': 'application/json',
           ...(this.apiToken === undefined ? {} : { authorization: `Bearer ${this.apiToken}` }),
         },
-        body: JSON.stringify({ scope: s, token: t.toString() }),
+        body: JSON.stringify({
+          scope: s,
+          token: t.toString(),
+          ...(this.route === undefined ? {} : { route: this.route }),
+        }),
         signal: AbortSignal.timeout(this.timeoutMs),
       });
       text = await res.text();

@@ -1,7 +1,12 @@
 import { invalidArgument, isLeaseholdError, LeaseholdError } from '../../core/errors.js';
 import type { ClaimResult } from '../../core/results.js';
 import { parseToken, validateKey } from '../../core/validate.js';
-import { checkDecisionHook, tellDecision, type FenceDecisionHook } from '../decision.js';
+import {
+  checkDecisionHook,
+  claimDecision,
+  tellDecision,
+  type FenceDecisionHook,
+} from '../decision.js';
 import {
   checkPolicy,
   type AnswerRecord,
@@ -158,7 +163,9 @@ export class HttpFence {
     const queued = this.queue.run(s, () => this.marks.claim(s, t, this.policy));
     if (queued === undefined)
       throw new LeaseholdError('ERR_UNAVAILABLE', `too many requests wait for scope ${s}`);
-    return queued;
+    const r = await queued;
+    tellDecision(this.onDecision, claimDecision(s, t, r));
+    return r;
   }
 
   /** Decides one request of `scope` with these request headers. Never throws. */

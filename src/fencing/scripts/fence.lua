@@ -18,8 +18,12 @@
 -- Time: none (the idempotency record's PX is the server's clock).
 local token = ARGV[1]
 local claim = ARGV[3] == 'claim'
-if ARGV[3] == '1' and redis.call('GET', KEYS[2]) == token then return {'duplicate'} end
 local hwm = redis.call('GET', KEYS[1]) or '0'
+-- A retried key is a duplicate only at or above the mark: below it the write is stale like
+-- any other of its token, whether or not the key's record has expired yet.
+if ARGV[3] == '1' and not dec_lt(token, hwm) and redis.call('GET', KEYS[2]) == token then
+  return {'duplicate'}
+end
 local claimed = token == hwm and redis.call('GET', KEYS[3]) == token
 if dec_lt(token, hwm) or (ARGV[2] == '>' and token == hwm and not claimed) then
   return {'stale_fence', hwm}

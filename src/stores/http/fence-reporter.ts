@@ -133,6 +133,7 @@ export function createFenceReporter(options: FenceReporterOptions): FenceReporte
         token: d.token.toString(),
         result: d.status,
         scope: d.scope,
+        ...(d.op === 'claim' ? { op: 'claim' } : {}),
         ...(resource === undefined ? {} : { resource }),
         ...(d.status === 'stale_fence' && d.highWaterMark !== undefined
           ? { highWaterMark: d.highWaterMark.toString() }

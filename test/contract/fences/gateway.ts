@@ -8,13 +8,13 @@ import { startUpstream, type Upstream } from '../../fencing/gateway/support.js';
 import { fencedPut, segmentOf } from './http-client.js';
 
 const ROUTES = [
-  { methods: ['PUT'], path: '/ge/:id', scope: 'fc/{id}' },
-  { methods: ['PUT'], path: '/gt/:id', scope: 'fc/{id}', policy: '>' as const },
+  { name: 'ge', methods: ['PUT'], path: '/ge/:id', scope: 'fc/{id}' },
+  { name: 'gt', methods: ['PUT'], path: '/gt/:id', scope: 'fc/{id}', policy: '>' as const },
 ];
 
 /**
  * The HTTP fencing gateway in front of a real upstream, marks in SQLite: the data is what the
- * upstream itself received. Claims go through `GatewayClaimClient` (POST /_leasehold/claim).
+ * upstream itself received. Claims go through `GatewayClaimClient` (POST /_leasehold/claim), naming the instance's route.
  * `restart()` closes the gateway and its marks and starts them again over the same file.
  */
 export function gatewayFenceHarness(): FenceHarness {
@@ -45,7 +45,7 @@ export function gatewayFenceHarness(): FenceHarness {
       const { url } = await (running ??= start());
       const up = await upstream!;
       const path = policy === '>' ? 'gt' : 'ge';
-      const claims = new GatewayClaimClient({ url });
+      const claims = new GatewayClaimClient({ url, route: path });
       return {
         write: (scope, token, value, o) =>
           fencedPut(`${url}/${path}/${segmentOf(scope)}`, token, value, o?.idempotencyKey),
@@ -63,8 +63,6 @@ export function gatewayFenceHarness(): FenceHarness {
     restart: stop,
     lacks: {
       'untrimmed tokens': 'HTTP trims header values: " 6" arrives as "6"',
-      'claim by policy':
-        "its claim call names a scope, not a route, so it decides by the '>=' rule (a route's '>' still allows one write)",
     },
     async teardown() {
       await stop();

@@ -76,6 +76,32 @@ for (const backend of MARK_BACKENDS) {
       assert.equal((await put('/once/b', '7', 'POST')).status, 409);
     });
 
+    it("follows the route's policy: by default the strictest route of the scope, or the one named", async () => {
+      assert.equal((await put('/once/e', '7', 'POST')).status, 200);
+      // A '>' route gives report/{id}: token 7's one write is spent, so its claim is stale.
+      const spent = await claim(claimBody('report/e', '7'));
+      assert.equal(spent.status, 409);
+      assert.equal(spent.headers.get('fencing-mark'), '7');
+      const named = (route: string) =>
+        claim(JSON.stringify({ scope: 'report/e', token: '7', route }));
+      assert.equal((await named('POST /once/:id')).status, 409, "the '>' route named");
+      // The '>=' route would still let token 7 write: its claim is applied.
+      assert.equal((await named('PUT /reports/:id')).status, 200, "the '>=' route named");
+      const unknown = await named('no such route');
+      assert.equal(unknown.status, 400);
+      assert.equal(
+        ((await unknown.json()) as { error: { code: string } }).error.code,
+        'invalid_argument',
+      );
+      const viaClient = new GatewayClaimClient({ url, route: 'PUT /reports/:id' });
+      assert.equal((await viaClient.claim('report/e', 7n)).status, 'applied');
+      assert.equal(
+        (await new GatewayClaimClient({ url }).claim('report/e', 7n)).status,
+        'stale_fence',
+      );
+      assert.equal(up.count('/once/e'), 1, 'claims never reach the upstream');
+    });
+
     it('stale: 409 stale_fence with Fencing-Mark, and nothing changed', async () => {
       assert.equal((await put('/reports/c', '50')).status, 200);
       const r = await claim(claimBody('report/c', '49'));

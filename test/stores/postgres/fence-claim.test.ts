@@ -98,7 +98,7 @@ describe('PostgresFence.claim', () => {
     assert.equal((await fence.write({ scope: 's', token: 10n }, () => null)).status, 'applied');
   });
 
-  it('is not told to onDecision (the hook reports writes), and throws ERR_CLOSED once closed', async () => {
+  it("is told to onDecision with op 'claim' (the mark when refused), and throws ERR_CLOSED once closed", async () => {
     const seen: unknown[] = [];
     const fence = new PostgresFence({
       connectionString: PG_URL,
@@ -108,7 +108,10 @@ describe('PostgresFence.claim', () => {
     const s = uniqueKey('hook');
     assert.equal((await fence.claim(s, 3n)).status, 'applied');
     assert.equal((await fence.claim(s, 2n)).status, 'stale_fence');
-    assert.deepEqual(seen, []);
+    assert.deepEqual(seen, [
+      { scope: s, token: 3n, status: 'applied', op: 'claim' },
+      { scope: s, token: 2n, status: 'stale_fence', op: 'claim', highWaterMark: 3n },
+    ]);
     await fence.close();
     await assert.rejects(fence.claim(s, 4n), { code: 'ERR_CLOSED' });
   });

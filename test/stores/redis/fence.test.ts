@@ -243,4 +243,16 @@ describe('Redis fence', () => {
       { scope: s, token: 41n, status: 'stale_fence', highWaterMark: 42n },
     ]);
   });
+
+  it("tells onDecision each claim, with op 'claim' (and the mark when refused)", async () => {
+    const s = scope('hook-claim');
+    const seen: FenceDecision[] = [];
+    const watched = new RedisFence({ redis, prefix: PREFIX, onDecision: (d) => seen.push(d) });
+    assert.equal((await watched.claim(s, 9n)).status, 'applied');
+    assert.equal((await watched.claim(s, 8n)).status, 'stale_fence');
+    assert.deepEqual(seen, [
+      { scope: s, token: 9n, status: 'applied', op: 'claim' },
+      { scope: s, token: 8n, status: 'stale_fence', op: 'claim', highWaterMark: 9n },
+    ]);
+  });
 });

@@ -160,12 +160,15 @@ describe('SqliteFence.claim', () => {
     assert.equal(fence.highWaterMark('s'), 0n);
   });
 
-  it('is not told to onDecision (the hook reports writes)', () => {
+  it("is told to onDecision with op 'claim' (the mark when refused)", () => {
     const seen: unknown[] = [];
     const fence = new SqliteFence({ path: dbPath(), onDecision: (d) => seen.push(d) });
     assert.equal(fence.claim('s', 3n).status, 'applied');
     assert.equal(fence.claim('s', 2n).status, 'stale_fence');
-    assert.deepEqual(seen, []);
+    assert.deepEqual(seen, [
+      { scope: 's', token: 3n, status: 'applied', op: 'claim' },
+      { scope: 's', token: 2n, status: 'stale_fence', op: 'claim', highWaterMark: 3n },
+    ]);
     fence.close();
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { uniqueKey } from '../../kit/wait.js';
-import { applied, has, stale, withFences } from '../helpers.js';
+import { applied, has, policiesOf, stale, withFences } from '../helpers.js';
 import type { FenceContractCase } from '../harness.js';
 
 /** The fence contract: marks that survive a re-open, and idempotency keys. */
@@ -42,6 +42,34 @@ export const durabilityCases: FenceContractCase[] = [
         );
         assert.deepEqual(await a!.accepted(scope), ['42:one', '42:two', '43:one']);
       });
+    },
+  },
+  {
+    name: 'a retried key below the mark answers stale_fence, even though it was applied before; at the mark it is a duplicate (each policy)',
+    async run(h, t) {
+      if (!has(h, 'idempotency', t)) return;
+      for (const policy of policiesOf(h)) {
+        await withFences(h, policy, 2, async ([a, b]) => {
+          const scope = uniqueKey('fence-idem-old');
+          const what = `policy '${policy}'`;
+          applied(await a!.write(scope, 42n, '42:one', { idempotencyKey: 'op-1' }), `${what}: 42`);
+          const retry = await a!.write(scope, 42n, '42:one again', { idempotencyKey: 'op-1' });
+          assert.equal(
+            retry.status,
+            'duplicate',
+            `${what}: the retry at the mark: got ${retry.status}`,
+          );
+          applied(await b!.write(scope, 43n, '43:B'), `${what}: a newer writer`);
+          // The retrying writer must learn it lost, whether or not the fence still keeps
+          // its key: every fence answers the same.
+          stale(
+            await a!.write(scope, 42n, '42:one late', { idempotencyKey: 'op-1' }),
+            43n,
+            `${what}: the retry after 43 wrote`,
+          );
+          assert.deepEqual(await b!.accepted(scope), ['42:one', '43:B']);
+        });
+      }
     },
   },
 ];

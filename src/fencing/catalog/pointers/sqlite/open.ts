@@ -11,6 +11,7 @@ export const SQLITE_CATALOG_MIGRATIONS = [
   '0002_mark_in_pointer.sql',
   '0003_publish_fast_path.sql',
   '0004_publish_without_registry.sql',
+  '0005_claim_marks.sql',
 ] as const;
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
@@ -45,6 +46,7 @@ export function catalogNames(prefix: unknown): {
     gc_mark: `"${prefix}_gc_mark"`,
     gc_session: `"${prefix}_gc_session"`,
     tombstone_guard: `"${prefix}_tombstone_guard"`,
+    claim_mark: `"${prefix}_claim_mark"`,
   };
   const fill = (text: string): string =>
     text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => names[k] ?? m);

@@ -87,6 +87,25 @@ export const MARK_UNREFERENCED = `UPDATE {{object}} SET unreferenced_ms = @now W
  */
 export const SELECT_FENCE_MARK = `SELECT hwm FROM {{fence}} WHERE scope = @name`;
 
+/**
+ * Params: name, mark. A claim's step on a published name: the mark in its pointer row rises to
+ * `mark` when it is at most that (1 change), else nothing changes.
+ */
+export const CLAIM_POINTER = `
+UPDATE {{pointer}} SET high_water = @mark WHERE name = @name AND high_water <= @mark`;
+
+/**
+ * Params: name, mark. A claim's step on a name with no pointer yet: its claim row (which a
+ * first publish reads) rises to `mark` when it is at most that.
+ */
+export const CLAIM_FIRST = `
+INSERT INTO {{claim_mark}} (name, high_water) VALUES (@name, @mark)
+ON CONFLICT (name) DO UPDATE SET high_water = excluded.high_water
+WHERE {{claim_mark}}.high_water <= excluded.high_water`;
+
+/** Params: name. The mark a claim installed on a name with no pointer yet (or no row). */
+export const SELECT_CLAIM_MARK = `SELECT high_water FROM {{claim_mark}} WHERE name = @name`;
+
 /** Params: name, token, idempotencyKey. One row when this key was applied under this token (the fence's rule). */
 export const SELECT_OP = `
 SELECT 1 AS seen FROM {{fence_op}} WHERE scope = @name AND token = @token AND op_id = @idempotencyKey`;

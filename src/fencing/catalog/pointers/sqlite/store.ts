@@ -1,10 +1,12 @@
 import type Database from 'better-sqlite3';
 import { invalidArgument, LeaseholdError } from '../../../../core/errors.js';
+import type { ClaimResult } from '../../../../core/results.js';
 import { booleanOption } from '../../../../core/runtime/options.js';
 import { SqliteFence } from '../../../sqlite.js';
 import type { PointerStore, PublishRequest, Tombstone } from '../../pointer-store.js';
 import type { CatalogEntry, PublishResult } from '../../results.js';
 import { catalogNames, migrateCatalog, openCatalogFile, requireCatalog } from './open.js';
+import { claimName, firstPublishMark } from './claim.js';
 import * as Q from './queries.js';
 import {
   collectedMidStage,
@@ -242,11 +244,7 @@ export class SqlitePointerStore implements PointerStore {
       const seen = this.s.SELECT_OP.get({ name: req.name, token: req.token, idempotencyKey: key });
       if (seen !== undefined) return this.duplicate(req.name, req.token, key);
     }
-    const mark =
-      cur !== undefined
-        ? cur.high_water
-        : ((this.s.SELECT_FENCE_MARK.get({ name: req.name }) as { hwm: bigint } | undefined)?.hwm ??
-          0n);
+    const mark = cur !== undefined ? cur.high_water : firstPublishMark(this.s, req.name);
     if (req.token < mark || (this.strict && req.token === mark)) {
       return { status: 'stale_fence', highWaterMark: mark };
     }
@@ -307,6 +305,18 @@ export class SqlitePointerStore implements PointerStore {
     if (previousHandle !== undefined && previousHandle !== handle) {
       this.s.MARK_UNREFERENCED.run({ handle: previousHandle, now });
     }
+  }
+
+  /**
+   * Claim before start, in one immediate transaction: the mark in the pointer row, or in the
+   * fence row of a name not yet published (where a first publish reads it), rises to the
+   * token — to the token − 1 under `'>'`, whose publishes must be above the mark, so the
+   * claimed token's one publish still passes (as the PostgreSQL pointer store does). Applied
+   * exactly when a publish at the token would pass the mark now; under `'>'` a claim of a
+   * token that has published answers `stale_fence`. Committed before it answers.
+   */
+  claim(name: string, token: bigint): Promise<ClaimResult> {
+    return this.run(() => claimName(this.db, this.s, name, this.strict ? token - 1n : token));
   }
 
   pointer(name: string): Promise<CatalogEntry | undefined> {
