@@ -23,6 +23,15 @@ export type {
 } from './core/semaphore.js';
 export { MAX_SLOTS, SLOT_MARKER, parseSlotKey, slotKey } from './core/slot-keys.js';
 export type { SlotKey } from './core/slot-keys.js';
+export { LeaseSet, MAX_SET_KEYS } from './core/lease-set.js';
+export type {
+  AcquireAllOptions,
+  AcquireAllResult,
+  BlockedBy,
+  LeaseSetReleaseResult,
+  SetBody,
+  WithLeasesResult,
+} from './core/lease-set.js';
 export { Lease } from './core/lease.js';
 export type { LeaseStatus } from './core/lease.js';
 export { withLease } from './core/with-lease.js';

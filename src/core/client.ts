@@ -11,14 +11,14 @@ import {
   type WithLeaseResult,
 } from './client-options.js';
 import { claimFences, resolveFences, type ResolvedClaim } from './fence-claim.js';
-import { invalidArgument, isLeaseholdError, LeaseholdError } from './errors.js';
+import { invalidArgument } from './errors.js';
 import type { LeaseEventOf, LeaseEventType } from './events.js';
 import { HandOffs } from './hand-off.js';
 import { HeldLeases } from './held-leases.js';
 import { WaitQueues } from './key-waiters.js';
 import type { Lease } from './lease.js';
 import type { AcquireResult, FencedAcquireResult } from './results.js';
-import { boundedRequest, type Settled } from './runtime/request.js';
+import { boundedRequest, unwrapSettled } from './runtime/request.js';
 import { linkSignals } from './runtime/signals.js';
 import { isQueueingLeaseStore, type LeaseStore } from './store.js';
 import { acquireQueued } from './store-queue.js';
@@ -34,6 +34,7 @@ import {
 import type { LeaseState } from './types.js';
 import { validateKey, validatePrefix } from './validate.js';
 import { waitForKey, type WaitTurn } from './wait-loop.js';
+import * as sets from './lease-set.js';
 
 export { CLIENT_DEFAULTS } from './client-options.js';
 export type {
@@ -273,11 +274,29 @@ export class LeaseClient {
     return this.runHolding(acquired.lease, options.signal, fn);
   }
 
+  /** Takes every key of `keys` or none, in sorted order, within one `wait`: see {@link sets.acquireAll}. */
+  acquireAll(
+    keys: readonly string[],
+    options: sets.AcquireAllOptions,
+  ): Promise<sets.AcquireAllResult> {
+    return sets.acquireAll(this, keys, options);
+  }
+
+  /** Runs `fn` holding every key of `keys` ({@link acquireAll}), then releases them all. */
+  withLeases<T>(
+    keys: readonly string[],
+    options: sets.AcquireAllOptions,
+    fn: sets.SetBody<T>,
+  ): Promise<sets.WithLeasesResult<T>> {
+    return sets.withLeases(this, keys, options, fn);
+  }
+
   /** The key's state: its last token and live holder. Throws `ERR_UNAVAILABLE` if the store cannot answer. */
   async inspect(key: string): Promise<LeaseState> {
     this.ctx.assertOpen();
     const k = validateKey(key);
-    return this.unwrap(
+    return unwrapSettled(
+      this.store.kind,
       await boundedRequest(this.ctx.timeouts, this.ctx.requestTimeoutMs, undefined, (o) =>
         this.store.inspect(k, o),
       ),
@@ -291,7 +310,8 @@ export class LeaseClient {
     const limit = options.limit ?? 1000;
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
       throw invalidArgument('limit', 'must be an integer from 1 to 10000', limit);
-    return this.unwrap(
+    return unwrapSettled(
+      this.store.kind,
       await boundedRequest(this.ctx.timeouts, this.ctx.requestTimeoutMs, undefined, (o) =>
         this.store.list(p, limit, o),
       ),
@@ -375,15 +395,5 @@ export class LeaseClient {
       gaveUp: (busy, now) => busyResult(ctx, req.key, busy, now - startedAt),
       aborted: () => ctx.abortError(signal),
     });
-  }
-
-  private unwrap<T>(settled: Settled<T>): T {
-    if (settled.ok) return settled.value;
-    if (isLeaseholdError(settled.error)) throw settled.error;
-    throw new LeaseholdError(
-      'ERR_UNAVAILABLE',
-      `store ${this.store.kind} could not answer: ${String(settled.error)}`,
-      { cause: settled.error },
-    );
   }
 }

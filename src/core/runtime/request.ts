@@ -150,3 +150,14 @@ class BoundedRequest<T> extends Timed implements RequestOptions {
 export function isProgrammerError(err: unknown): boolean {
   return isLeaseholdError(err, 'ERR_INVALID_ARGUMENT') || isLeaseholdError(err, 'ERR_PROTOCOL');
 }
+
+/** A settled store request's value; its error rethrown, as `ERR_UNAVAILABLE` unless typed. */
+export function unwrapSettled<T>(storeKind: string, settled: Settled<T>): T {
+  if (settled.ok) return settled.value;
+  if (isLeaseholdError(settled.error)) throw settled.error;
+  throw new LeaseholdError(
+    'ERR_UNAVAILABLE',
+    `store ${storeKind} could not answer: ${String(settled.error)}`,
+    { cause: settled.error },
+  );
+}

@@ -10,6 +10,7 @@ import { batchCases } from './cases/batches.js';
 import { grantCases } from './cases/grants.js';
 import { handOffCases } from './cases/hand-off.js';
 import { lockDelayCases } from './cases/lock-delay.js';
+import { multiKeyCases } from './cases/multi-key.js';
 import { renewReleaseCases } from './cases/renew-release.js';
 import { semaphoreCases } from './cases/semaphores.js';
 import { tokenCases } from './cases/tokens.js';
@@ -32,6 +33,7 @@ export const storeContractCases: readonly StoreContractCase[] = Object.freeze([
   ...handOffCases,
   ...semaphoreCases,
   ...lockDelayCases,
+  ...multiKeyCases,
   ...batchCases,
   ...availabilityCases,
 ]);
