@@ -50,6 +50,8 @@ function rawPair(path: string): (key: string) => void {
       tokenBlock: null,
       roomTop: LIMITS.maxToken,
       nowUs,
+      lockDelayUs: 0n,
+      ignoreLockDelay: 0,
     });
     if (got === undefined) throw new Error('raw acquire found the key busy');
     relax.run();
