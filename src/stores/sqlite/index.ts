@@ -1,3 +1,5 @@
 export { SqliteLeaseStore } from './store.js';
 export type { SqliteLeaseStoreOptions } from './options.js';
 export { sqliteLeaseTableExists } from './migrate.js';
+export { pruneSqliteKeys, type SqlitePruneOptions } from './retention.js';
+export type { PruneReport, PruneOptions } from '../retention-report.js';
