@@ -39,6 +39,12 @@ export async function runRetentionScenario(
   subject: RetentionSubject,
   prefix: string,
   n = RETENTION_KEYS,
+  base = 1_000_000_000n,
+  /**
+   * 'all': every new token above the highest token before (all seeded keys deleted); 'own':
+   * a seeded key's new token above its own last one (some records were rightly kept).
+   */
+  above: 'all' | 'own' = 'all',
 ): Promise<RetentionOutcome> {
   const { store } = subject;
   // Held keys, granted and renewed through the store.
@@ -80,8 +86,8 @@ export async function runRetentionScenario(
     }
   }
   const seeded = Array.from({ length: n }, (_, i) => `${prefix}gone/${i}`);
-  const base = 1_000_000_000n;
-  await subject.seedReleased(seeded, (i) => base + BigInt((i * 7919) % n));
+  const tokenOf = (i: number): bigint => base + BigInt((i * 7919) % n);
+  await subject.seedReleased(seeded, tokenOf);
   const highestBefore = base + BigInt(n - 1);
 
   const pruned = await subject.prune();
@@ -95,19 +101,23 @@ export async function runRetentionScenario(
       violations.push(`held ${h.key} token ${s.lastToken} != ${h.token}`);
   }
   const recordsAfter = await subject.records();
-  const sample = [
-    ...Array.from({ length: 100 }, (_, i) => seeded[Math.floor((i * n) / 100)]!),
-    seeded[n - 1]!,
-    ...Array.from({ length: 100 }, (_, i) => `${prefix}new/${i}`),
+  const sample: [string, bigint][] = [
+    ...Array.from({ length: 100 }, (_, j): [string, bigint] => {
+      const i = Math.floor((j * n) / 100);
+      return [seeded[i]!, above === 'all' ? highestBefore : tokenOf(i)];
+    }),
+    ...Array.from({ length: 100 }, (_, i): [string, bigint] => [
+      `${prefix}new/${i}`,
+      above === 'all' ? highestBefore : 0n,
+    ]),
   ];
-  for (const key of sample) {
+  for (const [key, floor] of sample) {
     const r = await store.tryAcquire(
       { key, leaseId: randomUUID(), ownerId: 'n', ttlMs: 60_000, value: undefined },
       opts(),
     );
     if (r.status !== 'acquired') violations.push(`${key}: ${r.status}`);
-    else if (r.token <= highestBefore)
-      violations.push(`${key}: token ${r.token} <= ${highestBefore}`);
+    else if (r.token <= floor) violations.push(`${key}: token ${r.token} <= ${floor}`);
   }
   return {
     highestBefore,
