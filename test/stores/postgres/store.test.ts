@@ -481,13 +481,14 @@ describe('PostgresLeaseStore migrations and names', () => {
         'coordination_lease/0005_grant_release_functions.sql',
         'coordination_lease/0006_notify_other_listeners.sql',
         'coordination_lease/0007_grant_update_first.sql',
+        'coordination_lease/0008_retention_floor.sql',
       ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 7);
+      assert.equal(rows.rowCount, 8);
     } finally {
       await dropSchema(schema);
     }
