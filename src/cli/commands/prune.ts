@@ -19,7 +19,7 @@ interface PruneFlags {
 }
 
 /** Prunes the store at `url`, loading only that store's module and driver. */
-async function prune(
+export async function prune(
   url: string,
   olderThanMs: number,
   batch: number,
@@ -113,4 +113,36 @@ Exits 0 ok, 64 usage, 69 store unreachable or lease table missing.`,
         return EXIT.ok;
       }),
     );
+}
+
+/**
+ * Runs {@link prune} in the background every `everyMs` (one pass at a time; a failed pass is
+ * logged and tried again next time), writing one JSON line per pass to stderr. Returns stop.
+ */
+export function startRetention(url: string, olderThanMs: number, everyMs: number): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const pass = (): void => {
+    prune(url, olderThanMs, 1000)
+      .then(
+        (r) => {
+          process.stderr.write(
+            `${JSON.stringify({ msg: 'retention pass', deleted: r.deleted, floor: r.floor.toString(), batches: r.batches })}\n`,
+          );
+        },
+        (err: unknown) => {
+          process.stderr.write(
+            `${JSON.stringify({ msg: 'retention pass failed', err: String(err) })}\n`,
+          );
+        },
+      )
+      .finally(() => {
+        if (!stopped) timer = setTimeout(pass, everyMs).unref();
+      });
+  };
+  timer = setTimeout(pass, everyMs).unref();
+  return () => {
+    stopped = true;
+    if (timer !== undefined) clearTimeout(timer);
+  };
 }
