@@ -6,6 +6,7 @@ import { registerCatalogCommand } from './commands/catalog.js';
 import { registerCheckCommand } from './commands/check.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerEpochCommand } from './commands/epoch.js';
+import { registerPruneCommand } from './commands/prune.js';
 import { registerGatewayCommand } from './commands/gateway.js';
 import { registerLsCommand } from './commands/ls.js';
 import { registerMigrateCommand } from './commands/migrate.js';
@@ -47,6 +48,7 @@ Exit codes: 0 ok, 64 usage, 69 store unavailable, 75 busy, 77 permission denied,
   registerReleaseCommand(program);
   registerMigrateCommand(program);
   registerEpochCommand(program);
+  registerPruneCommand(program);
   registerCheckCommand(program);
   registerCatalogCommand(program);
   registerDemoCommand(program);

@@ -4,6 +4,7 @@ import { parseDuration } from '../../core/duration.js';
 import { invalidArgument } from '../../core/errors.js';
 import { loadServerConfig, type ServerConfigFile } from '../../server/config.js';
 import { openStore, storeSchemes } from '../../stores/open-store.js';
+import { startRetention } from './prune.js';
 import { action, cliDuration, closeQuietly, DEFAULT_STORE, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
 import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
@@ -19,6 +20,7 @@ interface ServeFlags {
   logLevel?: string;
   waitForStore?: string;
   allowNoAuth?: boolean;
+  retain?: string;
 }
 
 function parsePort(value: string | number | undefined): number | undefined {
@@ -58,6 +60,10 @@ export function registerServeCommand(program: Command): void {
     .option(
       '--wait-for-store <duration>',
       'keep trying to reach the store at start for this long before giving up (default 0: one try)',
+    )
+    .option(
+      '--retain <duration>',
+      'delete released keys and keys expired this long ago in the background (see `leasehold prune`)',
     )
     .option('--allow-no-auth', 'no warning when listening beyond loopback without auth tokens')
     .addHelpText(
@@ -168,6 +174,15 @@ Examples:
           process.on('SIGTERM', stop);
           process.on('SIGINT', stop);
         });
+        if (flags.retain !== undefined) {
+          const retainMs = parseDuration('--retain', flags.retain);
+          const stopRetention = startRetention(
+            storeUrl,
+            retainMs,
+            Math.min(Math.max(retainMs, 10_000), 60_000),
+          );
+          void stopped.finally(stopRetention);
+        }
         process.stdout.write(`leasehold listening on ${url} (store: ${shown})\n`);
         return stopped;
       }),

@@ -19,3 +19,5 @@ export type {
   PgConnectionConfig,
   PostgresConnectionOptions,
 } from '../../drivers/postgres/client.js';
+export { prunePostgresKeys, type PostgresPruneOptions } from './retention.js';
+export type { PruneReport, PruneOptions } from '../retention-report.js';

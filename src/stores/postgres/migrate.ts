@@ -32,6 +32,7 @@ export const LEASE_MIGRATION_FILES = [
   '0006_notify_other_listeners.sql',
   '0007_grant_update_first.sql',
   '0008_incarnation.sql',
+  '0009_retention_floor.sql',
 ] as const;
 
 /** Loads the lease store's migrations with names substituted for one schema and table. */
@@ -55,6 +56,7 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
     incarnation_guc: quoteLiteral(incarnationSetting(schema, table)),
     floor_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_token_floor`)}`,
     floor_trigger: quoteIdent(`${table}_token_floor`),
+    ...retentionNames(schema, table),
   };
   return LEASE_MIGRATION_FILES.map((file) => {
     const text = readFileSync(new URL(`./migrations/${file}`, import.meta.url), 'utf8');
@@ -63,6 +65,16 @@ export function leaseMigrations(schema: string, table: string): Migration[] {
       sql: text.replace(/\{\{(\w+)\}\}/g, (m, key: string) => names[key] ?? m),
     };
   });
+}
+
+/** The names of migration 0009's retention floor (decision 049). */
+export function retentionNames(schema: string, table: string): Record<string, string> {
+  return {
+    retention: `${quoteIdent(schema)}.${quoteIdent(`${table}_retention`)}`,
+    retention_fn: `${quoteIdent(schema)}.${quoteIdent(`${table}_token_retention`)}`,
+    retention_trigger: quoteIdent(`${table}_token_retention`),
+    retention_lock: quoteLiteral(`leasehold retention ${schema}.${table}`),
+  };
 }
 
 /** The escaped name of the grant function of one lease table (migrations 0002, 0003). */

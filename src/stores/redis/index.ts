@@ -8,3 +8,5 @@ export {
   type RedisEpochOptions,
   type RedisEpochReport,
 } from './epoch.js';
+export { pruneRedisKeys, type RedisPruneOptions, type RedisPruneReport } from './retention.js';
+export type { PruneReport, PruneOptions } from '../retention-report.js';

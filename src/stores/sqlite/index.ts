@@ -6,3 +6,5 @@ export {
   type SqliteEpochOptions,
   type SqliteEpochReport,
 } from './epoch.js';
+export { pruneSqliteKeys, type SqlitePruneOptions } from './retention.js';
+export type { PruneReport, PruneOptions } from '../retention-report.js';

@@ -482,6 +482,7 @@ describe('PostgresLeaseStore migrations and names', () => {
         'coordination_lease/0006_notify_other_listeners.sql',
         'coordination_lease/0007_grant_update_first.sql',
         'coordination_lease/0008_incarnation.sql',
+        'coordination_lease/0009_retention_floor.sql',
       ]);
       const again = await migratePostgresLeaseStore({ connectionString: PG_URL, schema });
       assert.deepEqual(again.applied, [], 'a second run applies nothing');

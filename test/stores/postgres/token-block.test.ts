@@ -116,6 +116,7 @@ describe('PostgresLeaseStore token blocks', () => {
         'coordination_lease/0006_notify_other_listeners.sql',
         'coordination_lease/0007_grant_update_first.sql',
         'coordination_lease/0008_incarnation.sql',
+        'coordination_lease/0009_retention_floor.sql',
       ]);
       assert.equal(await fileNode(), nodeBefore, 'the table was not rewritten');
       assert.deepEqual(await rowOf('k'), {
