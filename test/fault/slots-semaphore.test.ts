@@ -86,7 +86,11 @@ describe('semaphore of 3 slots, 12 real worker processes, SIGSTOP past the TTL a
       const holding = (name: string): boolean => {
         const path = join(dir, `${name}.log`);
         if (!existsSync(path)) return false;
-        const lines = readFileSync(path, 'utf8').trim().split('\n');
+        // The worker may be writing its next line now: read only the lines it has finished.
+        const text = readFileSync(path, 'utf8');
+        const complete = text.slice(0, text.lastIndexOf('\n') + 1).trim();
+        if (complete === '') return false;
+        const lines = complete.split('\n');
         const last = JSON.parse(lines[lines.length - 1]!) as SlotLogLine;
         return last.ev !== 'end';
       };

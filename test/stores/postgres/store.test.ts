@@ -489,7 +489,7 @@ describe('PostgresLeaseStore migrations and names', () => {
       const rows = await withPgClient((c) =>
         c.query(`SELECT name FROM ${quoteIdent(schema)}.leasehold_migrations`),
       );
-      assert.equal(rows.rowCount, 8);
+      assert.equal(rows.rowCount, 9);
     } finally {
       await dropSchema(schema);
     }

@@ -28,8 +28,11 @@ DECLARE
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(hashtext({{retention_lock}}));
   SELECT r.floor INTO f FROM {{retention}} AS r WHERE r.id = 1;
-  IF f IS NOT NULL AND NEW.fencing_token <= f THEN
-    NEW.fencing_token := f + 1;
+  -- A row a waiter's interest creates before any grant carries token 0: it is raised to the
+  -- floor itself, so its first grant (token + 1) lands above the floor; a floor of 0 (nothing
+  -- pruned yet) leaves it at 0, as before retention. A granted row starts above the floor.
+  IF f IS NOT NULL AND f > 0 AND NEW.fencing_token <= f THEN
+    NEW.fencing_token := CASE WHEN NEW.fencing_token = 0 THEN f ELSE f + 1 END;
   END IF;
   RETURN NEW;
 END
