@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { LeaseClient } from '../src/core/client.js';
 import type { RequestTransport } from '../src/stores/http/client.js';
 import { HttpLeaseStore } from '../src/stores/http/store.js';
-import { killQuietly, spawnCli } from '../test/support/cli.js';
+import { killQuietly } from '../test/support/cli.js';
+import { startServe } from './serve.js';
 import { tempDir } from '../test/support/tmp.js';
 import { NodeKeepAliveTransport, UndiciPoolTransport } from './http-transports.js';
 import { percentile } from './lib.js';
@@ -75,17 +76,8 @@ async function window(
 const median = (xs: number[]): number => percentile(xs, 50);
 
 const tmp = tempDir('bench-transport-ab');
-const server = spawnCli([
-  'serve',
-  '--port',
-  '0',
-  '--log-level',
-  'warn',
-  '--store',
-  `sqlite:${join(tmp.dir, 'ab.db')}`,
-]);
+const { url, proc: server } = await startServe(`sqlite:${join(tmp.dir, 'ab.db')}`);
 try {
-  const url = (await server.waitFor(/listening on (\S+)/))[1]!;
   const stores = new Map<Subject, HttpLeaseStore>();
   for (const s of SUBJECTS) stores.set(s, await storeWith(url, s));
   for (const workers of clientCounts) {

@@ -13,11 +13,12 @@ import { PostgresLeaseStore } from '../src/stores/postgres/store.js';
 import { RedisLeaseStore } from '../src/stores/redis/store.js';
 import { SqliteLeaseStore } from '../src/stores/sqlite/store.js';
 import { deletePrefix } from '../test/contract/harnesses/redis.js';
-import { killQuietly, spawnCli } from '../test/support/cli.js';
+import { killQuietly } from '../test/support/cli.js';
 import { EtcdCluster } from '../test/support/etcd-cluster.js';
 import { dropSchema } from '../test/support/postgres.js';
 import { tempDir } from '../test/support/tmp.js';
 import type { BenchOptions, BenchResult } from './lib.js';
+import { startServe } from './serve.js';
 import { heldRow, holdAtSize, type HeldFigures } from './scale-held.js';
 import { writeLineChart, type Series } from './scale-plot.js';
 import { waitersOnOneKey, watchersOnOneServer } from './scale-waiters.js';
@@ -132,16 +133,7 @@ function subjects(tmp: string): ScaleSubject[] {
       name: 'http (serve, postgres)',
       open: async () => {
         const schema = `lh_bench_scale_http_${process.pid}_${randomBytes(3).toString('hex')}`;
-        const proc = spawnCli([
-          'serve',
-          '--port',
-          '0',
-          '--log-level',
-          'warn',
-          '--store',
-          `${PG_URL}?schema=${schema}`,
-        ]);
-        const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
+        const { url, proc } = await startServe(`${PG_URL}?schema=${schema}`);
         const holder = await HttpLeaseStore.connect({ url });
         const other = await HttpLeaseStore.connect({ url });
         return {
@@ -195,17 +187,8 @@ async function watcherRows(o: BenchOptions, tmp: string, plot: Plot): Promise<Be
   const counts = o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000];
   const rows: BenchResult[] = [];
   for (const watchers of counts) {
-    const proc = spawnCli([
-      'serve',
-      '--port',
-      '0',
-      '--log-level',
-      'warn',
-      '--store',
-      `sqlite:${join(tmp, `sse-${watchers}.db`)}`,
-    ]);
+    const { url, proc } = await startServe(`sqlite:${join(tmp, `sse-${watchers}.db`)}`);
     try {
-      const url = (await proc.waitFor(/listening on (\S+)/))[1]!;
       const store = await HttpLeaseStore.connect({ url });
       try {
         const row = await watchersOnOneServer(url, proc.child.pid!, store, watchers, 20);
