@@ -28,11 +28,20 @@ describe('dashboard on a fresh server: how to see something happen (headless Chr
     await t?.close();
   });
 
-  /** The row of the live-lease table for `key`, as its cells' text. */
+  /**
+   * The row of the live-lease table for `key` (and `token`, when given), as its cells' text.
+   * Matched cell by cell: the owner id, lease id and time left hold digits too, so a pattern
+   * over the whole row would take the old holder's row for the new token.
+   */
   async function leaseRow(key: string, token?: string): Promise<string[]> {
-    const row = page.locator('#leases tr', {
-      hasText: new RegExp(`${key}.*${token ?? ''}`),
-    });
+    const exact = (text: string): RegExp =>
+      new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
+    let row = page
+      .locator('#leases tr')
+      .filter({ has: page.locator('td:nth-child(1)', { hasText: exact(key) }) });
+    if (token !== undefined) {
+      row = row.filter({ has: page.locator('td:nth-child(3)', { hasText: exact(token) }) });
+    }
     await row.waitFor();
     return row.locator('td').allTextContents();
   }
