@@ -153,15 +153,10 @@ function failureOf(
   const r = s.value;
   if (r?.status === 'applied') return undefined;
   if (r?.status === 'stale_fence')
-    return {
-      status: 'claim_failed',
-      fence: index,
-      name: claim.name,
-      scope: claim.scope,
-      token: lease.token,
+    return claimFailed(index, claim, lease, {
       reason: 'stale_fence',
       highWaterMark: r.highWaterMark,
-    };
+    });
   return unavailable(
     index,
     claim,
@@ -179,15 +174,19 @@ function unavailable(
   lease: Lease,
   cause: unknown,
 ): ClaimFailedResult {
-  return {
-    status: 'claim_failed',
-    fence: index,
-    name: claim.name,
-    scope: claim.scope,
-    token: lease.token,
-    reason: 'unavailable',
-    cause,
-  };
+  return claimFailed(index, claim, lease, { reason: 'unavailable', cause });
+}
+
+function claimFailed(
+  index: number,
+  claim: ResolvedClaim,
+  lease: Lease,
+  why:
+    | { readonly reason: 'stale_fence'; readonly highWaterMark: bigint }
+    | { readonly reason: 'unavailable'; readonly cause: unknown },
+): ClaimFailedResult {
+  const { name, scope } = claim;
+  return { status: 'claim_failed', fence: index, name, scope, token: lease.token, ...why };
 }
 
 function expiredWhileClaiming(lease: Lease): LeaseholdError {

@@ -28,6 +28,14 @@ function utf8Bytes(s: string): number {
   return utf8ByteLength(s);
 }
 
+/** `value` itself, or `ERR_INVALID_ARGUMENT` naming its size when it is longer than `max` bytes. */
+function withinUtf8Bytes(value: string, max: number, field: string): string {
+  const bytes = utf8Bytes(value);
+  if (bytes > max)
+    throw invalidArgument(field, `must be at most ${max} bytes of UTF-8`, `${bytes} bytes`);
+  return value;
+}
+
 /**
  * A key is a non-empty, well-formed string of at most 1 KiB of UTF-8 with no control
  * characters (NUL, CR, LF …) that does not begin with `}`. Keys are compared exactly as
@@ -65,15 +73,7 @@ function validateKeyText(value: unknown, field: string): string {
   // key's records over slots. Refused on every store so a key's validity never depends on
   // the backend it happens to run on.
   if (value.startsWith('}')) throw invalidArgument(field, 'must not begin with "}"', value);
-  const bytes = utf8Bytes(value);
-  if (bytes > LIMITS.maxKeyBytes) {
-    throw invalidArgument(
-      field,
-      `must be at most ${LIMITS.maxKeyBytes} bytes of UTF-8`,
-      `${bytes} bytes`,
-    );
-  }
-  return value;
+  return withinUtf8Bytes(value, LIMITS.maxKeyBytes, field);
 }
 
 function isSlotKey(key: string): boolean {
@@ -133,15 +133,7 @@ export function validateValue(value: unknown, field = 'value'): string | undefin
   if (!value.isWellFormed()) {
     throw invalidArgument(field, 'must be well-formed Unicode (no lone surrogates)', value);
   }
-  const bytes = utf8Bytes(value);
-  if (bytes > LIMITS.maxValueBytes) {
-    throw invalidArgument(
-      field,
-      `must be at most ${LIMITS.maxValueBytes} bytes of UTF-8`,
-      `${bytes} bytes`,
-    );
-  }
-  return value;
+  return withinUtf8Bytes(value, LIMITS.maxValueBytes, field);
 }
 
 /** An owner id: a non-empty readable identity of at most 256 bytes, no control characters. */

@@ -3,11 +3,7 @@
  * (`postgres-functions.ts`). `{{fence}}` / `{{ops}}` / `{{refuse}}` are the escaped
  * `schema.table`, `schema.table_op` and `schema.table_refuse`; `$n` parameters.
  */
-import { invalidArgument } from '../core/errors.js';
-import { requireObject } from '../core/runtime/options.js';
-import { parseToken, validateKey } from '../core/validate.js';
-import { quoteIdent, type SqlParam } from '../drivers/postgres/client.js';
-import type { FencedWriteRequest } from './postgres.js';
+import { quoteIdent } from '../drivers/postgres/client.js';
 import type { Migration } from '../drivers/postgres/migrate.js';
 import { decideCall, fenceFunctionNames, fenceFunctionsMigration } from './postgres-functions.js';
 
@@ -123,64 +119,4 @@ export function fenceStatements(n: FenceNames): FenceStatements {
     mark: fill(SELECT_MARK),
     leaseTable: `${quoteIdent(n.leaseSchema)}.${quoteIdent(n.leaseTable)}`,
   };
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/**
- * A checked request: the decision's parameters ($1 scope, $2 token, $3 policy, $4 idempotency
- * key, $5 lease key, $6 lease id, $7 lease table), its key and lease.
- */
-export interface FenceParams {
-  readonly params: SqlParam[];
-  readonly key: string | undefined;
-  readonly lease: FencedWriteRequest['lease'];
-}
-
-/** Validates a fenced write request; its parameters for the decision. */
-export function fenceParams(
-  request: FencedWriteRequest,
-  policy: '>=' | '>',
-  leaseTable: string,
-): FenceParams {
-  requireObject(request, 'request');
-  const scope = validateKey(request.scope, 'scope');
-  const token = parseToken(request.token, 'token');
-  const key = request.idempotencyKey;
-  if (key !== undefined) validateKey(key, 'idempotencyKey');
-  const lease = request.lease;
-  if (lease !== undefined) {
-    validateKey(lease.key, 'lease.key');
-    if (typeof lease.leaseId !== 'string' || !UUID.test(lease.leaseId)) {
-      throw invalidArgument('lease.leaseId', 'must be a lease id (a UUID)', lease.leaseId);
-    }
-  }
-  const params: SqlParam[] = [
-    scope,
-    token,
-    policy,
-    key ?? null,
-    lease?.key ?? null,
-    lease?.leaseId ?? null,
-    leaseTable,
-  ];
-  return { params, key, lease };
-}
-
-/** Validates a claim; its parameters for the decision (no key, no lease). */
-export function claimParams(
-  scope: unknown,
-  token: unknown,
-  policy: '>=' | '>',
-  leaseTable: string,
-): SqlParam[] {
-  return [
-    validateKey(scope, 'scope'),
-    parseToken(token, 'token'),
-    policy,
-    null,
-    null,
-    null,
-    leaseTable,
-  ];
 }

@@ -20,13 +20,8 @@ import { unavailable } from '../drivers/postgres/errors.js';
 import { runMigrations, type MigrationReport } from '../drivers/postgres/migrate.js';
 import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { checkDecisionHook, claimDecision, tellDecision } from './decision.js';
-import {
-  claimParams,
-  fenceParams,
-  fenceStatements,
-  type FenceParams,
-  type FenceStatements,
-} from './postgres-statements.js';
+import { claimParams, writeParams, type DecisionParams } from './decision-params.js';
+import { fenceStatements, type FenceStatements } from './postgres-statements.js';
 import { decisionOf } from './postgres-functions.js';
 
 export type { FenceDecision, FenceDecisionHook } from '../core/fence-decision.js';
@@ -190,9 +185,9 @@ export class PostgresFence {
   }
 
   /** Validates a request; its parameters for the decision. */
-  private checkRequest(request: FencedWriteRequest): FenceParams {
+  private checkRequest(request: FencedWriteRequest): DecisionParams {
     this.assertOpen();
-    return fenceParams(request, this.policy, this.sql.leaseTable);
+    return writeParams(request, this.policy, this.sql.leaseTable);
   }
 
   private async decide<T>(
@@ -306,7 +301,7 @@ export class PostgresFence {
       if (decided.status !== 'duplicate')
         tellDecision(
           this.onDecision,
-          claimDecision(params[0] as string, params[1] as bigint, decided),
+          claimDecision(params[0] as string, BigInt(params[1] as string), decided),
         );
       if (decided.status === 'applied') return CLAIM_APPLIED;
       if (decided.status === 'stale_fence') return decided;

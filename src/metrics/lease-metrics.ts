@@ -7,8 +7,8 @@ import type { FenceDecisionHook } from '../core/fence-decision.js';
 import { wrapFence, type FencedWriteEnd } from './fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from './key-groups.js';
 import {
+  attachLeaseClient,
   observeLeadership,
-  observeLeaseClient,
   requireElection,
   requireLeaseClient,
 } from './lease-observer.js';
@@ -173,18 +173,9 @@ export class LeaseMetrics {
    * that stops (safe to call more than once). Leases the client already holds are picked up.
    */
   attach(client: LeaseClient): () => void {
-    requireLeaseClient(client);
-    this.clients.add(client);
-    const unsubscribe = observeLeaseClient(client, (o) =>
+    return attachLeaseClient(this.clients, client, (o) =>
       recordLease(this.recorder, o, this.groups.of(o.event.key)),
     );
-    let attached = true;
-    return () => {
-      if (!attached) return;
-      attached = false;
-      unsubscribe();
-      this.clients.delete(client);
-    };
   }
 
   /**

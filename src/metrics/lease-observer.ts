@@ -161,3 +161,25 @@ export function requireElection(election: { readonly name: string; readonly key:
   if (typeof election?.name !== 'string' || typeof election.key !== 'string')
     throw invalidArgument('election', 'must be an Election', election);
 }
+
+/**
+ * Checks `client`, adds it to `clients` and reports its observations until the returned
+ * function is called (safe to call more than once; it also takes the client out of `clients`).
+ * What the Prometheus metrics and the OpenTelemetry telemetry both do on `attach`.
+ */
+export function attachLeaseClient(
+  clients: Set<LeaseClient>,
+  client: LeaseClient,
+  report: (observation: LeaseObservation) => void,
+): () => void {
+  requireLeaseClient(client);
+  clients.add(client);
+  const unsubscribe = observeLeaseClient(client, report);
+  let attached = true;
+  return () => {
+    if (!attached) return;
+    attached = false;
+    unsubscribe();
+    clients.delete(client);
+  };
+}

@@ -6,8 +6,8 @@ import { wrapFence, type FenceWatcher } from '../metrics/fence-wrap.js';
 import { KeyGroups, type KeyGroupOptions } from '../metrics/key-groups.js';
 import type { ElectionLike } from '../metrics/lease-metrics.js';
 import {
+  attachLeaseClient,
   observeLeadership,
-  observeLeaseClient,
   requireElection,
   requireLeaseClient,
 } from '../metrics/lease-observer.js';
@@ -102,20 +102,11 @@ export class LeaseTelemetry {
 
   /** Starts tracing and measuring `client`. Returns a function that stops (safe to call twice). */
   attach(client: LeaseClient): () => void {
-    requireLeaseClient(client);
-    this.clients.add(client);
     const { spans, instruments } = this;
-    const unsubscribe = observeLeaseClient(client, (o) => {
+    return attachLeaseClient(this.clients, client, (o) => {
       if (instruments !== undefined) recordLease(instruments, o, this.groups.of(o.event.key));
       spans?.observe(o);
     });
-    let attached = true;
-    return () => {
-      if (!attached) return;
-      attached = false;
-      unsubscribe();
-      this.clients.delete(client);
-    };
   }
 
   /**

@@ -31,12 +31,12 @@ import { schemaError } from './schema-errors.js';
 import { registerRecentEventRoutes } from './recent-events.js';
 import { VERSION } from './version.js';
 import { fastifyModule, pinoModule } from './peers.js';
+import { serviceLogger } from '../http-service/logger.js';
 import { traceRequests } from '../http-service/request-spans.js';
 import { leaseAttributes, tracedRoute } from './request-attributes.js';
 import { storeWithSpans } from './store-spans.js';
 
 const { fastify, LogController } = fastifyModule;
-const { pino } = pinoModule;
 
 /** Options for {@link createLeaseServer}. */
 export interface LeaseServerOptions {
@@ -149,16 +149,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
     SERVER_DEFAULTS.requestTimeoutMs,
     600_000,
   );
-  const logger =
-    options.logger ??
-    pino(
-      {
-        level: options.logLevel ?? 'info',
-        base: { service: 'leasehold' },
-        redact: ['req.headers.authorization', 'headers.authorization'],
-      },
-      pino.destination(2),
-    );
+  const logger = options.logger ?? serviceLogger(pinoModule, 'leasehold', options.logLevel);
   const auth = new Authenticator(options.auth);
   const metrics = new ServerMetrics({
     storeKind: store.kind,

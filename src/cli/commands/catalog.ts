@@ -5,6 +5,7 @@ import type { PointerStore } from '../../fencing/catalog/pointer-store.js';
 import type { CatalogEntry } from '../../fencing/catalog/results.js';
 import { action, cliDuration, printJson, UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { printTable } from '../table.js';
 import { FEATURE_PACKAGES, requirePackages } from '../optional-packages.js';
 
 interface CatalogFlags {
@@ -86,18 +87,6 @@ function entryJson(e: CatalogEntry): Record<string, unknown> {
   return { ...e, token: e.token.toString(), publishedAt: new Date(e.publishedAtMs).toISOString() };
 }
 
-function table(head: string[], rows: string[][]): void {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  for (const r of [head, ...rows]) {
-    process.stdout.write(
-      `${r
-        .map((c, i) => c.padEnd(widths[i]!))
-        .join('  ')
-        .trimEnd()}\n`,
-    );
-  }
-}
-
 const row = (e: CatalogEntry): string[] => [
   e.name,
   String(e.version),
@@ -143,7 +132,7 @@ export function registerCatalogCommand(program: Command): void {
           if (flags.json === true) printJson({ entries: entries.map(entryJson) });
           else if (entries.length === 0)
             process.stdout.write(`no visible objects${prefix === '' ? '' : ` under ${prefix}`}\n`);
-          else table(HEAD, entries.map(row));
+          else printTable(HEAD, entries.map(row));
           return EXIT.ok;
         } finally {
           await c.close();
@@ -182,7 +171,7 @@ export function registerCatalogCommand(program: Command): void {
           const entries = await c.history(name, { limit: limitOf(flags, 100) });
           if (flags.json === true) printJson({ history: entries.map(entryJson) });
           else if (entries.length === 0) process.stdout.write(`${name}: never published\n`);
-          else table(HEAD, entries.map(row));
+          else printTable(HEAD, entries.map(row));
           return EXIT.ok;
         } finally {
           await c.close();

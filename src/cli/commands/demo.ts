@@ -10,6 +10,7 @@ import {
   runLessonStory,
   summarizeLesson,
   type LessonFault,
+  type LessonOptions,
 } from '../../sim/lesson.js';
 import type { RealStep } from '../../fault/stories.js';
 import { cliDuration } from '../common.js';
@@ -83,17 +84,7 @@ export async function runDemo(
     return EXIT.usage;
   }
   if (o.json) {
-    const r = await runLessonStory({
-      ttlMs: o.ttlMs,
-      renewEveryMs: o.renewEveryMs,
-      pauseMs: o.pauseMs,
-      freezeAtMs: o.freezeAtMs,
-      fencing: o.fencing,
-      firstToken: o.firstToken,
-      fault: o.fault,
-      bWorkMs: o.bWorkMs,
-      claim: o.claim,
-    });
+    const r = await runLessonStory(storyOf(o));
     io.out(JSON.stringify(summarizeLesson(r), null, 2));
     return 0;
   }
@@ -102,17 +93,7 @@ export async function runDemo(
   );
   io.out('');
   if (!o.real) {
-    const r = await runLessonStory({
-      ttlMs: o.ttlMs,
-      renewEveryMs: o.renewEveryMs,
-      pauseMs: o.pauseMs,
-      freezeAtMs: o.freezeAtMs,
-      fencing: o.fencing,
-      firstToken: o.firstToken,
-      fault: o.fault,
-      bWorkMs: o.bWorkMs,
-      claim: o.claim,
-    });
+    const r = await runLessonStory(storyOf(o));
     io.out(formatTimeline(r));
     return 0;
   }
@@ -227,6 +208,12 @@ export function registerDemoCommand(program: Command, io: CommandIo = processIo)
       }
       process.exitCode = await runDemo(parsed, io);
     });
+}
+
+/** The simulated story's options: the demo's own, less the ones about how to show it. */
+function storyOf(o: DemoOptions): LessonOptions {
+  const { real: _real, json: _json, ...story } = o;
+  return story;
 }
 
 function sec(ms: number): string {

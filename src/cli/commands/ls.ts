@@ -13,6 +13,7 @@ import {
   type StoreFlags,
 } from '../common.js';
 import { EXIT } from '../exit-codes.js';
+import { printTable } from '../table.js';
 
 /** Registers `leasehold ls [PREFIX]`. */
 export function registerLsCommand(program: Command): void {
@@ -46,16 +47,7 @@ export function registerLsCommand(program: Command): void {
           s.holder?.ownerId ?? '',
           s.holder === undefined ? '' : formatDuration(s.holder.remainingMs),
         ]);
-        const head = ['KEY', 'TOKEN', 'OWNER', 'LEFT'];
-        const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-        for (const r of [head, ...rows]) {
-          process.stdout.write(
-            `${r
-              .map((c, i) => c.padEnd(widths[i]!))
-              .join('  ')
-              .trimEnd()}\n`,
-          );
-        }
+        printTable(['KEY', 'TOKEN', 'OWNER', 'LEFT'], rows);
         return EXIT.ok;
       } finally {
         await closeQuietly(store);

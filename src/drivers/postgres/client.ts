@@ -6,6 +6,7 @@ import { answerWithin } from '../../core/runtime/answer-within.js';
 import { unavailable } from './errors.js';
 
 export { answerWithin };
+export { checkIdentifier, quoteIdent } from './identifiers.js';
 
 /**
  * The part of a `pg.Pool` leasehold uses: structural, so that the declarations do not
@@ -163,31 +164,6 @@ export function resolveConnection(
     if (typeof id === 'number') backends.delete(id);
   });
   return { pool, ownPool: true, sessionConfig: listen ?? config, backends };
-}
-
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
-
-/**
- * Checks a schema or table name: 1–48 bytes of UTF-8 without control characters. 48 leaves
- * room for the suffixes of derived names (`_token_floor`) within Postgres's 63-byte limit.
- * Any other character is allowed: names are always quoted.
- */
-export function checkIdentifier(field: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw invalidArgument(field, 'must be a non-empty string', value);
-  }
-  if (CONTROL_CHARS.test(value) || !value.isWellFormed()) {
-    throw invalidArgument(field, 'must not contain control characters', value);
-  }
-  if (Buffer.byteLength(value, 'utf8') > 48) {
-    throw invalidArgument(field, 'must be at most 48 bytes of UTF-8', value);
-  }
-  return value;
-}
-
-/** Quotes an identifier for SQL: `my"name` → `"my""name"`. */
-export function quoteIdent(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }
 
 /**

@@ -4,6 +4,7 @@ import { fastify, LogController, type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
 import { Authenticator, authorizeKey, type Principal } from '../../http-service/auth.js';
+import { serviceLogger } from '../../http-service/logger.js';
 import { traceRequests } from '../../http-service/request-spans.js';
 import { createFenceReporter, type FenceReporter } from '../../stores/http/index.js';
 import { FenceHttpError } from '../http/fence-error.js';
@@ -61,16 +62,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const o = resolveGatewayOptions(options);
   const { upstream, routes, unmatched, replicas, names } = o;
   const auth = new Authenticator(options.auth);
-  const logger =
-    options.logger ??
-    pino(
-      {
-        level: options.logLevel ?? 'info',
-        base: { service: 'leasehold-gateway' },
-        redact: ['req.headers.authorization', 'headers.authorization'],
-      },
-      pino.destination(2),
-    );
+  const logger = options.logger ?? serviceLogger({ pino }, 'leasehold-gateway', options.logLevel);
 
   const ownMarks = typeof options.marks !== 'object';
   const marks: MarkStore =

@@ -1,7 +1,8 @@
 import { invalidArgument } from '../../core/errors.js';
 import type { ClaimResult, FenceResult } from '../../core/results.js';
 import { requireObject } from '../../core/runtime/options.js';
-import { parseToken, validateKey } from '../../core/validate.js';
+import { checkIdentifier, quoteIdent } from '../../drivers/postgres/identifiers.js';
+import { claimParams, writeParams } from '../decision-params.js';
 import { decideCall, decisionOf, fenceFunctionNames } from '../postgres-functions.js';
 
 /**
@@ -40,9 +41,6 @@ export interface InTransactionFenceRequest {
   readonly lease?: { readonly key: string; readonly leaseId: string };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
-
 /**
  * Fences the caller's own transaction: takes the fence's decision in it (the scope's mark
  * row stays locked until that transaction ends) and answers `applied`, `duplicate` or
@@ -68,30 +66,9 @@ export async function fenceIn(
   options: InTransactionFenceOptions = {},
 ): Promise<FenceResult<undefined>> {
   const fence = resolve(options);
-  requireObject(request, 'request');
-  const scope = validateKey(request.scope, 'scope');
-  const token = parseToken(request.token, 'token');
-  const key = request.idempotencyKey;
-  if (key !== undefined) validateKey(key, 'idempotencyKey');
-  const lease = request.lease;
-  if (lease !== undefined) {
-    requireObject(lease, 'lease');
-    validateKey(lease.key, 'lease.key');
-    if (typeof lease.leaseId !== 'string' || !UUID.test(lease.leaseId)) {
-      throw invalidArgument('lease.leaseId', 'must be a lease id (a UUID)', lease.leaseId);
-    }
-  }
+  const { params } = writeParams(request, fence.policy, fence.leaseTable);
   checkQuery(query);
-  const values = [
-    scope,
-    token.toString(),
-    fence.policy,
-    key ?? null,
-    lease?.key ?? null,
-    lease?.leaseId ?? null,
-    fence.leaseTable,
-  ];
-  return decisionOf(firstRow(await query(fence.write, values)));
+  return decisionOf(firstRow(await query(fence.write, params)));
 }
 
 /**
@@ -106,15 +83,7 @@ export async function claimIn(
   options: InTransactionFenceOptions = {},
 ): Promise<ClaimResult> {
   const fence = resolve(options);
-  const values = [
-    validateKey(scope, 'scope'),
-    parseToken(token, 'token').toString(),
-    fence.policy,
-    null,
-    null,
-    null,
-    fence.leaseTable,
-  ];
+  const values = claimParams(scope, token, fence.policy, fence.leaseTable);
   checkQuery(query);
   const decided = decisionOf(firstRow(await query(fence.claim, values)));
   return decided.status === 'applied' ? { status: 'applied' } : (decided as ClaimResult);
@@ -129,36 +98,22 @@ interface ResolvedFence {
 
 function resolve(options: InTransactionFenceOptions): ResolvedFence {
   requireObject(options, 'options');
-  const schema = identifier('schema', options.schema ?? 'public');
-  const table = identifier('table', options.table ?? 'leasehold_fence');
+  const schema = checkIdentifier('schema', options.schema ?? 'public');
+  const table = checkIdentifier('table', options.table ?? 'leasehold_fence');
   const policy = options.policy ?? '>=';
   if (policy !== '>=' && policy !== '>') {
     throw invalidArgument('policy', "must be '>=' or '>'", policy);
   }
   const lt = options.leaseTable;
-  const leaseSchema = identifier('leaseTable.schema', lt?.schema ?? 'public');
-  const leaseTable = identifier('leaseTable.table', lt?.table ?? 'coordination_lease');
+  const leaseSchema = checkIdentifier('leaseTable.schema', lt?.schema ?? 'public');
+  const leaseTable = checkIdentifier('leaseTable.table', lt?.table ?? 'coordination_lease');
   const names = fenceFunctionNames(schema, table);
   return {
     write: decideCall(names, false),
     claim: decideCall(names, true),
     policy,
-    leaseTable: `"${leaseSchema.replaceAll('"', '""')}"."${leaseTable.replaceAll('"', '""')}"`,
+    leaseTable: `${quoteIdent(leaseSchema)}.${quoteIdent(leaseTable)}`,
   };
-}
-
-/** The same rule as `PostgresFence`'s names: 1–48 bytes of UTF-8, no control characters. */
-function identifier(field: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw invalidArgument(field, 'must be a non-empty string', value);
-  }
-  if (CONTROL_CHARS.test(value) || !value.isWellFormed()) {
-    throw invalidArgument(field, 'must not contain control characters', value);
-  }
-  if (Buffer.byteLength(value, 'utf8') > 48) {
-    throw invalidArgument(field, 'must be at most 48 bytes of UTF-8', value);
-  }
-  return value;
 }
 
 function checkQuery(query: unknown): void {
