@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import { invalidArgument } from '../core/errors.js';
@@ -31,6 +30,7 @@ import { schemaError } from './schema-errors.js';
 import { registerRecentEventRoutes } from './recent-events.js';
 import { VERSION } from './version.js';
 import { fastifyModule, pinoModule } from './peers.js';
+import { closeGracefully, listenAt } from '../http-service/listen.js';
 import { serviceLogger } from '../http-service/logger.js';
 import { traceRequests } from '../http-service/request-spans.js';
 import { leaseAttributes, tracedRoute } from './request-attributes.js';
@@ -349,10 +349,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
       return url;
     },
     async listen() {
-      await app.listen({ host, port });
-      const addr = app.server.address() as AddressInfo;
-      const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
-      url = `${options.tls ? 'https' : 'http'}://${h}:${addr.port}`;
+      url = await listenAt(app, host, port, Boolean(options.tls));
       return url;
     },
     close() {
@@ -360,16 +357,7 @@ export function createLeaseServer(options: LeaseServerOptions): LeaseServer {
         shutdown.abort(new Error('server shutting down'));
         for (const res of streams) res.end();
         tracker.stop();
-        // Keep-alive connections that go idle after their last answer would hold close() open
-        // until their keep-alive timeout: close them as they go idle; cut the rest after 10 s.
-        const reap = setInterval(() => app.server.closeIdleConnections(), 50);
-        const cut = setTimeout(() => app.server.closeAllConnections(), 10_000);
-        try {
-          await app.close();
-        } finally {
-          clearInterval(reap);
-          clearTimeout(cut);
-        }
+        await closeGracefully(app);
         if (options.closeStore === true) await store.close();
       })();
       return closing;

@@ -1,9 +1,9 @@
-import type { AddressInfo } from 'node:net';
 import replyFrom from '@fastify/reply-from';
 import { fastify, LogController, type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { invalidArgument } from '../../core/errors.js';
 import { Authenticator, authorizeKey, type Principal } from '../../http-service/auth.js';
+import { closeGracefully, listenAt } from '../../http-service/listen.js';
 import { serviceLogger } from '../../http-service/logger.js';
 import { traceRequests } from '../../http-service/request-spans.js';
 import { createFenceReporter, type FenceReporter } from '../../stores/http/index.js';
@@ -237,22 +237,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return url;
     },
     async listen() {
-      await app.listen({ host: options.host ?? GATEWAY_DEFAULTS.host, port: o.port });
-      const addr = app.server.address() as AddressInfo;
-      const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
-      url = `${options.tls ? 'https' : 'http'}://${host}:${addr.port}`;
+      const host = options.host ?? GATEWAY_DEFAULTS.host;
+      url = await listenAt(app, host, o.port, Boolean(options.tls));
       return url;
     },
     close() {
       closing ??= (async () => {
-        const reap = setInterval(() => app.server.closeIdleConnections(), 50);
-        const cut = setTimeout(() => app.server.closeAllConnections(), 10_000);
-        try {
-          await app.close();
-        } finally {
-          clearInterval(reap);
-          clearTimeout(cut);
-        }
+        await closeGracefully(app);
         await pool.close();
         await reporter?.close();
         if (ownMarks) await marks.close();
