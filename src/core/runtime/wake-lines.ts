@@ -22,9 +22,10 @@ interface Line {
 }
 
 /**
- * The local watchers of each key, woken by the store's release and grant notifications — the
- * one wake-up rule of the stores that hold many waiters per process (PostgreSQL's LISTEN
- * session, Redis's release subscriber).
+ * The local watchers of each key, woken by the store's release and grant notifications: what
+ * every store that wakes waiters keeps. PostgreSQL's LISTEN session and Redis's release
+ * subscriber, which hold many waiters per process, use `'one'`; SQLite's change feed and the
+ * memory store use `'all'`.
  *
  * With `'one'` a release wakes one waiter per key, the longest-waiting, not the whole herd,
  * and every observer (election observers, the server's event streams), which never acquire

@@ -1,4 +1,4 @@
-import { KeyedListeners } from '../../core/runtime/keyed-listeners.js';
+import { WakeLines } from '../../core/runtime/wake-lines.js';
 
 /** One key's record: its last grant and, while the lease lives, its holder. */
 export interface Row {
@@ -20,5 +20,5 @@ export interface Row {
  */
 export class MemoryLeaseState {
   readonly rows = new Map<string, Row>();
-  readonly watchers = new KeyedListeners<() => void>();
+  readonly watchers = new WakeLines('all');
 }

@@ -160,7 +160,7 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
 
   watch(key: string, onChange: () => void): Promise<Unwatch> {
     this.assertOpen();
-    return Promise.resolve(this.state.watchers.add(key, () => onChange()));
+    return Promise.resolve(this.state.watchers.add(key, () => queueMicrotask(() => onChange())));
   }
 
   close(): Promise<void> {
@@ -170,7 +170,7 @@ export class MemoryLeaseStore implements HandOffLeaseStore {
 
   private notify(key: string): void {
     // Deliver after the current operation completes, as a real store's notification would.
-    for (const fn of this.state.watchers.of(key) ?? []) queueMicrotask(fn);
+    this.state.watchers.released(key);
   }
 
   private assertOpen(): void {

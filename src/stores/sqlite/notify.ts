@@ -1,4 +1,4 @@
-import { KeyedListeners } from '../../core/runtime/keyed-listeners.js';
+import { WakeLines } from '../../core/runtime/wake-lines.js';
 import type { SqliteDatabase } from './client.js';
 import { closeSync, futimesSync, openSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
@@ -49,7 +49,9 @@ export function foreignCommitsOf(db: Pick<SqliteDatabase, 'pragma'>): ForeignCom
 const NONE: ReadonlySet<string> = new Set();
 
 class ChangeFeed {
-  private readonly byKey = new KeyedListeners<Listener>();
+  // Every watcher of a key is woken ('all'), after the current operation, as a commit's
+  // announcement would reach it: SQLite's waiters are few per process (one file, one writer).
+  private readonly byKey = new WakeLines('all');
   private watcher: FSWatcher | undefined;
   private refs = 0;
   private scheduled = false;
@@ -107,11 +109,12 @@ class ChangeFeed {
 
   subscribe(key: string, listener: Listener): () => void {
     this.ensureWatcher();
-    return this.byKey.add(key, listener);
+    return this.byKey.add(key, (change) => queueMicrotask(() => listener(change)));
   }
 
   notifyKey(key: string, change?: 'granted'): void {
-    for (const fn of this.byKey.of(key) ?? []) queueMicrotask(() => fn(change));
+    if (change === 'granted') this.byKey.granted(key);
+    else this.byKey.released(key);
   }
 
   private notifyAll(): void {
@@ -119,7 +122,7 @@ class ChangeFeed {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      for (const fn of this.byKey.all()) fn();
+      this.byKey.recheckAll();
     });
   }
 
