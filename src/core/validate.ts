@@ -250,3 +250,12 @@ export function parseInt8Text(value: unknown, source: string): bigint {
   if (typeof value === 'string' && /^-?[0-9]{1,19}$/.test(value)) return BigInt(value);
   throw new LeaseholdError('ERR_PROTOCOL', `${source} returned a malformed token ${String(value)}`);
 }
+
+/** A grant's token block (how many tokens it reserves): 1 (the default) to `LIMITS.maxTokenBlock`. */
+export function validateTokenBlock(value: number | undefined, field = 'tokenBlock'): number {
+  const block = value ?? 1;
+  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
+    throw invalidArgument(field, `must be an integer from 1 to ${LIMITS.maxTokenBlock}`, block);
+  }
+  return block;
+}

@@ -1,6 +1,6 @@
-import { invalidArgument, LeaseholdError } from '../../core/errors.js';
+import { LeaseholdError } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
-import { LIMITS } from '../../core/validate.js';
+import { validateTokenBlock } from '../../core/validate.js';
 import type { StoreAcquireRequest, StoreAcquireResult } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
 import { parseBigint, type SqlParam } from '../../drivers/postgres/client.js';
@@ -8,14 +8,7 @@ import { parseBigint, type SqlParam } from '../../drivers/postgres/client.js';
 /** How the store's requests become statement parameters and its rows become answers. */
 
 export function acquireParams(request: StoreAcquireRequest): SqlParam[] {
-  const block = request.tokenBlock ?? 1;
-  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
-    throw invalidArgument(
-      'tokenBlock',
-      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
-      block,
-    );
-  }
+  const block = validateTokenBlock(request.tokenBlock);
   return [
     request.key,
     request.leaseId,

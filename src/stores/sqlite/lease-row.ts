@@ -1,4 +1,3 @@
-import { invalidArgument } from '../../core/errors.js';
 import { leaseIdPrefix } from '../../core/ids.js';
 import type {
   StoreAcquireRequest,
@@ -6,7 +5,7 @@ import type {
   StoreHandOffResult,
 } from '../../core/store.js';
 import type { HolderInfo } from '../../core/types.js';
-import { LIMITS } from '../../core/validate.js';
+import { LIMITS, validateTokenBlock } from '../../core/validate.js';
 
 /** A row of the lease table, as `SELECT_LEASE` and `LIST_LIVE` return it. */
 export interface LeaseRow {
@@ -29,15 +28,7 @@ export function isLive(row: LeaseRow, nowUs: bigint, bootId: string): boolean {
 
 /** The request's token block, checked (the contract allows 1 to LIMITS.maxTokenBlock). */
 export function tokenBlockOf(request: StoreAcquireRequest): number {
-  const block = request.tokenBlock ?? 1;
-  if (!Number.isInteger(block) || block < 1 || block > LIMITS.maxTokenBlock) {
-    throw invalidArgument(
-      'tokenBlock',
-      `must be an integer from 1 to ${LIMITS.maxTokenBlock}`,
-      block,
-    );
-  }
-  return block;
+  return validateTokenBlock(request.tokenBlock);
 }
 
 /** The highest token granted or reserved by the row's last grant: its block's top. */
