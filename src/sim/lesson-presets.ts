@@ -26,6 +26,15 @@ export interface LessonPreset {
   };
 }
 
+/** The lesson's numbers (as `leasehold demo`'s defaults): the presets change one or two. */
+const THE_LESSON = {
+  pauseMs: 12_000,
+  freezeAtMs: 2_000,
+  ttlMs: 10_000,
+  renewEveryMs: 3_000,
+  bWorkMs: 1_000,
+} as const;
+
 /** The lesson page's presets. */
 export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
   {
@@ -33,11 +42,8 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
     label: 'Pause shorter than the lease',
     options: {
       fault: 'pause',
+      ...THE_LESSON,
       pauseMs: 5_000,
-      freezeAtMs: 2_000,
-      ttlMs: 10_000,
-      renewEveryMs: 3_000,
-      bWorkMs: 1_000,
     },
   },
   {
@@ -45,11 +51,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
     label: 'Pause past the lease',
     options: {
       fault: 'pause',
-      pauseMs: 12_000,
-      freezeAtMs: 2_000,
-      ttlMs: 10_000,
-      renewEveryMs: 3_000,
-      bWorkMs: 1_000,
+      ...THE_LESSON,
     },
   },
   {
@@ -57,11 +59,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
     label: 'Delayed request',
     options: {
       fault: 'delayed_request',
-      pauseMs: 12_000,
-      freezeAtMs: 2_000,
-      ttlMs: 10_000,
-      renewEveryMs: 3_000,
-      bWorkMs: 1_000,
+      ...THE_LESSON,
     },
   },
   {
@@ -69,11 +67,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
     label: 'Lost renewal answer',
     options: {
       fault: 'lost_renewal',
-      pauseMs: 12_000,
-      freezeAtMs: 2_000,
-      ttlMs: 10_000,
-      renewEveryMs: 3_000,
-      bWorkMs: 1_000,
+      ...THE_LESSON,
     },
   },
   {
@@ -83,10 +77,7 @@ export const LESSON_PRESETS: readonly LessonPreset[] = Object.freeze([
     label: "A resumes before B's first write",
     options: {
       fault: 'pause',
-      pauseMs: 12_000,
-      freezeAtMs: 2_000,
-      ttlMs: 10_000,
-      renewEveryMs: 3_000,
+      ...THE_LESSON,
       bWorkMs: 8_000,
     },
   },
