@@ -66,7 +66,7 @@ describe('BullMQ job schedulers: one fenced run per period', () => {
   it('control arm: the two installs each run every period, so each period runs twice', async () => {
     const [a, b] = [await install('ca'), await install('cb')];
     const runs = new Map<number, number>();
-    const workers = [a!, b!].map((i) => {
+    const workers = [a, b].map((i) => {
       const w = new Worker(
         QUEUE,
         async (job: Job) => {
@@ -83,7 +83,7 @@ describe('BullMQ job schedulers: one fenced run per period', () => {
       for (const w of workers) await w.close(true);
     });
     await until('3 periods run twice', 10_000, () => twice(runs) >= 3);
-    for (const i of [a!, b!]) await i.queue.removeJobScheduler(SCHEDULER);
+    for (const i of [a, b]) await i.queue.removeJobScheduler(SCHEDULER);
     for (const w of workers) await w.close();
     const periods = runs.size;
     console.log(
@@ -151,7 +151,8 @@ describe('BullMQ job schedulers: one fenced run per period', () => {
         `completed ${count(results, 'completed')}, period_done ${count(results, 'period_done')}, ` +
         `period_passed ${count(results, 'period_passed')}, other ${statuses.filter((s) => !s.startsWith('period_') && s !== 'completed').join(',') || 0}`,
     );
-    for (const [start, by] of effects) assert.equal(by.length, 1, `period ${start}: ${by}`);
+    for (const [start, by] of effects)
+      assert.equal(by.length, 1, `period ${start}: ${by.join(',')}`);
     assert.equal(count(results, 'completed'), effects.size);
     const passed = results.find((r) => r.result.status === 'period_passed')!;
     assert.equal(passed.by, 'b');

@@ -165,7 +165,7 @@ describe('graphile-worker crontab: one fenced run per minute', () => {
           `other ${results.filter((r) => !['completed', 'period_done', 'period_passed'].includes(r.status)).length}`,
       );
       assert.ok(m.size >= 4, `minutes: ${m.size}`);
-      for (const [start, by] of m) assert.equal(by.length, 1, `minute ${start}: ${by}`);
+      for (const [start, by] of m) assert.equal(by.length, 1, `minute ${start}: ${by.join(',')}`);
       assert.equal(count('completed'), m.size);
       assert.ok(count('period_done') + count('period_passed') >= m.size - 1);
       // A late run of the oldest minute (a re-sent job, a late backfill) after newer minutes ran.
