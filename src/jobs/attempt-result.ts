@@ -22,6 +22,11 @@ export type AttemptAbortReason = 'lease_lost' | 'queue_took_back' | 'stopping';
  *   not run and the attempt was handed back to the queue as failed.
  * - `unavailable`: the lease store or the fence could not answer; the handler did not run,
  *   or its report could not be made (the queue's own deadline retries the job).
+ * - `period_done` / `period_passed`: the job is a schedule's run (see `periodOf`) and another
+ *   run of the same period (`period_done`) or of a newer period (`period_passed`) completed
+ *   first. The handler did not run and the job was completed at the queue; or, when the other
+ *   run completed while this one's handler ran (its lease was lost), the job was handed back
+ *   to the queue as failed, and its retry ends the same way.
  */
 export type AttemptResult<R = unknown> =
   | { readonly status: 'completed'; readonly token: Token; readonly value: R }
@@ -42,7 +47,13 @@ export type AttemptResult<R = unknown> =
     }
   | { readonly status: 'superseded'; readonly token: Token; readonly highWaterMark: bigint }
   | { readonly status: 'lease_busy'; readonly retryAfterMs: number }
-  | { readonly status: 'unavailable'; readonly cause: unknown };
+  | { readonly status: 'unavailable'; readonly cause: unknown }
+  | {
+      readonly status: 'period_done' | 'period_passed';
+      readonly token: Token;
+      /** The start (ms since the epoch) of the latest period whose run completed. */
+      readonly latestPeriod: bigint;
+    };
 
 /** The `status` values of {@link AttemptResult}, e.g. for a metric label. */
 export type AttemptStatus = AttemptResult['status'];

@@ -4,6 +4,7 @@ import type { ClaimTarget } from '../core/fence-claim.js';
 import type { Lease } from '../core/lease.js';
 import type { Token } from '../core/types.js';
 import type { AttemptAbortReason, AttemptOutcome, AttemptResult } from './attempt-result.js';
+import { markPeriodDone, periodStanding, type PeriodPlan } from './period.js';
 
 /** What a fenced job handler receives for one attempt of one job. */
 export interface JobAttemptContext<J> {
@@ -55,6 +56,8 @@ export interface AttemptPlan<J, R> {
    */
   readonly queueDeadline: number | undefined;
   readonly handler: JobHandler<J, R>;
+  /** Set when the job is a schedule's run: one completed run per period (decision 040). */
+  readonly period?: PeriodPlan | undefined;
   readonly stopSignal: AbortSignal;
   readonly logger: Logger;
   readonly onOutcome: ((outcome: AttemptOutcome) => void) | undefined;
@@ -109,6 +112,12 @@ async function started<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<Att
     if (!(await plan.heartbeat())) {
       await lease.release().catch(() => undefined);
       return { status: 'not_active', token, report: 'start' };
+    }
+    // Under the lease, runs of the schedule are serialized: one that finds its period (or a
+    // newer one) done completes the job without running the handler.
+    if (plan.period !== undefined) {
+      const standing = await periodStanding(plan.period);
+      if (standing.status !== 'open') return await skipPeriod(plan, lease, standing);
     }
     // Claim before start: an earlier attempt's write to the job's scope is refused from here
     // on, even before this attempt's first write.
@@ -205,6 +214,10 @@ async function underLease<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<
     timers.stop();
     // A lost lease's fence-out goes first, so the report meets it whatever the handler's timing.
     await fencedOut;
+    if (kind === 'complete' && plan.period !== undefined) {
+      const refused = await markDone(plan, plan.period, token);
+      if (refused !== undefined) return refused;
+    }
     // Reported whatever the signal says: the fence, not the local view, decides whether this
     // attempt is still the newest one (a lost lease that could not be fenced out, with no newer
     // attempt, still counts).
@@ -234,6 +247,63 @@ async function underLease<J, R>(plan: AttemptPlan<J, R>, lease: Lease): Promise<
     lease.signal.removeEventListener('abort', onLeaseLost);
     plan.stopSignal.removeEventListener('abort', onStopping);
     await lease.release().catch(() => undefined);
+  }
+}
+
+/** Completes a run whose period (or a newer one) is already done, without its handler. */
+async function skipPeriod<J, R>(
+  plan: AttemptPlan<J, R>,
+  lease: Lease,
+  standing: { status: 'period_done' | 'period_passed'; latestPeriod: bigint },
+): Promise<AttemptResult<R>> {
+  const token = lease.token;
+  try {
+    const answer = await plan.report('complete', null, token);
+    switch (answer.status) {
+      case 'recorded':
+        return { status: standing.status, token, latestPeriod: standing.latestPeriod };
+      case 'stale_fence':
+        return {
+          status: 'stale_attempt',
+          token,
+          report: 'complete',
+          highWaterMark: answer.highWaterMark,
+        };
+      case 'not_active':
+        return { status: 'not_active', token, report: 'complete' };
+    }
+  } finally {
+    await lease.release().catch(() => undefined);
+  }
+}
+
+/**
+ * Before a run's completion is reported: checks that it is still the newest run of its
+ * schedule, then raises the period mark, so a duplicate run of this period or a late run of an
+ * older one finds it done. Answers the result to return instead of reporting, if any. A crash
+ * between the mark and the report leaves the job to the queue's retry, which finds the period
+ * done; a crash before the mark lets a duplicate run the period again, with a higher token.
+ */
+async function markDone<J, R>(
+  plan: AttemptPlan<J, R>,
+  period: PeriodPlan,
+  token: Token,
+): Promise<AttemptResult<R> | undefined> {
+  try {
+    const checked = await plan.fence.claim(plan.scope, token);
+    if (checked.status === 'stale_fence')
+      return {
+        status: 'stale_attempt',
+        token,
+        report: 'complete',
+        highWaterMark: checked.highWaterMark,
+      };
+    const marked = await markPeriodDone(period);
+    if (marked.status === 'open') return undefined;
+    await giveBack(plan, 'another run of the schedule completed first');
+    return { status: marked.status, token, latestPeriod: marked.latestPeriod };
+  } catch (cause) {
+    return { status: 'unavailable', cause };
   }
 }
 
@@ -288,6 +358,9 @@ function tell<J, R>(plan: AttemptPlan<J, R>, result: AttemptResult<R>): void {
   if (result.status === 'stale_attempt') {
     fields['highWaterMark'] = result.highWaterMark.toString();
     plan.logger.warn(fields, `stale job attempt: its ${result.report} was refused`);
+  } else if (result.status === 'period_done' || result.status === 'period_passed') {
+    fields['latestPeriod'] = result.latestPeriod.toString();
+    plan.logger.info(fields, `scheduled job not run: ${result.status}`);
   } else if (result.status === 'unavailable') {
     plan.logger.warn({ ...fields, err: result.cause }, 'job attempt could not be run or reported');
   } else {

@@ -8,6 +8,8 @@ export interface BullMqJob<T = unknown> {
   readonly id?: string | undefined;
   readonly name: string;
   readonly data: T;
+  /** The id of the job scheduler (or repeatable) that made this job, if one did. */
+  readonly repeatJobKey?: string | undefined;
   /** How many attempts have finished (failed or stalled) before this one. */
   readonly attemptsMade: number;
   /** Extends this attempt's lock by `duration` ms; 0 when `token` no longer holds it. */

@@ -5,6 +5,7 @@ import type { AttemptResult } from './attempt-result.js';
 import { runAttempt, type ReportAnswer } from './attempt.js';
 import { isLostLock, type BullMqJob, type BullMqWorkerLike } from './bullmq-client.js';
 import { FencedWorker } from './fenced-worker.js';
+import { attemptScopes, bullMqPeriod, resolvePeriodOf, type PeriodOf } from './period.js';
 import { errorPayload } from './poll-loop.js';
 import {
   MAX_DEFAULT_TTL_MS,
@@ -21,6 +22,8 @@ export type {
 export type { JobAttemptContext, JobHandler } from './attempt.js';
 export type { BullMqJob, BullMqWorkerLike } from './bullmq-client.js';
 export type { FencedWorkerOptions } from './worker-options.js';
+export type { PeriodOf, SchedulePeriod } from './period.js';
+export { bullMqPeriod } from './period.js';
 
 /** BullMQ's default `lockDuration`. */
 const BULLMQ_LOCK_MS = 30_000;
@@ -31,7 +34,8 @@ export interface BullMqFencedWorkerOptions<T, R> extends FencedWorkerOptions<Bul
   readonly worker: BullMqWorkerLike;
   /**
    * The fence that checks each completion and failure before BullMQ's own lock check (a
-   * `RedisFence` on the queue's Redis, or any fence with `claim`).
+   * `RedisFence` on the queue's Redis, or any fence with `claim`). Scheduled jobs get one run
+   * per period only with a fence that also has `highWaterMark` (`RedisFence` has).
    */
   readonly fence: ClaimTarget;
 }
@@ -43,7 +47,9 @@ export interface BullMqFencedWorkerOptions<T, R> extends FencedWorkerOptions<Bul
  * token (does this attempt still hold the job?) in BullMQ's own finishing script. A newer
  * attempt exists only once BullMQ has handed the job out again, which needs this attempt's
  * lock gone; so an attempt that passes both checks is the newest one and still the holder.
- * Lock extensions (`extendLock`) go out at the lease's renewal cadence.
+ * Lock extensions (`extendLock`) go out at the lease's renewal cadence. A job made by a job
+ * scheduler is its scheduler's run for one period: one run per period completes, whichever
+ * install of the queue made it (`periodOf`).
  *
  * @example
  * const worker = new BullMqFencedWorker({ worker: new Worker('mail', null, { connection }),
@@ -54,6 +60,7 @@ export interface BullMqFencedWorkerOptions<T, R> extends FencedWorkerOptions<Bul
 export class BullMqFencedWorker<T = unknown, R = unknown> extends FencedWorker<BullMqJob<T>, R> {
   private readonly worker: BullMqWorkerLike;
   private readonly fence: ClaimTarget;
+  private readonly periodOf: PeriodOf<BullMqJob<T>> | undefined;
 
   constructor(options: BullMqFencedWorkerOptions<T, R>) {
     super(resolveWorkerOptions(options));
@@ -67,6 +74,8 @@ export class BullMqFencedWorker<T = unknown, R = unknown> extends FencedWorker<B
       throw invalidArgument('fence', 'must have a claim(scope, token) method', options.fence);
     this.worker = options.worker;
     this.fence = options.fence;
+    // By default a job a job scheduler made is its scheduler's run for the period in its id.
+    this.periodOf = resolvePeriodOf(options.periodOf, bullMqPeriod, options.fence);
   }
 
   /** Fetches one job and runs its attempt; undefined when the queue had none. */
@@ -82,8 +91,8 @@ export class BullMqFencedWorker<T = unknown, R = unknown> extends FencedWorker<B
     const o = this.options;
     const lockMs = this.worker.opts.lockDuration ?? BULLMQ_LOCK_MS;
     const ttlMs = Math.min(o.ttlMs ?? MAX_DEFAULT_TTL_MS, lockMs);
-    const scope = this.scopeOf(jobId);
     const fence = this.fence;
+    const { scope, period } = attemptScopes(o.keyPrefix, o.queue, jobId, job, this.periodOf, fence);
     return runAttempt<BullMqJob<T>, R>({
       client: o.client,
       fence,
@@ -97,6 +106,7 @@ export class BullMqFencedWorker<T = unknown, R = unknown> extends FencedWorker<B
       // The lock, not a run-time limit, is BullMQ's deadline: extendLock says when it is gone.
       queueDeadline: undefined,
       handler: o.handler,
+      period,
       stopSignal: this.stopping.signal,
       logger: o.logger,
       onOutcome: o.onOutcome,

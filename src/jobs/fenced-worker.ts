@@ -34,9 +34,4 @@ export abstract class FencedWorker<J, R> {
     await Promise.all(this.loops);
     this.loops = [];
   }
-
-  /** The lease key and fence scope of a job. */
-  protected scopeOf(jobId: string): string {
-    return `${this.options.keyPrefix}${this.options.queue}/${jobId}`;
-  }
 }

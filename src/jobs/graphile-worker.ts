@@ -3,6 +3,7 @@ import type { Token } from '../core/types.js';
 import type { PostgresFence } from '../fencing/postgres.js';
 import type { AttemptResult } from './attempt-result.js';
 import { runAttempt, type ReportAnswer } from './attempt.js';
+import { attemptScopes, graphileCronPeriod, resolvePeriodOf } from './period.js';
 import {
   resolveWorkerOptions,
   MAX_DEFAULT_TTL_MS,
@@ -16,6 +17,8 @@ export type {
   AttemptStatus,
 } from './attempt-result.js';
 export type { JobAttemptContext, JobHandler } from './attempt.js';
+export type { PeriodOf, SchedulePeriod } from './period.js';
+export { graphileCronPeriod } from './period.js';
 
 /** The fields of a graphile-worker job (0.18, `interfaces.d.ts`) the adapter reads. */
 export interface GraphileJob {
@@ -71,7 +74,9 @@ class NotLocked extends Error {}
  * attempt throws {@link StaleJobAttemptError}, and graphile-worker's failure of it changes
  * nothing, as its fail statement matches the lock holder (`locked_by`). Heartbeats read the
  * job's lock at the lease's renewal cadence: graphile-worker itself has none (a lock is
- * released after 4 hours, or by `forceUnlockWorkers`).
+ * released after 4 hours, or by `forceUnlockWorkers`). A crontab job (its payload's `_cron.ts`)
+ * is the task's run for that minute: one run per minute completes, whichever graphile-worker
+ * install made it (`periodOf`).
  *
  * @example
  * const taskList = { send_invoice: fencedTask({ queue: 'send_invoice', client, fence,
@@ -91,24 +96,38 @@ export function fencedTask<P = unknown, R = unknown>(
     throw invalidArgument('workerSchema', 'must be a plain SQL identifier', schema);
   const jobs = `"${schema}"._private_jobs`;
   const ttlMs = o.ttlMs ?? MAX_DEFAULT_TTL_MS;
+  const periodOf = resolvePeriodOf<GraphileAttemptJob<P>>(
+    options.periodOf,
+    ({ job, payload }) => graphileCronPeriod(job.task_identifier, payload),
+    fence,
+  );
   return async (payload, helpers) => {
     const job = helpers.job;
     const owner = job.locked_by;
     if (owner === null)
       throw new LeaseholdError('ERR_INVALID_ARGUMENT', `job ${job.id} is not locked by a worker`);
-    const scope = `${o.keyPrefix}${o.queue}/${job.id}`;
+    const attemptJob: GraphileAttemptJob<P> = { job, payload: payload as P };
+    const { scope, period } = attemptScopes(
+      o.keyPrefix,
+      o.queue,
+      job.id,
+      attemptJob,
+      periodOf,
+      fence,
+    );
     const result = await runAttempt<GraphileAttemptJob<P>, R>({
       client: o.client,
       fence,
       queue: o.queue,
       jobId: job.id,
-      job: { job, payload: payload as P },
+      job: attemptJob,
       scope,
       ttlMs,
       waitMs: o.waitMs ?? ttlMs,
       heartbeatMs: Math.floor(ttlMs / 3),
       queueDeadline: undefined,
       handler: o.handler,
+      period,
       stopSignal: helpers.abortSignal ?? new AbortController().signal,
       logger: o.logger,
       onOutcome: o.onOutcome,
@@ -128,7 +147,13 @@ export function fencedTask<P = unknown, R = unknown>(
       // Throwing below hands the attempt back: graphile-worker fails it and retries later.
       giveBack: () => Promise.resolve(),
     });
-    if (result.status === 'completed') return;
+    // A skipped period's job was deleted in the fence's transaction, as a completion is.
+    if (
+      result.status === 'completed' ||
+      result.status === 'period_done' ||
+      result.status === 'period_passed'
+    )
+      return;
     if (result.status === 'failed') throw result.error;
     throw new StaleJobAttemptError(result);
   };

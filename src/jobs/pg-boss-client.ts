@@ -20,6 +20,8 @@ export interface PgBossJob<T = unknown> {
   readonly expireInSeconds: number;
   /** When set, the job is taken back this long after its last heartbeat (`touch()`). */
   readonly heartbeatSeconds: number | null;
+  /** When the job was made; fetched only when the worker has a `periodOf`. */
+  readonly createdOn?: Date;
 }
 
 /**
@@ -49,7 +51,10 @@ export interface PgBossAttempt {
 
 /** The methods of a `PgBoss` instance the adapter uses. */
 export interface PgBossLike {
-  fetch(name: string, options: { batchSize: number }): Promise<PgBossJob[]>;
+  fetch(
+    name: string,
+    options: { batchSize: number; includeMetadata?: boolean },
+  ): Promise<PgBossJob[]>;
   complete(
     name: string,
     id: PgBossAttempt,

@@ -11,6 +11,7 @@ import {
   type PgBossJob,
   type PgBossLike,
 } from './pg-boss-client.js';
+import { attemptScopes, resolvePeriodOf, type PeriodOf, type SchedulePeriod } from './period.js';
 import { errorPayload } from './poll-loop.js';
 import {
   MAX_DEFAULT_TTL_MS,
@@ -27,6 +28,7 @@ export type {
 export type { JobAttemptContext, JobHandler } from './attempt.js';
 export type { FencedWorkerOptions } from './worker-options.js';
 export type { PgBossDb, PgBossJob, PgBossLike } from './pg-boss-client.js';
+export type { PeriodOf, SchedulePeriod } from './period.js';
 
 /** Options for {@link PgBossFencedWorker}. */
 export interface PgBossFencedWorkerOptions<T, R> extends FencedWorkerOptions<PgBossJob<T>, R> {
@@ -59,6 +61,7 @@ export interface PgBossFencedWorkerOptions<T, R> extends FencedWorkerOptions<PgB
 export class PgBossFencedWorker<T = unknown, R = unknown> extends FencedWorker<PgBossJob<T>, R> {
   private readonly boss: PgBossLike;
   private readonly fence: PostgresFence;
+  private readonly periodOf: PeriodOf<PgBossJob<T>> | undefined;
 
   constructor(options: PgBossFencedWorkerOptions<T, R>) {
     super(resolveWorkerOptions(options));
@@ -68,12 +71,17 @@ export class PgBossFencedWorker<T = unknown, R = unknown> extends FencedWorker<P
       throw invalidArgument('fence', 'must be a PostgresFence', options.fence);
     this.boss = options.boss;
     this.fence = options.fence;
+    // pg-boss forwards a schedule's occurrence as a plain job: nothing on it names the period.
+    this.periodOf = resolvePeriodOf(options.periodOf, undefined, options.fence);
   }
 
   /** Fetches one job and runs its attempt; undefined when the queue had none. */
   async runOnce(): Promise<AttemptResult<R> | undefined> {
     const fetchedAt = this.options.client.now();
-    const [job] = await this.boss.fetch(this.options.queue, { batchSize: 1 });
+    const [job] = await this.boss.fetch(
+      this.options.queue,
+      this.periodOf === undefined ? { batchSize: 1 } : { batchSize: 1, includeMetadata: true },
+    );
     if (job === undefined) return undefined;
     return this.run(job as PgBossJob<T>, fetchedAt);
   }
@@ -86,7 +94,7 @@ export class PgBossFencedWorker<T = unknown, R = unknown> extends FencedWorker<P
     // The queue's deadline: heartbeats, if the queue has them, else the job's run-time limit.
     const queueMs = (job.heartbeatSeconds ?? job.expireInSeconds) * 1000;
     const ttlMs = Math.min(o.ttlMs ?? MAX_DEFAULT_TTL_MS, queueMs);
-    const scope = this.scopeOf(job.id);
+    const { scope, period } = attemptScopes(o.keyPrefix, queue, job.id, job, this.periodOf, fence);
     return runAttempt<PgBossJob<T>, R>({
       client: o.client,
       fence,
@@ -99,6 +107,7 @@ export class PgBossFencedWorker<T = unknown, R = unknown> extends FencedWorker<P
       heartbeatMs: Math.floor(ttlMs / 3),
       queueDeadline: fetchedAt + job.expireInSeconds * 1000,
       handler: o.handler,
+      period,
       stopSignal: this.stopping.signal,
       logger: o.logger,
       onOutcome: o.onOutcome,
@@ -114,6 +123,29 @@ export class PgBossFencedWorker<T = unknown, R = unknown> extends FencedWorker<P
       },
     });
   }
+}
+
+/**
+ * A `periodOf` for a pg-boss schedule: every job of `queue` is a run of `schedule`, and its
+ * period is the `periodMs` window its creation time falls in (UTC, from the epoch). pg-boss
+ * forwards an occurrence to the queue without its slot, so the creation time is all the job
+ * carries: one made more than a window after its occurrence (a forward delayed by retries)
+ * counts for the next period.
+ *
+ * @example
+ * new PgBossFencedWorker({ …, periodOf: pgBossCreatedPeriod('nightly-report', 60_000) })
+ */
+export function pgBossCreatedPeriod<T>(
+  schedule: string,
+  periodMs = 60_000,
+): (job: PgBossJob<T>) => SchedulePeriod | undefined {
+  if (!Number.isSafeInteger(periodMs) || periodMs < 1)
+    throw invalidArgument('periodMs', 'must be a whole number of ms, at least 1', periodMs);
+  return (job) => {
+    const at = job.createdOn === undefined ? NaN : new Date(job.createdOn).getTime();
+    if (!Number.isFinite(at)) return undefined;
+    return { schedule, start: Math.floor(at / periodMs) * periodMs };
+  };
 }
 
 /** pg-boss keeps an object as the output, and wraps anything else as `{ value }` itself. */

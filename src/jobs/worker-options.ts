@@ -5,6 +5,7 @@ import { silentLogger, type Logger } from '../core/events.js';
 import { validateKey } from '../core/validate.js';
 import type { AttemptOutcome } from './attempt-result.js';
 import type { JobHandler } from './attempt.js';
+import type { PeriodOf } from './period.js';
 
 /** The options every fenced queue worker takes, besides its queue's own objects and fence. */
 export interface FencedWorkerOptions<J, R> {
@@ -35,6 +36,14 @@ export interface FencedWorkerOptions<J, R> {
   readonly logger?: Logger;
   /** Told every attempt's result, e.g. to count them by `result.status` in a metric. */
   readonly onOutcome?: (outcome: AttemptOutcome) => void;
+  /**
+   * Which schedule and period fired a job, for one completed run per period: the job's lease
+   * key and fence scope become the schedule's (`<keyPrefix><queue>/schedules/<schedule>`), and
+   * a run whose period, or a newer one, is already done completes without running (docs/jobs.md,
+   * "Scheduled jobs"). BullMQ and graphile-worker read it from the job by default; pg-boss does
+   * not put it on the job, so give one there. `false` runs scheduled jobs as plain jobs.
+   */
+  readonly periodOf?: PeriodOf<J> | false;
 }
 
 /** {@link FencedWorkerOptions}, checked, durations in ms. */

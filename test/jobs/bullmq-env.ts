@@ -49,7 +49,8 @@ export async function startBullMqEnv(label: string): Promise<BullMqEnv> {
   };
 }
 
-async function removeKeys(pattern: string): Promise<void> {
+/** Deletes every key matching `pattern` from the test Redis. */
+export async function removeKeys(pattern: string): Promise<void> {
   const redis = new Redis(REDIS);
   try {
     let cursor = '0';
