@@ -12,6 +12,9 @@ import type {
   StoreHandOffResult,
   StoreLeaseRef,
   StoreRequestOptions,
+  Unwatch,
+  WatchChange,
+  WatchOptions,
 } from '../src/core/store.js';
 import { ForwardingLeaseStore } from '../src/testing/forwarding-store.js';
 import { percentile, type BenchResult } from './lib.js';
@@ -22,6 +25,8 @@ import { percentile, type BenchResult } from './lib.js';
  */
 class ReadCountingStore extends ForwardingLeaseStore {
   attempts = 0;
+  /** Subscriptions to a key's changes that are live at the store. */
+  watching = 0;
   override tryAcquire(r: StoreAcquireRequest, o: StoreRequestOptions): Promise<StoreAcquireResult> {
     this.attempts++;
     return super.tryAcquire(r, o);
@@ -33,6 +38,15 @@ class ReadCountingStore extends ForwardingLeaseStore {
   ): Promise<StoreHandOffResult> {
     this.attempts++;
     return super.handOff(release, acquire, o);
+  }
+  override async watch(
+    key: string,
+    onChange: (change?: WatchChange) => void,
+    options?: WatchOptions,
+  ): Promise<Unwatch> {
+    const unwatch = await super.watch(key, onChange, options);
+    this.watching++;
+    return unwatch;
   }
   override close(): Promise<void> {
     return Promise.resolve(); // the suite closes the inner store
@@ -85,8 +99,12 @@ export async function waitersOnOneKey(
     releasedAt = performance.now();
     await r.lease.release();
   });
-  // Let every waiter reach the store and start waiting before the first release.
-  await new Promise((r) => setTimeout(r, Math.max(500, waiters / 5)));
+  // Every waiter first tries the key, subscribes to its changes, then tries once more (a
+  // release between the two would otherwise go unseen): none of that is the cost of a grant.
+  // So the first release waits until every waiter is subscribed and the attempts have
+  // stopped; a fixed pause was too short on a loaded machine and counted them (2 per waiter,
+  // 100 "per grant" at 10,000 waiters).
+  await settle(() => counting.reduce((n, s) => n + s.watching, 0) >= waiters - 1, attempts0);
   a0 = attempts0();
   releasedAt = performance.now();
   await first.lease.release();
@@ -105,10 +123,26 @@ export async function waitersOnOneKey(
     p50Ms: percentile(handOffs, 50),
     p99Ms: percentile(handOffs, 99),
     notes:
-      `${attemptsPerGrant.toFixed(2)} store grant attempts per grant over ${measured} hand-offs ` +
+      `${attemptsPerGrant.toFixed(2)} store grant attempts per grant over ${measured} hand-offs, ` +
+      `${((a0 - 1) / Math.max(1, waiters - 1)).toFixed(2)} per waiter to start waiting ` +
       `(${stores.length} store connections shared by the waiters); p50/p99: release to the next grant`,
   };
   return { row, attemptsPerGrant };
+}
+
+/** Waits until `ready()` and then until `count()` has not moved for 300 ms (at most 120 s). */
+async function settle(ready: () => boolean, count: () => number): Promise<void> {
+  const until = performance.now() + 120_000;
+  let last = -1;
+  let still = 0;
+  while (performance.now() < until) {
+    await new Promise((r) => setTimeout(r, 50));
+    const now = count();
+    still = ready() && now === last ? still + 50 : 0;
+    last = now;
+    if (still >= 300) return;
+  }
+  throw new Error('waiters: the waiters did not settle within 120 s');
 }
 
 function rssOf(pid: number): number {

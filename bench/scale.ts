@@ -26,12 +26,17 @@ import { waitersOnOneKey, watchersOnOneServer } from './scale-waiters.js';
 const PG_URL = process.env['LEASEHOLD_BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env['LEASEHOLD_BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
-/** A store under test: two store objects on one backend (holder, other client), and cleanup. */
+/**
+ * A store under test: two store objects on one backend (holder, other client), and cleanup.
+ * `more` (PostgreSQL and Redis) opens another store object on the same schema or prefix,
+ * closed with the rest.
+ */
 interface ScaleSubject {
   readonly name: string;
   readonly open: () => Promise<{
     holder: LeaseStore;
     other: LeaseStore;
+    more?: () => LeaseStore;
     roundTrips?: () => number;
     close: () => Promise<void>;
   }>;
@@ -76,12 +81,19 @@ function subjects(tmp: string): ScaleSubject[] {
         const holder = new PostgresLeaseStore({ connectionString: PG_URL, schema });
         await holder.migrate();
         const other = new PostgresLeaseStore({ connectionString: PG_URL, schema });
+        const extra: LeaseStore[] = [];
         return {
           holder,
           other,
+          more: () => {
+            const store = new PostgresLeaseStore({ connectionString: PG_URL, schema });
+            extra.push(store);
+            return store;
+          },
           close: async () => {
             await holder.close();
             await other.close();
+            for (const store of extra) await store.close();
             await dropSchema(schema);
           },
         };
@@ -93,12 +105,19 @@ function subjects(tmp: string): ScaleSubject[] {
         const prefix = `lh-bench-scale:${randomBytes(3).toString('hex')}:`;
         const holder = new RedisLeaseStore({ redis: REDIS_URL, prefix });
         const other = new RedisLeaseStore({ redis: REDIS_URL, prefix });
+        const extra: LeaseStore[] = [];
         return Promise.resolve({
           holder,
           other,
+          more: () => {
+            const store = new RedisLeaseStore({ redis: REDIS_URL, prefix });
+            extra.push(store);
+            return store;
+          },
           close: async () => {
             await holder.close();
             await other.close();
+            for (const store of extra) await store.close();
             const admin = new Redis(REDIS_URL);
             try {
               await deletePrefix(admin, prefix);
@@ -153,17 +172,23 @@ function subjects(tmp: string): ScaleSubject[] {
 
 /** Waiters on one key: PostgreSQL and Redis, four store connections shared by the waiters. */
 async function waiterRows(o: BenchOptions, plot: Plot): Promise<BenchResult[]> {
-  const counts = o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000];
+  const counts =
+    process.env['LEASEHOLD_SCALE_WAITERS']?.split(',').map(Number) ??
+    (o.quick ? [10, 1_000] : [10, 100, 1_000, 10_000]);
   const rows: BenchResult[] = [];
-  const pick = [
-    subjects('').find((s) => s.name === 'postgres')!,
-    subjects('').find((s) => s.name === 'redis')!,
-  ];
+  const wanted = process.env['LEASEHOLD_SCALE_STORES']?.split(',');
+  const pick = subjects('').filter(
+    (s) =>
+      (s.name === 'postgres' || s.name === 'redis') &&
+      (wanted === undefined || wanted.includes(s.name)),
+  );
   for (const subject of pick) {
     for (const waiters of counts) {
-      const opened = await Promise.all([subject.open(), subject.open()]);
+      // Four store objects on one schema or prefix: the waiters must all wait for one key.
+      // (Two opens, as this used to be, were two schemas: two keys, half the waiters each.)
+      const opened = await subject.open();
       try {
-        const stores = opened.flatMap((x) => [x.holder, x.other]);
+        const stores = [opened.holder, opened.other, opened.more!(), opened.more!()];
         const { row, attemptsPerGrant } = await waitersOnOneKey(
           subject.name,
           stores,
@@ -175,7 +200,7 @@ async function waiterRows(o: BenchOptions, plot: Plot): Promise<BenchResult[]> {
         console.error(`bench: scale ${subject.name} ${waiters} waiters: ${row.notes}`);
         rows.push(row);
       } finally {
-        for (const x of opened) await x.close().catch(() => undefined);
+        await opened.close().catch(() => undefined);
       }
     }
   }

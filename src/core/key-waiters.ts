@@ -147,6 +147,14 @@ export class KeyWaiters<G extends Releasable = Lease, A extends AcquireAsk = Acq
   }
 
   /**
+   * Whether the store would wake another of its waiters of the key before this queue's
+   * (another client's, on the same store object): this queue's turn then comes by a wake-up.
+   */
+  queuedBehindAtStore(): boolean {
+    return this.unwatch?.queuedBehind?.() === true;
+  }
+
+  /**
    * Subscribes once for every waiter on the key (the first caller starts it, the others
    * await the same subscription). A failed subscription is retried by the next joiner.
    */

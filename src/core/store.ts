@@ -106,8 +106,12 @@ export interface WatchOptions {
   readonly observer?: boolean;
 }
 
-/** Stops a watch. Safe to call more than once. */
-export type Unwatch = () => void;
+/**
+ * Stops a watch. Safe to call more than once. A store that wakes one local waiter per release
+ * may add `queuedBehind`: whether another waiter of the key on this store would be woken
+ * first. Such a waiter is woken in its turn, so its backstop poll need not ask the store.
+ */
+export type Unwatch = (() => void) & { readonly queuedBehind?: () => boolean };
 
 /**
  * The lease contract every backend implements, and that `test/contract/` checks.

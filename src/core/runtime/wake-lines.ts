@@ -45,21 +45,32 @@ export class WakeLines {
 
   constructor(private readonly mode: WakeMode) {}
 
-  /** Adds a watcher of `key`; the function returned removes it (once is enough). */
-  add(key: string, onChange: (change?: Change) => void, observer = false): () => void {
+  /**
+   * Adds a watcher of `key`; the function returned removes it (once is enough). Its
+   * `queuedBehind` says whether a release would wake another waiter first (always false with
+   * `'all'` and for observers).
+   */
+  add(
+    key: string,
+    onChange: (change?: Change) => void,
+    observer = false,
+  ): (() => void) & { readonly queuedBehind: () => boolean } {
     let line = this.lines.get(key);
     if (line === undefined) this.lines.set(key, (line = { watchers: new Set(), mayBeFree: false }));
     const watcher: Watcher = { onChange, observer, baton: false };
     line.watchers.add(watcher);
     const owner = line;
     let done = false;
-    return () => {
+    const remove = (): void => {
       if (done) return;
       done = true;
       if (!owner.watchers.delete(watcher)) return;
       if (watcher.baton && owner.mayBeFree) this.wakeNext(owner);
       if (owner.watchers.size === 0 && this.lines.get(key) === owner) this.lines.delete(key);
     };
+    const queuedBehind = (): boolean =>
+      this.mode === 'one' && !observer && !done && firstWaiter(owner) !== watcher;
+    return Object.assign(remove, { queuedBehind });
   }
 
   /** The key may be free (a release, an expiry): wakes its waiter(s) and observers. */
@@ -129,13 +140,17 @@ export class WakeLines {
 
   private wakeNext(line: Line): void {
     // The longest-waiting waiter (observers aside), which keeps its place until it leaves.
-    for (const w of line.watchers) {
-      if (w.observer) continue;
-      w.baton = true;
-      call(w);
-      return;
-    }
+    const w = firstWaiter(line);
+    if (w === undefined) return;
+    w.baton = true;
+    call(w);
   }
+}
+
+/** The longest-waiting waiter of a line, observers aside (they come first only rarely). */
+function firstWaiter(line: Line): Watcher | undefined {
+  for (const w of line.watchers) if (!w.observer) return w;
+  return undefined;
 }
 
 function call(w: Watcher, change?: Change): void {

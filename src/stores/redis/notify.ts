@@ -46,13 +46,16 @@ export class ReleaseSubscriber {
       this.subscriptions.set(channel, subscribed);
     }
     const remove = this.lines.add(channel, onChange, observer);
-    const unwatch = (): void => {
-      remove();
-      if (!this.lines.has(channel) && this.subscriptions.get(channel) === subscribed) {
-        this.subscriptions.delete(channel);
-        this.sub.unsubscribe(channel).catch(() => undefined);
-      }
-    };
+    const unwatch = Object.assign(
+      (): void => {
+        remove();
+        if (!this.lines.has(channel) && this.subscriptions.get(channel) === subscribed) {
+          this.subscriptions.delete(channel);
+          this.sub.unsubscribe(channel).catch(() => undefined);
+        }
+      },
+      { queuedBehind: remove.queuedBehind },
+    );
     try {
       await subscribed;
     } catch (err) {

@@ -31,6 +31,25 @@ describe('WakeLines', () => {
     assert.deepEqual(r.told, ['a', 'a', 'b'], 'leaving with the key possibly free wakes b');
   });
 
+  it('queuedBehind: true for every waiter but the first, false for observers and with all', () => {
+    const lines = new WakeLines('one');
+    const r = recorder();
+    const obs = lines.add('k', r.watcher('obs'), true);
+    const a = lines.add('k', r.watcher('a'));
+    const b = lines.add('k', r.watcher('b'));
+    assert.deepEqual(
+      [obs.queuedBehind(), a.queuedBehind(), b.queuedBehind()],
+      [false, false, true],
+    );
+    a();
+    assert.equal(b.queuedBehind(), false, 'b is first once a has left');
+    b();
+    assert.equal(b.queuedBehind(), false, 'a removed watcher is behind nobody');
+    const all = new WakeLines('all');
+    all.add('k', r.watcher('c'));
+    assert.equal(all.add('k', r.watcher('d')).queuedBehind(), false, "'all' wakes d too");
+  });
+
   it('after a grant, a woken waiter that leaves wakes nobody', () => {
     for (const grant of ['granted', 'noteGranted'] as const) {
       const lines = new WakeLines('one');
