@@ -23,9 +23,12 @@ import type { MemoryLeaseState } from '../stores/memory/store.js';
  * - `ignore_token_block`: the store claims token blocks but reserves nothing, so the next
  *   grant reuses a token a client's local successor holds (breaks I2, and I1 when the two
  *   holders' writes meet at the fence).
+ * - `miss_failover`: the store fails over (it loses its last grants and comes back as a new
+ *   incarnation, src/sim/failover-store.ts) and does not notice: the lost tokens are granted
+ *   again (breaks I2, and I1 when two holders of one token meet at the fence).
  */
 export type PlantedBug =
-  'revive_lost' | 'reuse_token' | 'hand_off_reuse_token' | 'ignore_token_block';
+  'revive_lost' | 'reuse_token' | 'hand_off_reuse_token' | 'ignore_token_block' | 'miss_failover';
 
 /** The planted bugs, for CLI validation. */
 export const PLANTED_BUGS: readonly PlantedBug[] = [
@@ -33,6 +36,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   'reuse_token',
   'hand_off_reuse_token',
   'ignore_token_block',
+  'miss_failover',
 ];
 
 /**

@@ -11,6 +11,12 @@ export interface RandomRunOptions {
   /** The resource checks tokens (true), or this is the unfenced control arm (false). */
   readonly fencing: boolean;
   readonly bug?: PlantedBug;
+  /**
+   * The store fails over 1–3 times (it loses its last 1–3 grants and comes back as a new
+   * incarnation) and detects it. Implied by the planted bug `miss_failover`, which leaves the
+   * detection out.
+   */
+  readonly failover?: boolean;
 }
 
 /** One simulated run: its history, the checker's verdict and what faults the seed chose. */
@@ -24,7 +30,14 @@ export interface SimRun {
   readonly faults: readonly string[];
   /** Concurrent lock-set tasks per worker (one client each): more than one makes hand-offs. */
   readonly tasks: readonly number[];
+  /** With failovers: grants whose token the store had granted before (0 with detection). */
+  readonly reissuedTokens: number;
+  /** With failovers: how many times the store raised its epoch. */
+  readonly epochRaises: number;
 }
+
+/** I5's search budget per key in runs with failovers. */
+const FAILOVER_I5_STEPS = 10_000;
 
 /** Share of seeds whose workers run several tasks on one client (the hand-off path). */
 const POOLED_SHARE = 0.4;
@@ -44,10 +57,12 @@ const POOLED_SHARE = 0.4;
  * as before hand-off existed.
  */
 export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> {
+  const failover = options.failover === true || options.bug === 'miss_failover';
   const world = new SimWorld({
     seed: options.seed,
     fencing: options.fencing,
     ...(options.bug ? { bug: options.bug } : {}),
+    ...(failover ? { failover: { detect: options.bug !== 'miss_failover' } } : {}),
     link: CALM_LINK,
   });
   const plan = world.random.fork('plan');
@@ -146,6 +161,7 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
     faults.push('delayed_write');
     world.network.delayNext(victim.name, 'write', extra);
   }
+  if (failover) scheduleFailovers(world, options.seed, durationMs, faults);
   const calmRun = !lossy && faults.every((f) => f === 'crash');
   world.meta({
     source: 'leasehold-sim',
@@ -197,7 +213,11 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
     });
   }
   await world.advance(end + 4 * ttlMs);
-  const { history, report, text } = world.finish();
+  // A store that lost grants is not a linearizable lease (I5 is expected to fail): a smaller
+  // search budget says so (or `unknown`) in a tenth of the time; I1 and I2 decide these runs.
+  const { history, report, text } = world.finish(
+    failover ? { linearizability: { maxStepsPerKey: FAILOVER_I5_STEPS } } : undefined,
+  );
   return {
     seed: options.seed,
     fencing: options.fencing,
@@ -207,5 +227,36 @@ export async function runRandomSeed(options: RandomRunOptions): Promise<SimRun> 
     text,
     faults,
     tasks,
+    reissuedTokens: world.failoverStore?.reissuedTokens ?? 0,
+    epochRaises: world.failoverStore?.epochRaises ?? 0,
   };
+}
+
+/**
+ * 1–3 failovers at times the seed picks (from a stream of its own, so the rest of the seed's
+ * choices are those of the run without failovers), each losing the store's last 1–3 grants.
+ */
+function scheduleFailovers(
+  world: SimWorld,
+  seed: number,
+  durationMs: number,
+  faults: string[],
+): void {
+  const store = world.failoverStore;
+  if (store === undefined) return;
+  const r = new SeededRandom(`failover:${seed}`);
+  const count = r.int(1, 3);
+  faults.push('failover');
+  for (let i = 0; i < count; i++) {
+    const when = r.int(0, durationMs);
+    const k = r.int(1, 3);
+    world.clock.setTimeout(() => {
+      const done = store.failover(k);
+      world.fault(
+        'failover',
+        undefined,
+        `lost ${done.lostGrants} grants; incarnation ${done.incarnation}`,
+      );
+    }, when);
+  }
 }

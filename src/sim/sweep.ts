@@ -9,6 +9,8 @@ export interface SweepOptions {
   readonly count: number;
   readonly fencing: boolean;
   readonly bug?: PlantedBug;
+  /** Every seed fails over (the `failover` workload); see the random workload's `failover` option. */
+  readonly failover?: boolean;
   /** Stop at the first failing seed. Defaults to false. */
   readonly stopOnFailure?: boolean;
   /** Stop (bounded run) after this much wall time; the result says how many seeds ran. */
@@ -44,6 +46,10 @@ export interface SweepResult {
   readonly i5: Readonly<Record<InvariantStatus, number>>;
   /** The seeds I5 could not decide within its search budget, with the checker's note. */
   readonly i5Unknown: readonly { readonly seed: number; readonly note: string }[];
+  /** With failovers: grants of a token the store had granted before, and the runs with any. */
+  readonly reissuedTokens: number;
+  readonly reissuingRuns: number;
+  readonly epochRaises: number;
   readonly wallMs: number;
 }
 
@@ -59,6 +65,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
   const i5Unknown: { seed: number; note: string }[] = [];
   let runs = 0;
   let anomalous = 0;
+  const reissue = { reissuedTokens: 0, reissuingRuns: 0, epochRaises: 0 };
   const i5: Record<InvariantStatus, number> = {
     ok: 0,
     violated: 0,
@@ -84,8 +91,12 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
       seed,
       fencing: options.fencing,
       ...(options.bug ? { bug: options.bug } : {}),
+      ...(options.failover === true ? { failover: true } : {}),
     });
     runs++;
+    reissue.reissuedTokens += run.reissuedTokens;
+    reissue.epochRaises += run.epochRaises;
+    if (run.reissuedTokens > 0) reissue.reissuingRuns++;
     const f = run.report.figures;
     for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += f[k];
     for (const x of f.takeoverMs) takeover.push(x);
@@ -108,6 +119,7 @@ export async function sweepSeeds(options: SweepOptions): Promise<SweepResult> {
     takeoverMs: takeover,
     i5,
     i5Unknown,
+    ...reissue,
     wallMs: performance.now() - started,
   };
 }
@@ -117,10 +129,15 @@ export function formatSweep(label: string, r: SweepResult): string {
   return `${label}: ${formatFigures({ ...r })} unfenced_writes_attempted=${r.unfencedWritesAttempted} lost_acknowledged_writes=${r.lostAcknowledgedWrites} anomalous_runs=${r.anomalousRuns} i5_ok=${r.i5.ok} i5_unknown=${r.i5.unknown} failing_seeds=${r.failures.length} wall=${Math.round(r.wallMs)}ms`;
 }
 
+/** The failover counts of a sweep whose seeds fail over. */
+export function formatFailoverFigures(r: SweepResult): string {
+  return `reissued_tokens=${r.reissuedTokens} reissuing_runs=${r.reissuingRuns} epoch_raises=${r.epochRaises}`;
+}
+
 /** The command that replays one seed exactly. */
 export function replayCommand(
   seed: number,
-  options: { fencing: boolean; bug?: PlantedBug },
+  options: { fencing: boolean; bug?: PlantedBug; failover?: boolean },
 ): string {
-  return `node build/src/cli/main.js sim run --seed ${seed}${options.fencing ? '' : ' --no-fencing'}${options.bug ? ` --bug ${options.bug}` : ''}`;
+  return `node build/src/cli/main.js sim run --seed ${seed}${options.fencing ? '' : ' --no-fencing'}${options.failover === true ? ' --failover' : ''}${options.bug ? ` --bug ${options.bug}` : ''}`;
 }

@@ -3,10 +3,11 @@ import type { Lease } from '../core/lease.js';
 import { ManualClock } from '../testing/manual-clock.js';
 import type { LeaseStore } from '../core/store.js';
 import { MemoryLeaseState, MemoryLeaseStore } from '../stores/memory/store.js';
-import { checkHistory, type CheckReport } from '../check/checker.js';
+import { checkHistory, type CheckOptions, type CheckReport } from '../check/checker.js';
 import { HistoryRecorder } from '../history/recorder.js';
 import type { HistoryEvent, MetaEvent } from '../history/events.js';
 import { CALM_LINK, NetworkedStore, SimNetwork, type LinkProfile } from './network.js';
+import { FailoverStore } from './failover-store.js';
 import { PlantedBugStore, type PlantedBug } from './planted-bugs.js';
 import { SimProcess } from './process.js';
 import { SeededRandom } from './random.js';
@@ -24,6 +25,11 @@ export interface SimWorldOptions {
   readonly bug?: PlantedBug;
   /** Tokens already issued on `key` before the run (the lesson starts at 33). */
   readonly priorTokens?: { readonly key: string; readonly lastToken: bigint };
+  /**
+   * The store sits behind an asynchronous replica that can take over ({@link SimWorld.failover});
+   * `detect`: the store raises its epoch at the change of incarnation, as the real stores do.
+   */
+  readonly failover?: { readonly detect: boolean };
 }
 
 /** One simulated worker: a process, a real {@link LeaseClient} on it, and its history hooks. */
@@ -76,6 +82,8 @@ export class SimWorld {
   readonly resource: SimFencedResource;
   readonly labels = new LeaseLabels();
   readonly workers = new Map<string, SimWorker>();
+  /** Present with the `failover` option. */
+  readonly failoverStore: FailoverStore | undefined;
   private iteration = 0;
 
   constructor(readonly options: SimWorldOptions) {
@@ -95,6 +103,10 @@ export class SimWorld {
     }
     let inner: LeaseStore = new MemoryLeaseStore({ clock: this.storeProc, state });
     if (options.bug) inner = new PlantedBugStore(inner, state, this.storeProc, options.bug);
+    this.failoverStore = options.failover
+      ? new FailoverStore(inner, state, this.storeProc, options.failover.detect)
+      : undefined;
+    inner = this.failoverStore ?? inner;
     this.store = new RecordingStore(inner, this.clock, this.history, this.labels);
     this.resource = new SimFencedResource(this.clock, this.history, options.fencing);
   }
@@ -356,9 +368,9 @@ export class SimWorld {
   }
 
   /** Ends the run: final resource read, then the checker's verdict. */
-  finish(): { history: HistoryEvent[]; report: CheckReport; text: string } {
+  finish(options?: CheckOptions): { history: HistoryEvent[]; report: CheckReport; text: string } {
     this.resource.recordFinal();
     const history = this.history.events;
-    return { history, report: checkHistory(history), text: this.history.lines() };
+    return { history, report: checkHistory(history, options), text: this.history.lines() };
   }
 }

@@ -4,7 +4,7 @@ import { formatReport } from '../../check/checker.js';
 import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
 import { runRandomSeed } from '../../sim/random-workload.js';
 import { formatClaimSweep, sweepClaimSeeds } from '../../sim/claim-workload.js';
-import { formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
+import { formatFailoverFigures, formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
 import { isLeaseholdError } from '../../core/errors.js';
 import { UsageError } from '../common.js';
 import { EXIT } from '../exit-codes.js';
@@ -15,6 +15,8 @@ export interface SimRunOptions {
   readonly seed: number;
   readonly fencing: boolean;
   readonly bug?: PlantedBug;
+  /** The store fails over during the run (and detects it unless the bug is `miss_failover`). */
+  readonly failover?: boolean;
   /** Write the history (JSON lines) here. */
   readonly historyPath?: string;
 }
@@ -25,11 +27,14 @@ export async function runSimSeed(o: SimRunOptions, io: CommandIo = processIo): P
     seed: o.seed,
     fencing: o.fencing,
     ...(o.bug ? { bug: o.bug } : {}),
+    ...(o.failover === true ? { failover: true } : {}),
   });
   if (o.historyPath !== undefined) writeFileSync(o.historyPath, run.text);
   io.out(
     `seed ${o.seed} (${o.fencing ? 'fenced' : 'unfenced control arm'}${o.bug ? `, planted bug ${o.bug}` : ''}); faults: ${run.faults.join(', ') || 'none'}`,
   );
+  if (run.faults.includes('failover'))
+    io.out(`reissued tokens ${run.reissuedTokens}, epoch raises ${run.epochRaises}`);
   io.out(formatReport(run.report));
   return run.report.valid ? 0 : 1;
 }
@@ -43,9 +48,13 @@ export interface SimSweepOptions {
   readonly timeLimitMs?: number;
   /**
    * The unfenced control arm, expected to show the anomaly: exit 0 only if some runs accepted
-   * a stale write or lost an acknowledged one (proving the workload can see it).
+   * a stale write or lost an acknowledged one (proving the workload can see it). With
+   * `failover`: the store does not detect the failovers, and exit 0 only if some runs were
+   * given a token again and the checker reported them.
    */
   readonly control?: boolean;
+  /** Every seed fails over (`--workload failover`). */
+  readonly failover?: boolean;
 }
 
 /**
@@ -58,6 +67,7 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
     count: o.count,
     fencing: o.fencing,
     ...(o.bug ? { bug: o.bug } : {}),
+    ...(o.failover === true ? { failover: true } : {}),
     ...(o.timeLimitMs === undefined ? {} : { timeLimitMs: o.timeLimitMs }),
     progressEvery: 5000,
     onProgress: (n) => io.err(`  … ${n} seeds`),
@@ -68,7 +78,14 @@ export async function runSimSweep(o: SimSweepOptions, io: CommandIo = processIo)
       r,
     ),
   );
+  if (o.failover === true) io.out(`failover: ${formatFailoverFigures(r)}`);
   if (r.runs < o.count) io.out(`stopped by the time limit after ${r.runs} of ${o.count} seeds`);
+  if (o.failover === true && o.control === true) {
+    io.out(
+      `control arm (failover not detected): tokens granted again in ${r.reissuingRuns}/${r.runs} runs, checker failures in ${r.failures.length}`,
+    );
+    return r.reissuingRuns > 0 && r.failures.length > 0 ? 0 : 1;
+  }
   for (const f of o.control === true ? [] : r.failures.slice(0, 20)) {
     const broken = Object.entries(f.report.invariants)
       .filter(([, v]) => v.status === 'violated')
@@ -157,19 +174,28 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
     .option('--no-fencing', 'the unfenced control arm')
     .option('--bug <name>', `plant a store bug (${PLANTED_BUGS.join(', ')})`)
     .option('--history <file>', 'write the history (JSON lines) to a file')
-    .action((opts: { seed: string; fencing: boolean; bug?: string; history?: string }) =>
-      guard(() => {
-        const bug = parseBug(opts.bug);
-        return runSimSeed(
-          {
-            seed: parseCount('--seed', opts.seed),
-            fencing: opts.fencing,
-            ...(bug ? { bug } : {}),
-            ...(opts.history === undefined ? {} : { historyPath: opts.history }),
-          },
-          io,
-        );
-      }),
+    .option('--failover', 'the store fails over during the run (the failover workload)')
+    .action(
+      (opts: {
+        seed: string;
+        fencing: boolean;
+        bug?: string;
+        history?: string;
+        failover?: boolean;
+      }) =>
+        guard(() => {
+          const bug = parseBug(opts.bug);
+          return runSimSeed(
+            {
+              seed: parseCount('--seed', opts.seed),
+              fencing: opts.fencing,
+              ...(bug ? { bug } : {}),
+              ...(opts.failover === true ? { failover: true } : {}),
+              ...(opts.history === undefined ? {} : { historyPath: opts.history }),
+            },
+            io,
+          );
+        }),
     );
   sim
     .command('sweep')
@@ -182,7 +208,7 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
     .option('--control', 'unfenced control arm that must show the anomaly (exit 0 if it does)')
     .option(
       '--workload <name>',
-      "'lockset' (default), or 'claims': new owners claim before they start (with --control: they do not)",
+      "'lockset' (default); 'claims': new owners claim before they start (with --control: they do not); 'failover': the store fails over and raises its epoch (with --control: it does not notice)",
       'lockset',
     )
     .action(
@@ -197,8 +223,11 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
       }) =>
         guard(() => {
           const bug = parseBug(opts.bug);
-          if (opts.workload !== 'lockset' && opts.workload !== 'claims')
-            throw new UsageError(`--workload must be lockset or claims, got ${opts.workload}`);
+          if (!['lockset', 'claims', 'failover'].includes(opts.workload))
+            throw new UsageError(
+              `--workload must be lockset, claims or failover, got ${opts.workload}`,
+            );
+          const failover = opts.workload === 'failover';
           if (opts.workload === 'claims')
             return runClaimSweep(
               {
@@ -215,9 +244,14 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
             {
               from: parseCount('--from', opts.from),
               count: parseCount('--seeds', opts.seeds),
-              fencing: opts.control === true ? false : opts.fencing,
+              fencing: opts.control === true && !failover ? false : opts.fencing,
               control: opts.control === true,
-              ...(bug ? { bug } : {}),
+              ...(failover ? { failover } : {}),
+              ...(failover && opts.control === true
+                ? { bug: 'miss_failover' as const }
+                : bug
+                  ? { bug }
+                  : {}),
               ...(opts.timeLimit === undefined
                 ? {}
                 : { timeLimitMs: parseCount('--time-limit', opts.timeLimit) * 60_000 }),

@@ -21,6 +21,7 @@ export interface RedisCommands {
   hmget(key: string, ...fields: string[]): Promise<Array<string | null>>;
   hset(key: string, ...fieldsAndValues: string[]): Promise<number>;
   time(): Promise<unknown>;
+  info(section: 'replication'): Promise<string>;
   wait(replicas: number, timeoutMs: number): Promise<number>;
   config(subcommand: 'GET', parameter: string): Promise<unknown>;
   scan(

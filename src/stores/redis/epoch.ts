@@ -37,6 +37,8 @@ export class EpochFloorCache {
   constructor(
     private readonly redis: RedisClient,
     private readonly key: string,
+    /** Something grants must wait for first (the incarnation check), or undefined. */
+    private readonly gate: () => Promise<unknown> | undefined = () => undefined,
   ) {}
 
   /**
@@ -45,6 +47,8 @@ export class EpochFloorCache {
    * refresh keeps the last value (the floor never goes down).
    */
   current(): bigint | Promise<bigint> {
+    const gate = this.gate();
+    if (gate !== undefined) return gate.then(() => this.current());
     if (performance.now() - this.readAt <= EPOCH_REFRESH_MS) return this.floor;
     this.reading ??= this.read().finally(() => {
       this.reading = undefined;
@@ -52,6 +56,11 @@ export class EpochFloorCache {
     if (this.readAt === Number.NEGATIVE_INFINITY) return this.reading; // the first read: wait
     this.reading.catch(() => undefined);
     return this.floor;
+  }
+
+  /** Reads the floor now (after this store raised it). */
+  refresh(): Promise<bigint> {
+    return this.read();
   }
 
   private async read(): Promise<bigint> {

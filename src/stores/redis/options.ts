@@ -52,6 +52,13 @@ export interface RedisLeaseStoreOptions {
    * are in flight, no delay beyond the current turn. Defaults to true.
    */
   readonly coalesceWrites?: boolean;
+  /**
+   * Notice a change of the Redis server that answers (a replica promoted, a restart without
+   * the data: its replication id changes) after each (re)connection, and raise the fencing
+   * epoch before the next grant or renewal; leases held across are lost with reason
+   * `failover`. Off on a Cluster client. Defaults to true.
+   */
+  readonly detectIncarnation?: boolean;
 }
 
 /** The defaults of {@link RedisLeaseStoreOptions}. */
@@ -62,6 +69,7 @@ export const REDIS_STORE_DEFAULTS = Object.freeze({
   replicationTimeoutMs: 100,
   wakeOnRelease: 'one',
   coalesceWrites: true,
+  detectIncarnation: true,
 });
 
 /** {@link RedisLeaseStoreOptions} checked, with the defaults filled in. */
@@ -77,6 +85,7 @@ export interface ResolvedRedisStoreOptions {
   readonly replicationTimeoutMs: number;
   readonly wakeOnRelease: WakeMode;
   readonly coalesceWrites: boolean;
+  readonly detectIncarnation: boolean;
 }
 
 /** Checks `options` (`ERR_INVALID_ARGUMENT` naming the field) and fills in the defaults. */
@@ -139,5 +148,10 @@ export function resolveRedisStoreOptions(
     replicationTimeoutMs,
     wakeOnRelease,
     coalesceWrites,
+    detectIncarnation: booleanOption(
+      'detectIncarnation',
+      options.detectIncarnation,
+      REDIS_STORE_DEFAULTS.detectIncarnation,
+    ),
   };
 }

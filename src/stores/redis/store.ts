@@ -27,7 +27,8 @@ import {
 import { WriteCoalescer } from './batch.js';
 import { openRedisClient } from './client.js';
 import type { RedisClient } from '../../drivers/redis/client.js';
-import { EpochFloorCache, epochKey } from './epoch.js';
+import type { EpochFloorCache } from './epoch.js';
+import { RedisIncarnation } from './incarnation.js';
 import { storeError } from './errors.js';
 import { leaseKeys, scanLeaseKeys } from './keys.js';
 import { ReleaseSubscriber, type WakeMode } from './notify.js';
@@ -69,14 +70,12 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
  *   server clock (of the new primary) did not step back. Hence `tokenDurability: 'best_effort'`.
  *   A grant that reserves a token block (decision 007) counts as that many tokens: `last` is
  *   the top of the previous grant's block (the record's `top` field).
- * - Fencing epoch (decision 011): after Redis lost writes, `leasehold epoch` stores a floor in
- *   `<prefix>epoch` and raises every record to it; the store passes it to every grant, so
- *   keys without a record start above it too. Redis keeps no trace of lost writes, so the
- *   store cannot notice a restore by itself.
- * - Asynchronous failover can lose a *grant*: two holders may both believe they hold the key
- *   for up to one TTL. The tokens still order them, so a fence at the resource
- *   (`RedisFence`, the Postgres fence …) rejects the older one. That fence is what makes
- *   Redis leases safe; the lease alone is not.
+ * - Fencing epoch (decision 011): `<prefix>epoch` holds a floor every grant passes, so keys
+ *   without a record start above it too. After each (re)connection the store compares the
+ *   server's replication id with `<prefix>incarnation` (incarnation.ts) and raises the epoch
+ *   itself when another incarnation answers; a restore it cannot see needs `leasehold epoch`.
+ * - A grant lost in a failover leaves two holders for up to one TTL; the tokens order them and
+ *   a fence at the resource (`RedisFence` …) rejects the older one.
  * - Waiting: a release publishes on `<prefix>{<key>}:released`; one subscriber connection per
  *   store wakes local waiters.
  * - Errors from Redis reject with `ERR_UNAVAILABLE` (the client answers `unavailable`).
@@ -106,6 +105,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
   private readonly holdWrites = (): void => this.coalescer?.hold();
   /** The fencing epoch's floor, passed to every grant (see epoch.ts). */
   private readonly epoch: EpochFloorCache;
+  private readonly incarnation: RedisIncarnation;
 
   constructor(options: RedisLeaseStoreOptions) {
     const resolved = resolveRedisStoreOptions(options);
@@ -121,7 +121,8 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
         ? openRedisClient(given.url, given.redisOptions, this.logger)
         : given.client;
     this.coalescer = resolved.coalesceWrites ? new WriteCoalescer(this.redis) : undefined;
-    this.epoch = new EpochFloorCache(this.redis, epochKey(prefix));
+    this.incarnation = new RedisIncarnation(this.redis, prefix, resolved, this.logger);
+    this.epoch = this.incarnation.epoch;
     this.readiness = new RedisReadiness(this.redis, evictionCheck, this.logger);
   }
 
@@ -270,6 +271,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     _options?: StoreRequestOptions,
   ): Promise<StoreRenewResult> {
     await this.readiness.untilOpen(_options);
+    await this.incarnation.pending();
     this.coalescer?.hold();
     let serverMs;
     try {
@@ -284,7 +286,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
       throw storeError(err, 'renew');
     }
     return serverMs === undefined
-      ? { status: 'lost' }
+      ? this.incarnation.typed({ status: 'lost' }, lease.token)
       : { status: 'renewed', expiresAtWallMs: serverMs + lease.ttlMs };
   }
 
@@ -298,8 +300,10 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
   ): Promise<readonly StoreRenewResult[]> {
     if (leases.length === 0) return [];
     await this.readiness.untilOpen(_options);
+    await this.incarnation.pending();
     try {
-      return await renewManyOn(this.redis, this.prefix, leases, this.holdWrites);
+      const answers = await renewManyOn(this.redis, this.prefix, leases, this.holdWrites);
+      return answers.map((a, i) => this.incarnation.typed(a, leases[i]!.token));
     } catch (err) {
       throw storeError(err, 'renew');
     }

@@ -44,8 +44,13 @@ describe('Redis restored from an older RDB', () => {
     tmp.remove();
   });
 
-  async function rounds(owner: string, n: number, ks: readonly string[]): Promise<Tally> {
-    const store = new RedisLeaseStore({ redis: redis.url });
+  async function rounds(
+    owner: string,
+    n: number,
+    ks: readonly string[],
+    detectIncarnation = true,
+  ): Promise<Tally> {
+    const store = new RedisLeaseStore({ redis: redis.url, detectIncarnation });
     const client = new LeaseClient({ store, ownerId: owner });
     const t: Tally = { grants: 0, staleAttempted: 0, staleRejected: 0, staleAccepted: 0 };
     try {
@@ -91,7 +96,9 @@ describe('Redis restored from an older RDB', () => {
   });
 
   it('without a new epoch, the restored counters reissue tokens and the fence rejects every one', async () => {
-    const t = await rounds('restored', 3, [...keys, late]);
+    // Detection off: the restarted server answers another replication id, and the store
+    // would raise the epoch by itself (test/fault/redis-failover-detection.test.ts).
+    const t = await rounds('restored', 3, [...keys, late], false);
     console.log(`redis restore, no epoch: ${JSON.stringify(t)}`);
     assert.equal(t.grants, 9);
     assert.equal(t.staleAttempted, 9, 'every token repeats one issued before the restore');
