@@ -176,12 +176,14 @@ describe('claim before start: a stale owner resumes before the new owner wrote (
               // A stops between its last check and its write; its write order waits in the pipe.
               a.child.kill('SIGSTOP');
               a.send('write A');
-              b = spawnWriter({ ...env, CLAIM: claim ? '1' : '0' });
+              // B's TTL is long: its claims (a fence's first use may migrate it) are bounded by
+              // what is left of its lease, and only A's lease has to run out here.
+              b = spawnWriter({ ...env, LEASE_TTL_MS: '10000', CLAIM: claim ? '1' : '0' });
               const bGot = await b.next();
               assert.equal(
                 bGot['event'],
                 'acquired',
-                `${where}: B gets the lease once A’s expired`,
+                `${where}: B gets the lease once A’s expired: ${JSON.stringify(bGot)}`,
               );
               assert.ok(BigInt(bGot['token'] as string) > BigInt(aGot['token'] as string), where);
               // B writes nothing: A resumes before B's first write.
