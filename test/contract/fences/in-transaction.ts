@@ -57,14 +57,14 @@ export function inSqliteTransactionFenceHarness(): FenceHarness {
         claimInSqlite(db, scope, token, { policy }),
       );
       return {
-        write(scope, token, value, o) {
+        // Async: a thrown error (a malformed token) becomes the rejection.
+        async write(scope, token, value, o) {
+          await Promise.resolve();
           try {
-            return Promise.resolve(
-              outcomeOf(write.immediate(scope, token, value, o?.idempotencyKey)),
-            );
+            return outcomeOf(write.immediate(scope, token, value, o?.idempotencyKey));
           } catch (err) {
-            if (err instanceof Refused) return Promise.resolve(outcomeOf(err.result));
-            return Promise.reject(err as Error);
+            if (err instanceof Refused) return outcomeOf(err.result);
+            throw err;
           }
         },
         claim: (scope, token) => claim.immediate(scope, token),
