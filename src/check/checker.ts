@@ -8,6 +8,7 @@ import type {
 } from '../history/events.js';
 import { checkI6 } from './acknowledged-writes.js';
 import { checkI4 } from './client-conservatism.js';
+import { checkI9 } from './first-write-fencing.js';
 import { collectGrants, countLocalSuccessions, isClientEvent } from './grants.js';
 import { checkI5 } from './linearizable-store-ops.js';
 import { checkLiveness } from './liveness.js';
@@ -29,7 +30,7 @@ export type {
 } from './report.js';
 
 /**
- * Checks a history against I1–I7 and the liveness bound (I8), and returns a verdict with
+ * Checks a history against I1–I7, the liveness bound (I8) and I9, and returns a verdict with
  * counterexamples and figures. Pure: no I/O, deterministic.
  *
  * - I1: per resource, no write applied with a token below one applied before.
@@ -45,6 +46,8 @@ export type {
  *   resource rejected was acknowledged as applied.
  * - I7: renew/release never succeed for a lease that is expired, released or superseded.
  * - I8: with a liveness bound, a waiting acquirer gets a freed key within the bound.
+ * - I9: once a claim on a resource was applied, no write with a lower token is applied there,
+ *   even before the claiming owner's first write (`not_checked` without `claim` events).
  *
  * @example
  * const report = checkHistory(parseHistory(readFileSync('history.jsonl', 'utf8')));
@@ -74,6 +77,7 @@ export function checkHistory(
   const i7 = checkI7(storeEvents, events);
   const bound = options.livenessBoundMs ?? meta?.livenessBoundMs;
   const i8 = checkLiveness(grants, clientEvents, events, bound);
+  const i9 = checkI9(events);
 
   const limit = (r: { violations: Violation[]; status: InvariantStatus; note?: string }) => ({
     status: r.status,
@@ -89,6 +93,7 @@ export function checkHistory(
     I6: limit(i6.report),
     I7: limit(i7),
     I8: limit(i8.report),
+    I9: limit(i9),
   };
   const valid = Object.values(invariants).every((r) => r.status !== 'violated');
   return {
@@ -105,6 +110,8 @@ export function checkHistory(
         .length,
       staleWritesRejected: resourceEvents.filter((r) => r.action === 'rejected').length,
       staleWritesAccepted: i1.violations.length,
+      staleFirstWritesAccepted: i9.staleFirstWrites,
+      claimsApplied: i9.claimsApplied,
       i3Overlaps: i3.violations.length,
       lostAcknowledgedWrites: i6.lost,
       takeoverMs: i8.takeovers,

@@ -83,4 +83,5 @@ const INVARIANT_NAMES: Record<InvariantId, string> = {
   I6: 'no lost acknowledged writes',
   I7: 'release/renew safety',
   I8: 'liveness bound',
+  I9: 'first write fenced (claim before start)',
 };

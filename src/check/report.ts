@@ -2,7 +2,7 @@ import type { HistoryEvent } from '../history/events.js';
 import type { LinearizabilityOptions } from './linearizability.js';
 
 /** The invariants the checker knows (VERIFICATION.md); the full I8 is not checked here. */
-export type InvariantId = 'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'I6' | 'I7' | 'I8';
+export type InvariantId = 'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'I6' | 'I7' | 'I8' | 'I9';
 
 /**
  * `ok`: checked, no violation. `violated`: a safety failure. `expected`: violations under a
@@ -40,6 +40,16 @@ export interface HistoryFigures {
   readonly unfencedWritesAttempted: number;
   readonly staleWritesRejected: number;
   readonly staleWritesAccepted: number;
+  /**
+   * Writes a resource applied with a token below that of a newer owner who had already
+   * started (its acquisition answered, or — when it claimed there — its claim applied), and
+   * that no applied write had yet shown the resource: the stale write that lands before the
+   * new owner's first write. Not counted in `staleWritesAccepted` (I1 cannot see it); a
+   * violation only when the newer owner had claimed (I9).
+   */
+  readonly staleFirstWritesAccepted: number;
+  /** Claims the resources applied (`claim` events). */
+  readonly claimsApplied: number;
   readonly i3Overlaps: number;
   readonly lostAcknowledgedWrites: number;
   /** Store-time gaps from a holder's last grant/renew to the next grant, for leases that expired. */

@@ -163,6 +163,25 @@ export interface ResourceEvent {
   readonly hwm?: string;
 }
 
+/**
+ * A claim at the protected resource (claim before start: a new owner installs its token with
+ * no write before it starts), observed at the resource, in the resource's commit order with
+ * its `resource` events. `applied`: the mark is now at least the token; `stale_fence`: a newer
+ * token had claimed or written, nothing changed (the owner must not start).
+ */
+export interface ClaimEvent {
+  readonly type: 'claim';
+  readonly action: 'applied' | 'stale_fence';
+  readonly t: number;
+  /** Who claimed, when known. */
+  readonly proc?: string;
+  /** The fencing scope at the resource. */
+  readonly resource: string;
+  readonly token: string;
+  /** The high-water mark after the claim. */
+  readonly hwm?: string;
+}
+
 /** The resource's final contents, read after the run (for I6). */
 export interface FinalEvent {
   readonly type: 'final';
@@ -214,6 +233,7 @@ export type HistoryEvent =
   | LostEvent
   | WriteEvent
   | ResourceEvent
+  | ClaimEvent
   | FinalEvent
   | FaultEvent
   | MetaEvent;

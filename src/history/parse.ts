@@ -171,6 +171,14 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     str('resource');
     token('token');
     token('hwm', true);
+  } else if (type === 'claim') {
+    if (e.action !== 'applied' && e.action !== 'stale_fence')
+      fail('"action" must be one of applied, stale_fence');
+    num('t');
+    str('proc', true);
+    str('resource');
+    token('token');
+    token('hwm', true);
   } else if (type === 'final') {
     num('t');
     str('resource');

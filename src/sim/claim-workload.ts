@@ -22,6 +22,13 @@ export interface ClaimRun {
    * unfenced first write. Counted from the resource's own answers and the owners' start times.
    */
   readonly staleFirstWrites: number;
+  /**
+   * The same anomaly as the history checker sees it, from the history alone
+   * (`figures.staleFirstWritesAccepted`): must equal `staleFirstWrites`.
+   */
+  readonly checkerStaleFirstWrites: number;
+  /** I9 violations: writes applied below a token already claimed at the resource. */
+  readonly i9Violations: number;
   readonly writesApplied: number;
   readonly staleWritesRejected: number;
   /** Claims answered stale_fence: an owner superseded before it started (it never wrote). */
@@ -116,6 +123,8 @@ export async function runClaimSeed(options: ClaimRunOptions): Promise<ClaimRun> 
     valid: report.valid,
     staleWritesAccepted: f.staleWritesAccepted,
     staleFirstWrites,
+    checkerStaleFirstWrites: f.staleFirstWritesAccepted,
+    i9Violations: report.invariants.I9.violations.length,
     writesApplied,
     staleWritesRejected: f.staleWritesRejected,
     claimsRefused,
@@ -129,6 +138,9 @@ export interface ClaimSweepResult {
   readonly claims: boolean;
   readonly staleWritesAccepted: number;
   readonly staleFirstWrites: number;
+  /** The checker's count of the same (from the histories alone). */
+  readonly checkerStaleFirstWrites: number;
+  readonly i9Violations: number;
   readonly writesApplied: number;
   readonly staleWritesRejected: number;
   readonly claimsRefused: number;
@@ -152,6 +164,8 @@ export async function sweepClaimSeeds(options: {
     runs: 0,
     staleWritesAccepted: 0,
     staleFirstWrites: 0,
+    checkerStaleFirstWrites: 0,
+    i9Violations: 0,
     writesApplied: 0,
     staleWritesRejected: 0,
     claimsRefused: 0,
@@ -165,10 +179,13 @@ export async function sweepClaimSeeds(options: {
     sum.runs++;
     sum.staleWritesAccepted += r.staleWritesAccepted;
     sum.staleFirstWrites += r.staleFirstWrites;
+    sum.checkerStaleFirstWrites += r.checkerStaleFirstWrites;
+    sum.i9Violations += r.i9Violations;
     sum.writesApplied += r.writesApplied;
     sum.staleWritesRejected += r.staleWritesRejected;
     sum.claimsRefused += r.claimsRefused;
-    const anomalous = r.staleWritesAccepted > 0 || r.staleFirstWrites > 0;
+    const anomalous =
+      r.staleWritesAccepted > 0 || r.staleFirstWrites > 0 || r.checkerStaleFirstWrites > 0;
     if (anomalous) sum.anomalousRuns++;
     if (!r.valid || (options.claims && anomalous)) failingSeeds.push(seed);
   }
@@ -177,5 +194,5 @@ export async function sweepClaimSeeds(options: {
 
 /** The figures line of a claim sweep. */
 export function formatClaimSweep(label: string, r: ClaimSweepResult): string {
-  return `${label}: runs=${r.runs} claims=${r.claims ? 'on' : 'off'} writes_applied=${r.writesApplied} stale_writes_accepted=${r.staleWritesAccepted} stale_first_writes_accepted=${r.staleFirstWrites} stale_writes_rejected=${r.staleWritesRejected} claims_refused=${r.claimsRefused} anomalous_runs=${r.anomalousRuns} failing_seeds=${r.failingSeeds.length} wall=${Math.round(r.wallMs)}ms`;
+  return `${label}: runs=${r.runs} claims=${r.claims ? 'on' : 'off'} writes_applied=${r.writesApplied} stale_writes_accepted=${r.staleWritesAccepted} stale_first_writes_accepted=${r.staleFirstWrites} checker_stale_first_writes=${r.checkerStaleFirstWrites} i9_violations=${r.i9Violations} stale_writes_rejected=${r.staleWritesRejected} claims_refused=${r.claimsRefused} anomalous_runs=${r.anomalousRuns} failing_seeds=${r.failingSeeds.length} wall=${Math.round(r.wallMs)}ms`;
 }

@@ -74,12 +74,21 @@ export class SimFencedResource {
    * below it (`applied`), else `stale_fence` with the mark. A resource that does not check
    * tokens has nothing to install: `applied`, and nothing changes.
    */
-  claim(scope: string, token: bigint): 'applied' | 'stale_fence' {
+  claim(scope: string, token: bigint, proc?: string): 'applied' | 'stale_fence' {
     if (!this.fenced) return 'applied';
     const s = this.scope(scope);
-    if (token < s.hwm) return 'stale_fence';
-    s.hwm = token;
-    return 'applied';
+    const action = token < s.hwm ? 'stale_fence' : 'applied';
+    if (action === 'applied') s.hwm = token;
+    this.history.record({
+      type: 'claim',
+      action,
+      t: this.clock.now(),
+      ...(proc === undefined ? {} : { proc }),
+      resource: scope,
+      token: token.toString(),
+      hwm: s.hwm.toString(),
+    });
+    return action;
   }
 
   /** Records every scope's final contents (for I6). */

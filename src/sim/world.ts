@@ -314,7 +314,7 @@ export class SimWorld {
   /** Claims `token` on the resource's `scope` (claim before start), over the network. */
   claim(worker: SimWorker, scope: string, token: bigint): Promise<'applied' | 'stale_fence'> {
     return this.network.call(worker.proc, 'resource', 'claim', () =>
-      Promise.resolve(this.resource.claim(scope, token)),
+      Promise.resolve(this.resource.claim(scope, token, worker.name)),
     );
   }
 

@@ -20,11 +20,15 @@ interface Resource {
   marks: Map<string, { mark: bigint; claimed: boolean }>;
   keys: Set<string>;
   data: Map<string, string[]>;
+  /** Claims kept only while the fence's process runs (the flaw claimNotDurable); a restart drops them. */
+  volatile: Map<string, { mark: bigint; claimed: boolean }>;
 }
 
 interface Flaws {
   /** claim() keeps the mark in the instance, not in the resource: lost on another instance or a re-open. */
   claimInMemory?: boolean;
+  /** claim() is seen by every instance but never written durably: a restart of the fence loses it. */
+  claimNotDurable?: boolean;
   /** Reads the mark, yields, then writes: racing writers both pass. */
   checkThenWrite?: boolean;
   /** Compares tokens as JS numbers (2^53 and 2^53+1 are equal). */
@@ -36,7 +40,7 @@ interface Flaws {
 }
 
 function memoryFence(name: string, flaws: Flaws = {}): FenceHarness {
-  const r: Resource = { marks: new Map(), keys: new Set(), data: new Map() };
+  const r: Resource = { marks: new Map(), keys: new Set(), data: new Map(), volatile: new Map() };
   const parse = (t: bigint | string): bigint => {
     if (!flaws.looseParse) return parseToken(t);
     try {
@@ -51,10 +55,16 @@ function memoryFence(name: string, flaws: Flaws = {}): FenceHarness {
   };
   return {
     name,
+    restart() {
+      r.volatile.clear();
+      return Promise.resolve();
+    },
     open(policy) {
       const local = new Map<string, { mark: bigint; claimed: boolean }>();
       const markOf = (scope: string) =>
-        local.get(scope) ?? r.marks.get(scope) ?? { mark: 0n, claimed: false };
+        local.get(scope) ??
+        r.volatile.get(scope) ??
+        r.marks.get(scope) ?? { mark: 0n, claimed: false };
       return {
         async write(scope, token, value, o): Promise<FenceWriteOutcome> {
           const t = parse(token);
@@ -68,6 +78,7 @@ function memoryFence(name: string, flaws: Flaws = {}): FenceHarness {
           if (flaws.checkThenWrite) await new Promise((res) => setImmediate(res));
           r.marks.set(scope, { mark: t > m.mark ? t : m.mark, claimed: false });
           local.delete(scope);
+          r.volatile.delete(scope);
           if (o?.idempotencyKey !== undefined) r.keys.add(key);
           r.data.set(scope, [...(r.data.get(scope) ?? []), value]);
           return { status: 'applied' };
@@ -77,7 +88,10 @@ function memoryFence(name: string, flaws: Flaws = {}): FenceHarness {
           const m = markOf(scope);
           if (!passes(policy, t, m)) return { status: 'stale_fence', highWaterMark: m.mark };
           const next = { mark: t, claimed: t > m.mark || m.claimed };
-          (flaws.claimInMemory ? local : r.marks).set(scope, next);
+          (flaws.claimInMemory ? local : flaws.claimNotDurable ? r.volatile : r.marks).set(
+            scope,
+            next,
+          );
           return { status: 'applied' };
         },
         accepted: (scope) => Promise.resolve(r.data.get(scope) ?? []),
@@ -109,6 +123,11 @@ describe('the fence contract can fail', () => {
       'a claim that does not persist (kept by the instance that made it)',
       { claimInMemory: true },
       ['a claim installs the generation', 'a claim is durable'],
+    ],
+    [
+      'a claim that does not persist across a restart (seen by every instance, never stored)',
+      { claimNotDurable: true },
+      ['a claim is durable'],
     ],
     ['a check and write that are not atomic', { checkThenWrite: true }, ['writers racing']],
     ['tokens compared as JS numbers', { numbers: true }, ['64-bit integers']],

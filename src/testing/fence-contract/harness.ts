@@ -55,7 +55,17 @@ export type FenceFeature =
   /** A claim decided by the fence's own policy (a `>` claim after its token wrote is stale). */
   | 'claim by policy'
   /** Tokens with spaces around them reach the fence as sent (HTTP trims header values). */
-  | 'untrimmed tokens';
+  | 'untrimmed tokens'
+  /**
+   * A retried (token, idempotency key) below the scope's mark answers `stale_fence`, not
+   * `duplicate`: the mark is compared before the key is looked up.
+   */
+  | 'stale before duplicate'
+  /**
+   * Under `>`, a refusal after a claim names the claimed token as the scope's mark. Without
+   * it the refusal is still checked, but not the mark it names.
+   */
+  | 'claimed mark under >';
 
 /**
  * How the fence contract reaches one fence. `open(policy)` gives a new instance over the

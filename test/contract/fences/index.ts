@@ -1,5 +1,10 @@
 import type { FenceHarness } from '../../../src/testing/fence-contract/index.js';
+import { catalogFenceHarness } from './catalog.js';
 import { gatewayFenceHarness } from './gateway.js';
+import {
+  inPostgresTransactionFenceHarness,
+  inSqliteTransactionFenceHarness,
+} from './in-transaction.js';
 import { middlewareFenceHarness } from './middleware.js';
 import { postgresFenceHarness } from './postgres.js';
 import { redisFenceHarness } from './redis.js';
@@ -7,15 +12,21 @@ import { sqliteFenceHarness } from './sqlite.js';
 
 /**
  * Every fence the fence contract runs over. `LEASEHOLD_TEST_FENCES=sqlite,redis` selects some;
- * unset selects all. The catalog is not here: its publish is a pointer move with an expected
- * version, not an appending write, and its claim is covered by test/fencing/catalog.
+ * unset selects all. The middleware runs over each mark store the gateway takes; the catalog
+ * and the in-transaction functions through adapters (see docs/fence-contract.md).
  */
 export const FENCE_HARNESSES: Record<string, () => FenceHarness> = {
   sqlite: sqliteFenceHarness,
   postgres: postgresFenceHarness,
   redis: redisFenceHarness,
-  middleware: middlewareFenceHarness,
+  middleware: () => middlewareFenceHarness('sqlite'),
+  'middleware-postgres': () => middlewareFenceHarness('postgres'),
+  'middleware-redis': () => middlewareFenceHarness('redis'),
   gateway: gatewayFenceHarness,
+  'catalog-sqlite': catalogFenceHarness('sqlite'),
+  'catalog-postgres': catalogFenceHarness('postgres'),
+  'in-transaction-sqlite': inSqliteTransactionFenceHarness,
+  'in-transaction-postgres': inPostgresTransactionFenceHarness,
 };
 
 export function selectedFences(): string[] {

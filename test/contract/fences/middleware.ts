@@ -3,9 +3,13 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createFenceMiddleware } from '../../../src/fencing/http/index.js';
-import { SqliteMarkStore } from '../../../src/fencing/marks/sqlite.js';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { openMarkStore } from '../../../src/fencing/marks/open-mark-store.js';
 import type { FenceHarness, FencePolicy } from '../../../src/testing/fence-contract/index.js';
+import { dropSchema, PG_URL, uniqueSchema } from '../../support/postgres.js';
 import { tempDir } from '../../support/tmp.js';
+import { deletePrefix, TEST_REDIS_URL } from '../harnesses/redis.js';
 import { fencedPut, segmentOf } from './http-client.js';
 
 interface Service {
@@ -17,18 +21,29 @@ interface Service {
   close(): Promise<void>;
 }
 
+/** Where the middleware keeps its marks: each mark store the gateway and the middleware take. */
+export type MarksKind = 'sqlite' | 'postgres' | 'redis';
+
 /**
- * `createFenceMiddleware` in a real node:http service, marks in SQLite: `PUT /ge/:id` under
- * `>=`, `PUT /gt/:id` under `>`, the handler appending the body to the scope's data (kept by
- * the harness: the service's own durable data). `restart()` closes the service and its marks
- * and starts them again over the same file.
+ * `createFenceMiddleware` in a real node:http service, marks in SQLite, PostgreSQL or Redis
+ * (`openMarkStore`, as the gateway's `--marks`): `PUT /ge/:id` under `>=`, `PUT /gt/:id`
+ * under `>`, the handler appending the body to the scope's data (kept by the harness: the
+ * service's own durable data). `restart()` closes the service and its marks and starts them
+ * again over the same marks.
  */
-export function middlewareFenceHarness(): FenceHarness {
+export function middlewareFenceHarness(kind: MarksKind = 'sqlite'): FenceHarness {
   const tmp = tempDir('fence-contract-middleware');
+  const schema = uniqueSchema('claims_fc_marks');
+  const prefix = `lh:test:claims-fc-marks:${process.pid}-${randomBytes(4).toString('hex')}:`;
+  const marksUrl = {
+    sqlite: `sqlite:${join(tmp.dir, 'marks.db')}`,
+    postgres: `${PG_URL}${PG_URL.includes('?') ? '&' : '?'}schema=${schema}`,
+    redis: `${TEST_REDIS_URL}${TEST_REDIS_URL.includes('?') ? '&' : '?'}prefix=${encodeURIComponent(prefix)}`,
+  }[kind];
   const data = new Map<string, string[]>();
   let service: Promise<Service> | undefined;
   const start = async (): Promise<Service> => {
-    const marks = new SqliteMarkStore({ path: join(tmp.dir, 'marks.db') });
+    const marks = await openMarkStore(marksUrl);
     const scopeOf = (url: string | undefined) => url?.split('/')[2]?.replaceAll('.', '/');
     const mws = {
       '>=': createFenceMiddleware({ marks, policy: '>=', scope: (req) => scopeOf(req.url) }),
@@ -65,7 +80,7 @@ export function middlewareFenceHarness(): FenceHarness {
     };
   };
   return {
-    name: 'middleware (createFenceMiddleware, SQLite marks)',
+    name: `middleware (createFenceMiddleware, ${{ sqlite: 'SQLite', postgres: 'PostgreSQL', redis: 'Redis' }[kind]} marks)`,
     async open(policy) {
       const s = await (service ??= start());
       const path = policy === '>' ? 'gt' : 'ge';
@@ -87,6 +102,15 @@ export function middlewareFenceHarness(): FenceHarness {
     },
     async teardown() {
       await (await service)?.close();
+      if (kind === 'postgres') await dropSchema(schema);
+      if (kind === 'redis') {
+        const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+        try {
+          await deletePrefix(redis, prefix);
+        } finally {
+          redis.disconnect();
+        }
+      }
       tmp.remove();
     },
   };

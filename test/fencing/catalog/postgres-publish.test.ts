@@ -88,6 +88,23 @@ describe('PostgreSQL catalog publish (version 5 call, version 7 function)', () =
     });
   });
 
+  it('history is newest first by version as a number: version 10 before 9 (not as text)', async () => {
+    const name = 'reports/history-order';
+    for (let v = 1; v <= 11; v++) {
+      const r = await publish(name, await staged(name, BigInt(v)), BigInt(v));
+      assert.equal(r.status, 'applied');
+    }
+    const history = await store.history(name, 20);
+    assert.deepEqual(
+      history.map((e) => e.version),
+      [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1],
+    );
+    assert.deepEqual(
+      history.map((e) => e.token),
+      [11n, 10n, 9n, 8n, 7n, 6n, 5n, 4n, 3n, 2n, 1n],
+    );
+  });
+
   it('a version-4 process and this one publish to one catalog: one version sequence, one history', async () => {
     const name = 'reports/mixed';
     const versions: string[] = [];

@@ -27,7 +27,14 @@ export interface WriterConfig {
 
 /** What the parent asks. `stop` points: where the writer stops itself with SIGSTOP. */
 export type WriterRequest = { id: number } & (
-  | { cmd: 'acquire'; key: string; ttlMs: number; waitMs: number }
+  | {
+      cmd: 'acquire';
+      key: string;
+      ttlMs: number;
+      waitMs: number;
+      /** Claim before start: the lease is handed over only once the catalog claimed its token on this name. */
+      claimName?: string;
+    }
   | { cmd: 'stage'; name: string; body: string; stopAfterRegister?: boolean }
   | {
       cmd: 'publish';
@@ -84,7 +91,13 @@ function capability(l: Lease, stopAfterCheck: boolean): CatalogLease {
 async function handle(req: WriterRequest): Promise<Record<string, unknown>> {
   switch (req.cmd) {
     case 'acquire': {
-      const r = await client.acquire(req.key, { ttl: req.ttlMs, wait: req.waitMs });
+      const r = await client.acquire(req.key, {
+        ttl: req.ttlMs,
+        wait: req.waitMs,
+        ...(req.claimName === undefined
+          ? {}
+          : { fences: [{ fence: catalog, scope: req.claimName }] }),
+      });
       if (r.status !== 'acquired') return { status: r.status };
       lease = r.lease;
       return { status: 'acquired', token: lease.token.toString(), leaseId: lease.leaseId };

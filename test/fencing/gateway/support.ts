@@ -169,3 +169,36 @@ export function spawnWriter(env: Record<string, string>): Writer {
     send: (line) => child.stdin.write(line + '\n'),
   };
 }
+
+const MIDDLEWARE_SERVICE = fileURLToPath(new URL('./middleware-service.js', import.meta.url));
+
+/** A service process with `createFenceMiddleware` in front of its SQLite table (middleware-service.ts). */
+export interface MiddlewareService {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number>;
+  readonly url: string;
+}
+
+/** Starts middleware-service.ts over `resourcePath` (its data) and `marksPath`; waits for its URL. */
+export async function spawnMiddlewareService(
+  resourcePath: string,
+  marksPath: string,
+): Promise<MiddlewareService> {
+  const child = spawn(process.execPath, [MIDDLEWARE_SERVICE], {
+    env: { ...process.env, RESOURCE_PATH: resourcePath, MARKS_PATH: marksPath },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<number>((resolve) =>
+    child.once('exit', (code) => resolve(code ?? -1)),
+  );
+  const lines = createInterface({ input: child.stdout });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('middleware service silent for 30 s')), 30_000);
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      resolve((JSON.parse(line) as { url: string }).url);
+    });
+    void exited.then((code) => reject(new Error(`middleware service exited (${code})`)));
+  });
+  return { child, exited, url };
+}

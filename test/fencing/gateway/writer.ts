@@ -131,7 +131,13 @@ const r =
     ? await client.acquire(key, { ttl, wait: 30_000, fences: [{ fence: resource.fence }] })
     : await client.acquire(key, { ttl, wait: 30_000 });
 if (r.status !== 'acquired') {
-  print({ event: 'failed', status: r.status });
+  print({
+    event: 'failed',
+    status: r.status,
+    ...(r.status === 'claim_failed'
+      ? { reason: r.reason, cause: r.reason === 'unavailable' ? String(r.cause) : undefined }
+      : {}),
+  });
   process.exit(1);
 }
 const token = r.lease.token;

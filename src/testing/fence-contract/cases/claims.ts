@@ -1,7 +1,33 @@
 import assert from 'node:assert/strict';
+import type { ClaimResult } from '../../../core/results.js';
 import { uniqueKey } from '../../kit/wait.js';
-import { applied, claimApplied, has, policiesOf, stale, withFences } from '../helpers.js';
-import type { FenceContractCase } from '../harness.js';
+import { applied, claimApplied, has, policiesOf, show, stale, withFences } from '../helpers.js';
+import type {
+  FenceContractCase,
+  FenceHarness,
+  FencePolicy,
+  FenceWriteOutcome,
+} from '../harness.js';
+
+/**
+ * A refusal that a claim of `mark` caused: `stale_fence` naming `mark`, or under `>` for a
+ * harness that lacks 'claimed mark under >' any `stale_fence`.
+ */
+function staleAfterClaim(
+  h: FenceHarness,
+  policy: FencePolicy,
+  r: FenceWriteOutcome | ClaimResult,
+  mark: bigint,
+  what: string,
+): void {
+  if (policy === '>' && h.lacks?.['claimed mark under >'] !== undefined)
+    assert.equal(
+      r.status,
+      'stale_fence',
+      `${what}: expected stale_fence, got ${JSON.stringify(show(r))}`,
+    );
+  else stale(r, mark, what);
+}
 
 /** The fence contract: claim before start (DESIGN §4). */
 export const claimCases: FenceContractCase[] = [
@@ -16,7 +42,13 @@ export const claimCases: FenceContractCase[] = [
           applied(await a!.write(scope, 41n, '41:A'), `${what}: A's write at 41`);
           await claimApplied(b!, scope, 42n, what);
           assert.deepEqual(await b!.accepted(scope), ['41:A'], `${what}: a claim writes no data`);
-          stale(await a!.write(scope, 41n, '41:A late'), 42n, `${what}: A's late write`);
+          staleAfterClaim(
+            h,
+            policy,
+            await a!.write(scope, 41n, '41:A late'),
+            42n,
+            `${what}: A's late write`,
+          );
           applied(await b!.write(scope, 42n, '42:B'), `${what}: B's first write`);
           if (policy === '>')
             stale(await b!.write(scope, 42n, '42:B again'), 42n, `${what}: B's second write`);
@@ -35,7 +67,13 @@ export const claimCases: FenceContractCase[] = [
           const what = `policy '${policy}'`;
           await claimApplied(b!, scope, 42n, `${what}: first claim`);
           await claimApplied(b!, scope, 42n, `${what}: the same claim again`);
-          stale(await a!.claim(scope, 41n), 42n, `${what}: claim at 41 after 42's claim`);
+          staleAfterClaim(
+            h,
+            policy,
+            await a!.claim(scope, 41n),
+            42n,
+            `${what}: claim at 41 after 42's claim`,
+          );
           applied(await b!.write(scope, 42n, '42:B'), `${what}: 42's write after the claims`);
           applied(await b!.write(scope, 43n, '43:C'), `${what}: a newer writer`);
           stale(await a!.claim(scope, 42n), 43n, `${what}: claim at 42 after 43 wrote`);
@@ -70,7 +108,13 @@ export const claimCases: FenceContractCase[] = [
         });
         await h.restart?.();
         await withFences(h, policy, 1, async ([f]) => {
-          stale(await f!.write(scope, 41n, '41:A late'), 42n, `${what}: 41 after the re-open`);
+          staleAfterClaim(
+            h,
+            policy,
+            await f!.write(scope, 41n, '41:A late'),
+            42n,
+            `${what}: 41 after the re-open`,
+          );
           applied(await f!.write(scope, 42n, '42:B'), `${what}: 42's first write after it`);
           assert.deepEqual(await f!.accepted(scope), ['41:A', '42:B']);
         });

@@ -47,7 +47,7 @@ export const durabilityCases: FenceContractCase[] = [
   {
     name: 'a retried key below the mark answers stale_fence, even though it was applied before; at the mark it is a duplicate (each policy)',
     async run(h, t) {
-      if (!has(h, 'idempotency', t)) return;
+      if (!has(h, 'idempotency', t) || !has(h, 'stale before duplicate', t)) return;
       for (const policy of policiesOf(h)) {
         await withFences(h, policy, 2, async ([a, b]) => {
           const scope = uniqueKey('fence-idem-old');

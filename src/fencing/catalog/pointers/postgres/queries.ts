@@ -38,8 +38,11 @@ const ENTRY_COLUMNS = `name, handle, token::text, lease_key, lease_id, version::
 /** $1 name. */
 export const SELECT_POINTER = `SELECT ${ENTRY_COLUMNS} FROM {{pointer}} WHERE name = $1`;
 
-/** $1 name, $2 limit. Newest first. */
-export const SELECT_HISTORY = `SELECT ${ENTRY_COLUMNS} FROM {{history}} WHERE name = $1 ORDER BY version DESC LIMIT $2`;
+/**
+ * $1 name, $2 limit. Newest first: by the table's bigint version (`h.version`), not the
+ * text column of the same name the select list makes, which would put version 9 before 10.
+ */
+export const SELECT_HISTORY = `SELECT ${ENTRY_COLUMNS} FROM {{history}} AS h WHERE h.name = $1 ORDER BY h.version DESC LIMIT $2`;
 
 /** $1 prefix, $2 limit. `starts_with` instead of LIKE: no wildcards to escape. */
 export const SELECT_LIST = `
