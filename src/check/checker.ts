@@ -14,6 +14,9 @@ import { checkLiveness } from './liveness.js';
 import { checkI7 } from './release-renew-safety.js';
 import type { CheckOptions, CheckReport, InvariantStatus, Violation } from './report.js';
 import { checkI1 } from './resource-fencing.js';
+import { checkI11 } from './lock-delay.js';
+import { checkI9 } from './semaphore-limit.js';
+import { checkI10 } from './set-atomicity.js';
 import { checkI3 } from './store-exclusivity.js';
 import { checkI2 } from './token-order.js';
 
@@ -45,6 +48,9 @@ export type {
  *   resource rejected was acknowledged as applied.
  * - I7: renew/release never succeed for a lease that is expired, released or superseded.
  * - I8: with a liveness bound, a waiting acquirer gets a freed key within the bound.
+ * - I9: by the store's clock, a semaphore never has more valid slot holders than its limit.
+ * - I10: a set of keys reported held was wholly held at one instant of the store's clock.
+ * - I11: no key is granted within the lock-delay after an end by expiry (store clock).
  *
  * @example
  * const report = checkHistory(parseHistory(readFileSync('history.jsonl', 'utf8')));
@@ -74,6 +80,9 @@ export function checkHistory(
   const i7 = checkI7(storeEvents, events);
   const bound = options.livenessBoundMs ?? meta?.livenessBoundMs;
   const i8 = checkLiveness(grants, clientEvents, events, bound);
+  const i9 = checkI9(grants, clientEvents, faults, tolerance);
+  const i10 = checkI10(grants, clientEvents, faults, tolerance);
+  const i11 = checkI11(grants, faults, tolerance);
 
   const limit = (r: { violations: Violation[]; status: InvariantStatus; note?: string }) => ({
     status: r.status,
@@ -89,6 +98,9 @@ export function checkHistory(
     I6: limit(i6.report),
     I7: limit(i7),
     I8: limit(i8.report),
+    I9: limit(i9),
+    I10: limit(i10),
+    I11: limit(i11),
   };
   const valid = Object.values(invariants).every((r) => r.status !== 'violated');
   return {

@@ -83,4 +83,7 @@ const INVARIANT_NAMES: Record<InvariantId, string> = {
   I6: 'no lost acknowledged writes',
   I7: 'release/renew safety',
   I8: 'liveness bound',
+  I9: 'semaphore limit',
+  I10: 'sets held whole',
+  I11: 'lock-delay honoured',
 };
