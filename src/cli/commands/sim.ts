@@ -4,11 +4,7 @@ import { formatReport } from '../../check/checker.js';
 import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
 import { runRandomSeed } from '../../sim/random-workload.js';
 import { formatClaimSweep, sweepClaimSeeds } from '../../sim/claim-workload.js';
-import {
-  formatGroupSweep,
-  groupReplayCommand,
-  sweepGroupSeeds,
-} from '../../sim/group-sweep.js';
+import { formatGroupSweep, groupReplayCommand, sweepGroupSeeds } from '../../sim/group-sweep.js';
 import { GROUP_WORKLOADS, type GroupWorkload } from '../../sim/group-workloads.js';
 import { GROUP_BUGS, type GroupBug } from '../../sim/planted-bugs.js';
 import { formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
