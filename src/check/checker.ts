@@ -15,6 +15,9 @@ import { checkLiveness } from './liveness.js';
 import { checkI7 } from './release-renew-safety.js';
 import type { CheckOptions, CheckReport, InvariantStatus, Violation } from './report.js';
 import { checkI1 } from './resource-fencing.js';
+import { checkI12 } from './lock-delay.js';
+import { checkI10 } from './semaphore-limit.js';
+import { checkI11 } from './set-atomicity.js';
 import { checkI3 } from './store-exclusivity.js';
 import { checkI2 } from './token-order.js';
 
@@ -30,7 +33,7 @@ export type {
 } from './report.js';
 
 /**
- * Checks a history against I1–I7, the liveness bound (I8) and I9, and returns a verdict with
+ * Checks a history against I1–I7, the liveness bound (I8) and I9–I12, and returns a verdict with
  * counterexamples and figures. Pure: no I/O, deterministic.
  *
  * - I1: per resource, no write applied with a token below one applied before.
@@ -48,6 +51,9 @@ export type {
  * - I8: with a liveness bound, a waiting acquirer gets a freed key within the bound.
  * - I9: once a claim on a resource was applied, no write with a lower token is applied there,
  *   even before the claiming owner's first write (`not_checked` without `claim` events).
+ * - I10: by the store's clock, a semaphore never has more valid slot holders than its limit.
+ * - I11: a set of keys reported held was wholly held at one instant of the store's clock.
+ * - I12: no key is granted within the lock-delay after an end by expiry (store clock).
  *
  * @example
  * const report = checkHistory(parseHistory(readFileSync('history.jsonl', 'utf8')));
@@ -78,6 +84,9 @@ export function checkHistory(
   const bound = options.livenessBoundMs ?? meta?.livenessBoundMs;
   const i8 = checkLiveness(grants, clientEvents, events, bound);
   const i9 = checkI9(events);
+  const i10 = checkI10(grants, clientEvents, faults, tolerance);
+  const i11 = checkI11(grants, clientEvents, faults, tolerance);
+  const i12 = checkI12(grants, faults, tolerance);
 
   const limit = (r: { violations: Violation[]; status: InvariantStatus; note?: string }) => ({
     status: r.status,
@@ -94,6 +103,9 @@ export function checkHistory(
     I7: limit(i7),
     I8: limit(i8.report),
     I9: limit(i9),
+    I10: limit(i10),
+    I11: limit(i11),
+    I12: limit(i12),
   };
   const valid = Object.values(invariants).every((r) => r.status !== 'violated');
   return {

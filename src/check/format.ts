@@ -84,4 +84,7 @@ const INVARIANT_NAMES: Record<InvariantId, string> = {
   I7: 'release/renew safety',
   I8: 'liveness bound',
   I9: 'first write fenced (claim before start)',
+  I10: 'semaphore limit',
+  I11: 'sets held whole',
+  I12: 'lock-delay honoured',
 };

@@ -92,6 +92,10 @@ export interface LeaseOp {
   readonly ttlMs: number | undefined;
   /** Acquire and hand_off: the token block asked for (`tokenBlock`; 1 when absent). */
   readonly tokenBlock: number;
+  /** Acquire and hand_off: the lock-delay the grant asks for (0 when none). */
+  readonly lockDelayMs: number;
+  /** Acquire and hand_off: the request skips the holder's lock-delay. */
+  readonly ignoreLockDelay: boolean;
   readonly outcome: StoreOpOutcome;
   /** Acquire `acquired`: the token granted. */
   readonly granted: bigint | undefined;
@@ -235,6 +239,8 @@ export function collectLeaseOps(
       released: known ? ans.released : undefined,
       ttlMs: inv.ttlMs,
       tokenBlock: inv.tokenBlock ?? 1,
+      lockDelayMs: inv.lockDelayMs ?? 0,
+      ignoreLockDelay: inv.ignoreLockDelay === true,
       outcome: known ? (ans.phase as StoreOpOutcome) : 'info',
       granted: known && ans.token !== undefined ? BigInt(ans.token) : undefined,
       invokeT: inv.t,

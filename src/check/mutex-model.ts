@@ -42,6 +42,11 @@ export interface ModelState {
   readonly exact: boolean;
   readonly block: bigint;
   readonly zone: StoreTimeZone;
+  /**
+   * The holder's lock-delay (0 for none): until its expiry plus this, by the store's clock,
+   * nobody else is granted the key unless the request skips the delay; a release ends it.
+   */
+  readonly delay: number;
   readonly key: string;
   /** `key` without the holder (the search may write the holder canonically). */
   readonly rest: string;
@@ -55,14 +60,16 @@ export function state(
   exact: boolean,
   block: bigint,
   zone: StoreTimeZone,
+  delay = 0,
 ): ModelState {
-  const rest = `${token}/${exact ? 1 : 0}/${block}/${zone.key}`;
+  const rest = `${token}/${exact ? 1 : 0}/${block}/${delay}/${zone.key}`;
   return {
     holder,
     token,
     exact,
     block,
     zone,
+    delay,
     key: `${holder}/${rest}`,
     rest,
     lastAt: zone.lastAt()[0],
@@ -108,8 +115,10 @@ export function step(s: ModelState, op: SearchOp, names: readonly string[]): Ste
       : s.holder === PRIOR
         ? 'a holder from before the history'
         : names[s.holder]!;
-  const at = (guard: ExpiryGuard, ttl?: number, drop = false) =>
-    s.zone.advance(lo, hi, guard, ttl, drop);
+  const at = (guard: ExpiryGuard, ttl?: number, drop = false, delay = 0) =>
+    s.zone.advance(lo, hi, guard, ttl, drop, false, delay);
+  // Another lease's grant or busy answer goes by the holder's lock-delay, unless skipped.
+  const delay = o.ignoreLockDelay ? 0 : s.delay;
   // Why a guarded step failed: the window itself, or the guard.
   const timing = (guard: ExpiryGuard, what: string): string =>
     at('any') === undefined
@@ -127,12 +136,12 @@ export function step(s: ModelState, op: SearchOp, names: readonly string[]): Ste
         if (!tokenOk) {
           reason = notAbove(o.granted!, s);
         } else {
-          const z = at(guard, ttl);
+          const z = at(guard, ttl, false, delay);
           if (z !== undefined)
             next.push(
               op.outcome === 'info'
-                ? state(op.lease, floor, false, op.block, z)
-                : state(op.lease, o.granted!, true, op.block, z),
+                ? state(op.lease, floor, false, op.block, z, o.lockDelayMs)
+                : state(op.lease, o.granted!, true, op.block, z, o.lockDelayMs),
             );
           else reason = timing(guard, `the key was held live by ${holderName}`);
         }
@@ -141,7 +150,7 @@ export function step(s: ModelState, op: SearchOp, names: readonly string[]): Ste
         // An idempotent retry: same token, expiry unchanged.
         if (s.exact ? o.granted === s.token : o.granted! > s.token) {
           const z = at('live');
-          if (z !== undefined) next.push(state(s.holder, o.granted!, true, s.block, z));
+          if (z !== undefined) next.push(state(s.holder, o.granted!, true, s.block, z, s.delay));
         } else
           reason ??= `a retry of ${names[op.lease]} got token ${o.granted}, not its own ${s.token}`;
       }
@@ -150,8 +159,8 @@ export function step(s: ModelState, op: SearchOp, names: readonly string[]): Ste
         else if (s.holder === op.lease)
           reason = `busy, but ${holderName} (the asking lease) held the key itself`;
         else {
-          const z = at('live');
-          if (z !== undefined) next.push(state(s.holder, s.token, s.exact, s.block, z));
+          const z = at('live', undefined, false, delay);
+          if (z !== undefined) next.push(state(s.holder, s.token, s.exact, s.block, z, s.delay));
           else reason = timing('live', `busy, but ${holderName}'s lease had expired`);
         }
       }
@@ -175,17 +184,21 @@ export function step(s: ModelState, op: SearchOp, names: readonly string[]): Ste
         const guard: ExpiryGuard = o.f === 'renew' || op.outcome === 'info' ? 'live' : 'any';
         const z = o.f === 'renew' ? at(guard, o.ttlMs) : at(guard, undefined, true);
         if (z === undefined) return { next, reason: timing(guard, `${effect} too late`) };
-        next.push(state(o.f === 'renew' ? s.holder : NONE, t, true, s.block, z));
+        next.push(
+          o.f === 'renew'
+            ? state(s.holder, t, true, s.block, z, s.delay)
+            : state(NONE, t, true, s.block, z),
+        );
         return { next };
       }
       // lost / not_owner: no change.
       if (canMismatch) {
         const z = at('any');
-        if (z !== undefined) next.push(state(s.holder, s.token, s.exact, s.block, z));
+        if (z !== undefined) next.push(state(s.holder, s.token, s.exact, s.block, z, s.delay));
       }
       if (canMatch) {
         const z = at('expired');
-        if (z !== undefined) next.push(state(s.holder, t, true, s.block, z));
+        if (z !== undefined) next.push(state(s.holder, t, true, s.block, z, s.delay));
       }
       return next.length > 0
         ? { next }
@@ -230,11 +243,12 @@ function handOffStep(
     if (canMismatch) {
       const z = s.zone.advance(o.storeLo, op.hi, 'any', undefined, false);
       if (z !== undefined)
-        halves.push({ s: state(s.holder, s.token, s.exact, s.block, z), freed: false });
+        halves.push({ s: state(s.holder, s.token, s.exact, s.block, z, s.delay), freed: false });
     }
     if (canMatch) {
       const z = s.zone.advance(o.storeLo, op.hi, 'expired', undefined, false);
-      if (z !== undefined) halves.push({ s: state(s.holder, rt, true, s.block, z), freed: false });
+      if (z !== undefined)
+        halves.push({ s: state(s.holder, rt, true, s.block, z, s.delay), freed: false });
     }
   }
   if (halves.length === 0) {
@@ -254,8 +268,9 @@ function handOffStep(
   let reason: string | undefined;
   for (const h of halves) {
     const r = h.s;
-    const same = (guard: ExpiryGuard, renew?: number) =>
-      r.zone.advance(-Infinity, Infinity, guard, renew, false, true);
+    const same = (guard: ExpiryGuard, renew?: number, delay = 0) =>
+      r.zone.advance(-Infinity, Infinity, guard, renew, false, true, delay);
+    const delay = o.ignoreLockDelay ? 0 : r.delay;
     const name =
       r.holder === NONE
         ? 'nobody'
@@ -267,12 +282,12 @@ function handOffStep(
       if (op.outcome === 'acquired' && !(o.granted! > floor)) {
         reason ??= notAbove(o.granted!, r);
       } else {
-        const z = same(r.holder === NONE ? 'any' : 'expired', ttl);
+        const z = same(r.holder === NONE ? 'any' : 'expired', ttl, delay);
         if (z !== undefined)
           next.push(
             info
-              ? state(op.lease, floor, false, op.block, z)
-              : state(op.lease, o.granted!, true, op.block, z),
+              ? state(op.lease, floor, false, op.block, z, o.lockDelayMs)
+              : state(op.lease, o.granted!, true, op.block, z, o.lockDelayMs),
           );
         else
           reason ??= `hand-off granted while ${name} held the key live${h.freed ? '' : ` (its release of ${names[op.releaseLease]} did not take effect)`}`;
@@ -284,7 +299,7 @@ function handOffStep(
         (r.exact ? o.granted === r.token : o.granted! > r.token)
       ) {
         const z = same('live');
-        if (z !== undefined) next.push(state(r.holder, o.granted!, true, r.block, z));
+        if (z !== undefined) next.push(state(r.holder, o.granted!, true, r.block, z, r.delay));
       }
     } else {
       // busy
@@ -295,8 +310,8 @@ function handOffStep(
       else if (r.holder === op.lease)
         reason ??= `busy, but ${name} (the asking lease) held the key itself`;
       else {
-        const z = same('live');
-        if (z !== undefined) next.push(state(r.holder, r.token, r.exact, r.block, z));
+        const z = same('live', undefined, delay);
+        if (z !== undefined) next.push(state(r.holder, r.token, r.exact, r.block, z, r.delay));
         else reason ??= `busy, but ${name}'s lease had expired`;
       }
     }

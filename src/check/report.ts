@@ -2,7 +2,8 @@ import type { HistoryEvent } from '../history/events.js';
 import type { LinearizabilityOptions } from './linearizability.js';
 
 /** The invariants the checker knows (VERIFICATION.md); the full I8 is not checked here. */
-export type InvariantId = 'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'I6' | 'I7' | 'I8' | 'I9';
+export type InvariantId =
+  'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'I6' | 'I7' | 'I8' | 'I9' | 'I10' | 'I11' | 'I12';
 
 /**
  * `ok`: checked, no violation. `violated`: a safety failure. `expected`: violations under a

@@ -56,8 +56,9 @@ export class StoreTimeZone {
    * `T ≥ L` (the store's clock does not go back between operations it performs in order),
    * provided `guard` holds at `T`. `renewTtlMs` sets the expiry to `T + ttl` (grant, renew);
    * `dropExpiry` forgets it (no holder). `atLast` pins `T = L`: the second half of one atomic
-   * step (a hand-off's grant happens at the instant of its release). Returns undefined when
-   * no such `T` exists.
+   * step (a hand-off's grant happens at the instant of its release). `delayMs` moves the
+   * guard's edge to `E + delayMs` (a key's lock-delay after an expiry: `live` then means
+   * "before the delay ends", `expired` "after it"). Returns undefined when no such `T` exists.
    */
   advance(
     lo: number,
@@ -66,6 +67,7 @@ export class StoreTimeZone {
     renewTtlMs: number | undefined,
     dropExpiry: boolean,
     atLast = false,
+    delayMs = 0,
   ): StoreTimeZone | undefined {
     if (!(lo <= hi)) return undefined;
     // The working matrix is scratch space (the search is single-threaded and never re-enters).
@@ -81,9 +83,10 @@ export class StoreTimeZone {
     tighten(v, s, ZERO, T, -lo, false); // 0 − T ≤ −lo
     tighten(v, s, L, T, 0, false); // L − T ≤ 0
     if (atLast) tighten(v, s, T, L, 0, false); // T − L ≤ 0
+    // A lock-delay D moves the guard's edge from E to E + D (still a difference bound).
     if (guard === 'live')
-      tighten(v, s, T, E, 0, true); // T − E < 0
-    else if (guard === 'expired') tighten(v, s, E, T, 0, false); // E − T ≤ 0
+      tighten(v, s, T, E, delayMs, true); // T − E < D
+    else if (guard === 'expired') tighten(v, s, E, T, -delayMs, false); // E − T ≤ −D
     if (!close(v, s)) return undefined;
 
     // Project onto {0, L' = T, E'}: L's old value is no longer needed once T ≥ L is folded in.

@@ -41,6 +41,18 @@ export interface ClientEvent {
    * store's clock.
    */
   readonly storeExpiryObservedBy?: 'client';
+  /**
+   * A slot acquisition (`acquireSlot`): the semaphore's limit it asked for. The `invoke` names
+   * the semaphore in `key`; the `ok` names the slot's key (`name#slot=i`) it got. I10 counts
+   * the valid holders of a semaphore's slots against the largest limit asked for.
+   */
+  readonly limit?: number;
+  /**
+   * A member of a set taken as one (`acquireAll`), on the member's `acquire ok`: a label of
+   * the set's acquisition (one per set), and every key of the set. I11 reads them.
+   */
+  readonly set?: string;
+  readonly setKeys?: readonly string[];
 }
 
 /** What the store itself did, observed at the store (simulation, or a store that reports it). */
@@ -61,6 +73,10 @@ export interface StoreEvent {
    * recorded as two events at the same store instant, the release first.
    */
   readonly handOff?: boolean;
+  /** On a grant: the lock-delay the grant asked for (ms after an end by expiry). I12 reads it. */
+  readonly lockDelayMs?: number;
+  /** On a grant: the acquisition skipped the key's lock-delay (its writes are fenced). */
+  readonly ignoreLockDelay?: boolean;
 }
 
 /**
@@ -122,6 +138,13 @@ export interface StoreOpEvent {
    * grant for the key greater than `t + b − 1`.
    */
   readonly tokenBlock?: number;
+  /**
+   * Acquire and hand_off `invoke`: the lock-delay the grant asks for (ms after an end by
+   * expiry during which the store grants the key to nobody, a release ending it early).
+   */
+  readonly lockDelayMs?: number;
+  /** Acquire and hand_off `invoke`: the request skips the key's lock-delay. */
+  readonly ignoreLockDelay?: boolean;
 }
 
 /** A client's lease ended on its side (signal fired). */

@@ -103,6 +103,20 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     num('storeExpiresAt', true);
     if (e.storeExpiryObservedBy !== undefined && e.storeExpiryObservedBy !== 'client')
       fail('"storeExpiryObservedBy" must be "client" when present');
+    if (e.limit !== undefined && !(Number.isInteger(e.limit) && (e.limit as number) > 0))
+      fail('"limit" must be a positive integer');
+    str('set', true);
+    if (
+      e.setKeys !== undefined &&
+      !(
+        Array.isArray(e.setKeys) &&
+        e.setKeys.length > 0 &&
+        e.setKeys.every((k) => typeof k === 'string' && k !== '')
+      )
+    )
+      fail('"setKeys" must be a non-empty array of keys');
+    if ((e.set === undefined) !== (e.setKeys === undefined))
+      fail('"set" and "setKeys" come together');
   } else if (type === 'store') {
     if (typeof e.action !== 'string' || !STORE_ACTIONS.has(e.action))
       fail(`"action" must be one of ${[...STORE_ACTIONS].join(', ')}`);
@@ -115,6 +129,11 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
     num('expiresAt', !(e.action === 'grant' || e.action === 'renewed'));
     if (e.handOff !== undefined && typeof e.handOff !== 'boolean')
       fail('"handOff" must be a boolean');
+    num('lockDelayMs', true);
+    if (e.lockDelayMs !== undefined && (e.lockDelayMs as number) < 0)
+      fail('"lockDelayMs" must not be negative');
+    if (e.ignoreLockDelay !== undefined && typeof e.ignoreLockDelay !== 'boolean')
+      fail('"ignoreLockDelay" must be a boolean');
   } else if (type === 'store_op') {
     const f = e.f;
     if (f !== 'acquire' && f !== 'renew' && f !== 'release' && f !== 'hand_off')
@@ -137,6 +156,11 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
         fail('"released" of a hand_off answer must be released or not_owner');
     }
     if (e.ttlMs !== undefined && !((e.ttlMs as number) > 0)) fail('"ttlMs" must be positive');
+    num('lockDelayMs', true);
+    if (e.lockDelayMs !== undefined && (e.lockDelayMs as number) < 0)
+      fail('"lockDelayMs" must not be negative');
+    if (e.ignoreLockDelay !== undefined && typeof e.ignoreLockDelay !== 'boolean')
+      fail('"ignoreLockDelay" must be a boolean');
     if (e.tokenBlock !== undefined) {
       if (!(invoke && grants))
         fail('"tokenBlock" belongs only on the invoke of an acquire or hand_off');

@@ -28,7 +28,32 @@ import type { MemoryLeaseState } from '../stores/memory/store.js';
  *   again (breaks I2, and I1 when two holders of one token meet at the fence).
  */
 export type PlantedBug =
-  'revive_lost' | 'reuse_token' | 'hand_off_reuse_token' | 'ignore_token_block' | 'miss_failover';
+  | 'revive_lost'
+  | 'reuse_token'
+  | 'hand_off_reuse_token'
+  | 'ignore_token_block'
+  | 'miss_failover'
+  | GroupBug;
+
+/**
+ * Bugs of the semaphore, set and lock-delay workloads (`src/sim/group-workloads.ts`):
+ * - `slot_limit_off_by_one`: the slot search runs one slot too far (slots `0 … limit`), so a
+ *   semaphore admits `limit + 1` holders (breaks I10). Planted in the harness's call.
+ * - `non_atomic_set`: a set acquisition that keeps the keys it got when a later key stays
+ *   busy, and reports the set held — half-held, its missing key another owner's (breaks I11).
+ *   Planted in the harness's set acquisition.
+ * - `lock_delay_client_clock`: the store measures the lock-delay against the clock of the
+ *   process asking (a client's), not its own: a client whose clock runs ahead is granted the
+ *   key inside the delay (breaks I12). Planted in this store wrapper.
+ */
+export type GroupBug = 'slot_limit_off_by_one' | 'non_atomic_set' | 'lock_delay_client_clock';
+
+/** The bugs of the group workloads, for CLI validation. */
+export const GROUP_BUGS: readonly GroupBug[] = [
+  'slot_limit_off_by_one',
+  'non_atomic_set',
+  'lock_delay_client_clock',
+];
 
 /** The planted bugs, for CLI validation. */
 export const PLANTED_BUGS: readonly PlantedBug[] = [
@@ -44,6 +69,9 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
  * Works on the {@link MemoryLeaseState} the real memory store uses.
  */
 export class PlantedBugStore extends ForwardingLeaseStore {
+  /** The process whose request is being served right now (`lock_delay_client_clock`). */
+  caller: Clock | undefined;
+
   constructor(
     inner: LeaseStore,
     private readonly state: MemoryLeaseState,
@@ -64,6 +92,16 @@ export class PlantedBugStore extends ForwardingLeaseStore {
     if (this.bug === 'ignore_token_block' && request.tokenBlock !== undefined) {
       const { tokenBlock: _ignored, ...rest } = request;
       return this.inner.tryAcquire(rest, o);
+    }
+    if (this.bug === 'lock_delay_client_clock' && this.caller !== undefined) {
+      const row = this.state.rows.get(request.key);
+      const now = this.clock.now();
+      if (row?.leaseId !== undefined && row.expiresAt <= now && request.ignoreLockDelay !== true) {
+        // The bug: the delay's end is compared with the asking client's clock.
+        const delayEnd = row.expiresAt + (row.lockDelayMs ?? 0);
+        if (delayEnd > now && this.caller.now() >= delayEnd)
+          return this.inner.tryAcquire({ ...request, ignoreLockDelay: true }, o);
+      }
     }
     if (this.bug === 'reuse_token') {
       const row = this.state.rows.get(request.key);
@@ -108,5 +146,43 @@ export class PlantedBugStore extends ForwardingLeaseStore {
       row.topToken = row.lastToken - 1n;
     const acquired = this.tryAcquire(acquire, o);
     return { released: (await released).status, acquired: await acquired };
+  }
+}
+
+/**
+ * Tells a {@link PlantedBugStore} which process's request it is serving, for the length of
+ * the synchronous call into it (every wrapper between calls its inner store synchronously).
+ */
+export class CallerTaggedStore extends ForwardingLeaseStore {
+  constructor(
+    inner: LeaseStore,
+    private readonly planted: PlantedBugStore,
+    private readonly proc: Clock,
+  ) {
+    super(inner);
+  }
+
+  override tryAcquire(
+    request: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreAcquireResult> {
+    return this.tagged(() => this.inner.tryAcquire(request, o));
+  }
+
+  protected override handOff(
+    release: StoreLeaseRef,
+    acquire: StoreAcquireRequest,
+    o: StoreRequestOptions,
+  ): Promise<StoreHandOffResult> {
+    return this.tagged(() => super.handOff(release, acquire, o));
+  }
+
+  private tagged<T>(fn: () => T): T {
+    this.planted.caller = this.proc;
+    try {
+      return fn();
+    } finally {
+      this.planted.caller = undefined;
+    }
   }
 }

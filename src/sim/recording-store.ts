@@ -68,6 +68,7 @@ export class RecordingStore extends ForwardingLeaseStore {
         lease,
         token: answer.token.toString(),
         expiresAt: at + request.ttlMs,
+        ...delayFields(request),
       });
     }
     return answer;
@@ -149,10 +150,25 @@ export class RecordingStore extends ForwardingLeaseStore {
         token: answer.acquired.token.toString(),
         expiresAt: at + acquire.ttlMs,
         handOff: true,
+        ...delayFields(acquire),
       });
     }
     return answer;
   }
+}
+
+/** A grant's lock-delay fields for its `store` event (I12): only when the request has them. */
+function delayFields(request: {
+  lockDelayMs?: number | undefined;
+  ignoreLockDelay?: boolean | undefined;
+}): {
+  lockDelayMs?: number;
+  ignoreLockDelay?: boolean;
+} {
+  return {
+    ...(request.lockDelayMs === undefined ? {} : { lockDelayMs: request.lockDelayMs }),
+    ...(request.ignoreLockDelay === true ? { ignoreLockDelay: true } : {}),
+  };
 }
 
 /**
@@ -194,6 +210,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
         lease: this.labels.of(request.leaseId),
         ttlMs: request.ttlMs,
         tokenBlock: blockOf(request),
+        ...delayFields(request),
       },
       () => this.inner.tryAcquire(request, o),
       (a) =>
@@ -248,6 +265,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
         releaseLease: this.labels.of(release.leaseId),
         releaseToken: release.token.toString(),
         tokenBlock: blockOf(acquire),
+        ...delayFields(acquire),
       },
       () => super.handOff(release, acquire, o),
       (a) =>
@@ -271,7 +289,14 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
     key: string,
     args: Pick<
       StoreOpEvent,
-      'lease' | 'token' | 'ttlMs' | 'releaseLease' | 'releaseToken' | 'tokenBlock'
+      | 'lease'
+      | 'token'
+      | 'ttlMs'
+      | 'releaseLease'
+      | 'releaseToken'
+      | 'tokenBlock'
+      | 'lockDelayMs'
+      | 'ignoreLockDelay'
     >,
     send: () => Promise<A>,
     answer: (a: A) => Pick<StoreOpEvent, 'phase' | 'token' | 'released'>,
@@ -280,7 +305,7 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
     // Fields left undefined are dropped when the history is written as JSON.
     const op = this.history.newOp('o');
     const proc = this.proc;
-    const invoke: StoreOpEvent =
+    let invoke: StoreOpEvent =
       f === 'hand_off'
         ? {
             type: 'store_op',
@@ -311,6 +336,8 @@ export class StoreOpRecorder extends ForwardingLeaseStore {
             tokenBlock: args.tokenBlock,
             storeAt: this.storeClock.now(),
           };
+    if (args.lockDelayMs !== undefined || args.ignoreLockDelay !== undefined)
+      invoke = { ...invoke, ...delayFields(args) };
     this.history.record(invoke);
     this.sending = invoke;
     let reply: Promise<A>;

@@ -8,7 +8,7 @@ import { HistoryRecorder } from '../history/recorder.js';
 import type { HistoryEvent, MetaEvent } from '../history/events.js';
 import { CALM_LINK, NetworkedStore, SimNetwork, type LinkProfile } from './network.js';
 import { FailoverStore } from './failover-store.js';
-import { PlantedBugStore, type PlantedBug } from './planted-bugs.js';
+import { CallerTaggedStore, PlantedBugStore, type PlantedBug } from './planted-bugs.js';
 import { SimProcess } from './process.js';
 import { SeededRandom } from './random.js';
 import { LeaseLabels, RecordingStore, StoreOpRecorder } from './recording-store.js';
@@ -85,6 +85,7 @@ export class SimWorld {
   /** Present with the `failover` option. */
   readonly failoverStore: FailoverStore | undefined;
   private iteration = 0;
+  private readonly planted: PlantedBugStore | undefined;
 
   constructor(readonly options: SimWorldOptions) {
     this.random = new SeededRandom(options.seed);
@@ -102,7 +103,10 @@ export class SimWorld {
       });
     }
     let inner: LeaseStore = new MemoryLeaseStore({ clock: this.storeProc, state });
-    if (options.bug) inner = new PlantedBugStore(inner, state, this.storeProc, options.bug);
+    if (options.bug) {
+      this.planted = new PlantedBugStore(inner, state, this.storeProc, options.bug);
+      inner = this.planted;
+    }
     this.failoverStore = options.failover
       ? new FailoverStore(inner, state, this.storeProc, options.failover.detect)
       : undefined;
@@ -145,8 +149,12 @@ export class SimWorld {
   ): SimWorker {
     const proc = new SimProcess(name, this.clock);
     // Store operations as this process sends and reads them (I5), outside the network.
+    const served =
+      this.planted?.bug === 'lock_delay_client_clock'
+        ? new CallerTaggedStore(this.store, this.planted, proc)
+        : this.store;
     const ops = new StoreOpRecorder(
-      new NetworkedStore(this.store, this.network, proc),
+      new NetworkedStore(served, this.network, proc),
       name,
       this.clock,
       this.storeProc,
@@ -232,7 +240,14 @@ export class SimWorld {
   async acquire(
     worker: SimWorker,
     key: string,
-    opts: { ttlMs: number; waitMs: number; renewEveryMs?: number; autoRenew?: boolean },
+    opts: {
+      ttlMs: number;
+      waitMs: number;
+      renewEveryMs?: number;
+      autoRenew?: boolean;
+      lockDelayMs?: number;
+      ignoreLockDelay?: boolean;
+    },
   ): Promise<Lease | 'busy' | 'unavailable'> {
     const op = this.history.newOp('a');
     const base = { type: 'acquire', t: 0, proc: worker.name, op, key } as const;
@@ -242,6 +257,8 @@ export class SimWorld {
       wait: opts.waitMs,
       ...(opts.renewEveryMs === undefined ? {} : { renewEvery: opts.renewEveryMs }),
       ...(opts.autoRenew === false ? { autoRenew: false } : {}),
+      ...(opts.lockDelayMs === undefined ? {} : { lockDelay: opts.lockDelayMs }),
+      ...(opts.ignoreLockDelay === true ? { ignoreLockDelay: true } : {}),
     });
     if (result.status !== 'acquired') {
       this.history.record({ ...base, phase: result.status, t: this.clock.now() });

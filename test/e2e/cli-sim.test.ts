@@ -93,4 +93,32 @@ describe('leasehold sim run | sweep (real processes)', () => {
     assert.match(r.out, /^I2 token order and uniqueness: VIOLATED/m);
     assert.match(r.out, /^verdict: INVALID — I2/m);
   });
+
+  it('sweep --workload sets: 2 seeds pass (exit 0); --bug non_atomic_set is caught by I11 with a replay command (exit 1); a lock-set bug is refused (exit 64, usage)', async () => {
+    const ok = await cli('sim', 'sweep', '--workload', 'sets', '--seeds', '2');
+    assert.equal(ok.code, 0, ok.out + ok.err);
+    const f = figures(ok.out, /^sim sets seeds 1\.\.2:/);
+    assert.equal(f.failing_seeds, '0');
+    assert.equal(f.stale_writes_accepted, '0');
+    assert.ok(Number(f.sets_held) > 0, ok.out);
+    const bug = await cli(
+      'sim',
+      'sweep',
+      '--workload',
+      'sets',
+      '--bug',
+      'non_atomic_set',
+      '--seeds',
+      '1',
+    );
+    assert.equal(bug.code, 1, bug.out + bug.err);
+    assert.match(
+      bug.out,
+      /^FAIL seed 1 \(I11\) — replay: .*--workload sets --from 1 --seeds 1 --bug non_atomic_set$/m,
+    );
+    assert.match(bug.out, /^planted bug non_atomic_set: caught in 1\/1 seeds$/m);
+    const wrong = await cli('sim', 'sweep', '--workload', 'sets', '--bug', 'reuse_token');
+    assert.equal(wrong.code, 64, wrong.out + wrong.err);
+    assert.match(wrong.err, /--bug must be one of slot_limit_off_by_one/);
+  });
 });

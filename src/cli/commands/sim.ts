@@ -4,6 +4,9 @@ import { formatReport } from '../../check/checker.js';
 import { PLANTED_BUGS, type PlantedBug } from '../../sim/planted-bugs.js';
 import { runRandomSeed } from '../../sim/random-workload.js';
 import { formatClaimSweep, sweepClaimSeeds } from '../../sim/claim-workload.js';
+import { formatGroupSweep, groupReplayCommand, sweepGroupSeeds } from '../../sim/group-sweep.js';
+import { GROUP_WORKLOADS, type GroupWorkload } from '../../sim/group-workloads.js';
+import { GROUP_BUGS, type GroupBug } from '../../sim/planted-bugs.js';
 import { formatFailoverFigures, formatSweep, replayCommand, sweepSeeds } from '../../sim/sweep.js';
 import { isLeaseholdError } from '../../core/errors.js';
 import { UsageError } from '../common.js';
@@ -135,11 +138,41 @@ export async function runClaimSweep(
   return r.failingSeeds.length === 0 ? 0 : 1;
 }
 
+/**
+ * `sim sweep --workload semaphore|sets|lock-delay`: a workload beyond one key. Exit 0 when no
+ * seed broke a safety invariant (with `--bug`, the seeds that catch it are failures too).
+ */
+export async function runGroupSweep(
+  o: { workload: GroupWorkload; from: number; count: number; bug?: GroupBug; timeLimitMs?: number },
+  io: CommandIo = processIo,
+): Promise<number> {
+  const r = await sweepGroupSeeds({
+    ...o,
+    onProgress: (n) => io.err(`  … ${n} seeds`),
+  });
+  const label = `sim ${o.workload}${o.bug ? ` (planted bug ${o.bug})` : ''} seeds ${o.from}..${o.from + r.runs - 1}`;
+  io.out(formatGroupSweep(label, r));
+  if (r.runs < o.count) io.out(`stopped by the time limit after ${r.runs} of ${o.count} seeds`);
+  for (const f of r.failures.slice(0, 20))
+    io.out(
+      `FAIL seed ${f.seed} (${f.invariants.join(',')}) — replay: ${groupReplayCommand(o.workload, f.seed, o.bug)}`,
+    );
+  if (o.bug) io.out(`planted bug ${o.bug}: caught in ${r.failures.length}/${r.runs} seeds`);
+  return r.failures.length === 0 ? 0 : 1;
+}
+
 function parseBug(value: string | undefined): PlantedBug | undefined {
   if (value === undefined) return undefined;
   if (!(PLANTED_BUGS as readonly string[]).includes(value))
     throw new UsageError(`--bug must be one of ${PLANTED_BUGS.join(', ')}, got ${value}`);
   return value as PlantedBug;
+}
+
+function parseGroupBug(value: string | undefined): GroupBug | undefined {
+  if (value === undefined) return undefined;
+  if (!(GROUP_BUGS as readonly string[]).includes(value))
+    throw new UsageError(`--bug must be one of ${GROUP_BUGS.join(', ')}, got ${value}`);
+  return value as GroupBug;
 }
 
 function parseCount(name: string, value: string): number {
@@ -204,12 +237,15 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
     .option('--seeds <n>', 'how many seeds', '1000')
     .option('--from <n>', 'first seed', '1')
     .option('--no-fencing', 'the unfenced control arm')
-    .option('--bug <name>', `plant a store bug (${PLANTED_BUGS.join(', ')})`)
+    .option(
+      '--bug <name>',
+      `plant a bug (${PLANTED_BUGS.join(', ')}; with a workload beyond one key: ${GROUP_BUGS.join(', ')})`,
+    )
     .option('--time-limit <minutes>', 'stop after this many minutes')
     .option('--control', 'unfenced control arm that must show the anomaly (exit 0 if it does)')
     .option(
       '--workload <name>',
-      "'lockset' (default); 'claims': new owners claim before they start (with --control: they do not); 'failover': the store fails over and raises its epoch (with --control: it does not notice)",
+      "'lockset' (default); 'claims': new owners claim before they start (with --control: they do not); 'failover': the store fails over and raises its epoch (with --control: it does not notice); 'semaphore', 'sets', 'lock-delay': slots of a semaphore, overlapping sets of keys, a key's lock-delay",
       'lockset',
     )
     .action(
@@ -223,10 +259,27 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
         workload: string;
       }) =>
         guard(() => {
+          const timeLimit =
+            opts.timeLimit === undefined
+              ? {}
+              : { timeLimitMs: parseCount('--time-limit', opts.timeLimit) * 60_000 };
+          if ((GROUP_WORKLOADS as readonly string[]).includes(opts.workload)) {
+            const groupBug = parseGroupBug(opts.bug);
+            return runGroupSweep(
+              {
+                workload: opts.workload as GroupWorkload,
+                from: parseCount('--from', opts.from),
+                count: parseCount('--seeds', opts.seeds),
+                ...(groupBug ? { bug: groupBug } : {}),
+                ...timeLimit,
+              },
+              io,
+            );
+          }
           const bug = parseBug(opts.bug);
           if (!['lockset', 'claims', 'failover'].includes(opts.workload))
             throw new UsageError(
-              `--workload must be lockset, claims or failover, got ${opts.workload}`,
+              `--workload must be one of lockset, claims, failover, ${GROUP_WORKLOADS.join(', ')}, got ${opts.workload}`,
             );
           const failover = opts.workload === 'failover';
           if (opts.workload === 'claims')
@@ -235,9 +288,7 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
                 from: parseCount('--from', opts.from),
                 count: parseCount('--seeds', opts.seeds),
                 control: opts.control === true,
-                ...(opts.timeLimit === undefined
-                  ? {}
-                  : { timeLimitMs: parseCount('--time-limit', opts.timeLimit) * 60_000 }),
+                ...timeLimit,
               },
               io,
             );
@@ -253,9 +304,7 @@ export function registerSimCommand(program: Command, io: CommandIo = processIo):
                 : bug
                   ? { bug }
                   : {}),
-              ...(opts.timeLimit === undefined
-                ? {}
-                : { timeLimitMs: parseCount('--time-limit', opts.timeLimit) * 60_000 }),
+              ...timeLimit,
             },
             io,
           );
