@@ -1,4 +1,4 @@
-import { CALM_LINK, type LinkProfile } from './network.js';
+import { CALM_LINK, lossyLink, type LinkProfile } from './network.js';
 import { SimWorld } from './world.js';
 
 /** Options for one seed of the claim workload. */
@@ -51,15 +51,7 @@ export async function runClaimSeed(options: ClaimRunOptions): Promise<ClaimRun> 
   const durationMs = 10 * ttlMs;
   const faults: string[] = [];
   const lossy = plan.chance(0.4);
-  const link: LinkProfile = lossy
-    ? {
-        minDelayMs: 1,
-        maxDelayMs: Math.max(2, Math.floor(ttlMs / 10)),
-        dropRequest: 0.02,
-        dropReply: 0.03,
-        duplicate: 0,
-      }
-    : CALM_LINK;
+  const link: LinkProfile = lossy ? lossyLink(ttlMs, 0) : CALM_LINK;
   if (lossy) faults.push('lossy_network');
   world.meta({ source: 'leasehold-sim', scenario: 'claims', ttlMs });
   const starts: { token: bigint; t: number }[] = [];
@@ -132,18 +124,22 @@ export async function runClaimSeed(options: ClaimRunOptions): Promise<ClaimRun> 
   };
 }
 
-/** Figures of a sweep of the claim workload. */
-export interface ClaimSweepResult {
+/** The counts of one seed that a sweep adds up. */
+type ClaimCounts = Pick<
+  ClaimRun,
+  | 'staleWritesAccepted'
+  | 'staleFirstWrites'
+  | 'checkerStaleFirstWrites'
+  | 'i9Violations'
+  | 'writesApplied'
+  | 'staleWritesRejected'
+  | 'claimsRefused'
+>;
+
+/** Figures of a sweep of the claim workload: the seeds' counts added up. */
+export interface ClaimSweepResult extends ClaimCounts {
   readonly runs: number;
   readonly claims: boolean;
-  readonly staleWritesAccepted: number;
-  readonly staleFirstWrites: number;
-  /** The checker's count of the same (from the histories alone). */
-  readonly checkerStaleFirstWrites: number;
-  readonly i9Violations: number;
-  readonly writesApplied: number;
-  readonly staleWritesRejected: number;
-  readonly claimsRefused: number;
   /** Runs with a stale write accepted, first writes included. */
   readonly anomalousRuns: number;
   /** Seeds the checker found invalid, or (with claims) that accepted a stale first write. */

@@ -1,7 +1,7 @@
 import type { CheckReport } from '../check/checker.js';
 import type { HistoryEvent } from '../history/events.js';
 import { acquireSetRecorded, acquireSlotRecorded, fencedAppend } from './group-steps.js';
-import { CALM_LINK, type LinkProfile } from './network.js';
+import { CALM_LINK, lossyLink, type LinkProfile } from './network.js';
 import type { GroupBug } from './planted-bugs.js';
 import type { SeededRandom } from './random.js';
 import { SimWorld, type SimWorker } from './world.js';
@@ -57,15 +57,7 @@ export async function runGroupSeed(options: GroupRunOptions): Promise<GroupRun> 
   const durationMs = 10 * ttlMs;
   const faults: string[] = [];
   const lossy = plan.chance(0.4);
-  const link: LinkProfile = lossy
-    ? {
-        minDelayMs: 1,
-        maxDelayMs: Math.max(2, Math.floor(ttlMs / 10)),
-        dropRequest: 0.02,
-        dropReply: 0.03,
-        duplicate: 0.03,
-      }
-    : CALM_LINK;
+  const link: LinkProfile = lossy ? lossyLink(ttlMs, 0.03) : CALM_LINK;
   if (lossy) faults.push('lossy_network');
   const [low, high] =
     options.workload === 'semaphore' ? [3, 8] : options.workload === 'sets' ? [3, 5] : [2, 4];

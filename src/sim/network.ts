@@ -37,6 +37,15 @@ export const CALM_LINK: LinkProfile = Object.freeze({
   duplicate: 0,
 });
 
+/**
+ * The workloads' lossy link: delays up to a tenth of the TTL, 2% of requests and 3% of replies
+ * dropped, and `duplicate` of requests delivered twice.
+ */
+export function lossyLink(ttlMs: number, duplicate: number): LinkProfile {
+  const maxDelayMs = Math.max(2, Math.floor(ttlMs / 10));
+  return { minDelayMs: 1, maxDelayMs, dropRequest: 0.02, dropReply: 0.03, duplicate };
+}
+
 /** What the network did to one message, for a scenario's own hooks. */
 export interface MessageInfo {
   readonly from: string;
