@@ -145,10 +145,12 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     request: StoreAcquireRequest,
     options?: StoreRequestOptions,
   ): Promise<StoreAcquireResult> {
-    // The usual case, open with the epoch's floor at hand, without an async frame: its
-    // awaits were two promise steps per grant (decision 023).
+    // Open, the floor at hand: no async frame (two promise steps per grant, decision 023).
     const floor = this.readiness.isOpen() ? this.epoch.current() : undefined;
-    if (typeof floor !== 'bigint') return this.tryAcquireWhenOpen(request, options);
+    if (typeof floor !== 'bigint') {
+      floor?.catch(() => undefined); // awaited again, and its failure reported, on the slow path
+      return this.tryAcquireWhenOpen(request, options);
+    }
     return this.acquireUnder(request, floor);
   }
 
