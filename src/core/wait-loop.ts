@@ -92,8 +92,8 @@ export async function waitForKey<
       // Behind the head, a wake-up only looks whether we moved up; at the end of the wait
       // we try once more, for an up-to-date busy answer. A head that the store has queued
       // behind another client's waiter lets its timer pass: that waiter's own timer covers
-      // the key, and its leaving or a release wakes us (10,000 waiters on one Redis key and
-      // four connections: 102 store calls per grant, most of them these polls; docs/scale.md).
+      // the key, and its leaving or a release wakes us (figures in
+      // docs/decisions/057-waiters-behind-skip-their-poll.md).
       if (
         waiter === undefined ||
         queue === undefined ||

@@ -2,6 +2,7 @@ import type { Logger } from '../../core/events.js';
 import type { StoreRenewResult } from '../../core/store.js';
 import { isCluster, type RedisClient } from '../../drivers/redis/client.js';
 import { advanceRedisFencingEpoch, EpochFloorCache, epochKey } from './epoch.js';
+import { storeError } from './errors.js';
 
 /** The Redis key of the record that names the server incarnation that last wrote the data. */
 export function incarnationKey(prefix: string): string {
@@ -57,10 +58,24 @@ export class RedisIncarnation {
   /** What a grant or renewal must wait for first; undefined (the common case) when nothing. */
   pending(): Promise<void> | undefined {
     if (this.checked || !this.enabled) return undefined;
-    this.running ??= this.check().finally(() => {
-      this.running = undefined;
-    });
+    // Its failure is the caller's grant or renewal failing: ERR_UNAVAILABLE, as theirs would be.
+    this.running ??= this.check()
+      .catch((err: unknown) => {
+        throw storeError(err, 'checking the server incarnation');
+      })
+      .finally(() => {
+        this.running = undefined;
+      });
     return this.running;
+  }
+
+  /** {@link typed} for a batch; the same array when no change of incarnation was seen. */
+  typedAll(
+    answers: readonly StoreRenewResult[],
+    leases: readonly { readonly token: bigint }[],
+  ): readonly StoreRenewResult[] {
+    if (this.lossFloor === 0n) return answers;
+    return answers.map((a, i) => this.typed(a, leases[i]!.token));
   }
 
   /** A renewal's `lost`, typed `failover` when a change of incarnation ended that lease. */

@@ -305,7 +305,7 @@ export class RedisLeaseStore implements HandOffLeaseStore, BatchRenewingLeaseSto
     await this.incarnation.pending();
     try {
       const answers = await renewManyOn(this.redis, this.prefix, leases, this.holdWrites);
-      return answers.map((a, i) => this.incarnation.typed(a, leases[i]!.token));
+      return this.incarnation.typedAll(answers, leases);
     } catch (err) {
       throw storeError(err, 'renew');
     }
