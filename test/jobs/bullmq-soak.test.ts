@@ -1,8 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { CHAOS } from '../support/fault-env.js';
 import { REDIS, startBullMqEnv, type BullMqEnv } from './bullmq-env.js';
-import { soak, type SoakQueue } from './soak-story.js';
+import { SOAK_SIZE, soak, type SoakQueue } from './soak-story.js';
 
 // soak-story.ts on BullMQ: the job's lock lasts 1 s, the stalled-job check runs every 300 ms in
 // the test process; the result and its log entry are written in one fenced step, and BullMQ
@@ -30,8 +29,7 @@ describe('BullMQ soak: 8 fenced workers, random SIGSTOP and SIGKILL', () => {
         label: 'BullMQ',
         worker: new URL('./bullmq-worker.js', import.meta.url),
         config: { prefix: env.prefix, queueName: env.queueName },
-        jobs: CHAOS ? 1000 : 150,
-        faultMs: CHAOS ? 60_000 : 10_000,
+        ...SOAK_SIZE,
         settleMs: 180_000,
         keepsOutput: true,
         enqueue: async (n) => {

@@ -1,9 +1,8 @@
 import { after, before, describe, it } from 'node:test';
-import { CHAOS } from '../support/fault-env.js';
 import { withPgClient } from '../support/postgres.js';
 import { startGraphileEnv, type GraphileEnv } from './graphile-env.js';
 import { effectLog, resultTokens } from './pg-boss-env.js';
-import { soak, type SoakQueue } from './soak-story.js';
+import { SOAK_SIZE, soak, type SoakQueue } from './soak-story.js';
 
 // soak-story.ts on graphile-worker. graphile-worker takes a job back from a silent worker only
 // after 4 hours, or when an operator declares the worker dead with forceUnlockWorkers: the
@@ -34,8 +33,7 @@ describe('graphile-worker soak: 8 fenced workers, random SIGSTOP and SIGKILL', (
         label: 'graphile-worker',
         worker: new URL('./graphile-worker-process.js', import.meta.url),
         config: { url: env.url, workerSchema: env.workerSchema, schema: env.schema, task: TASK },
-        jobs: CHAOS ? 1000 : 150,
-        faultMs: CHAOS ? 60_000 : 10_000,
+        ...SOAK_SIZE,
         // A refused attempt is retried after graphile-worker's backoff (e^attempts seconds).
         settleMs: 180_000,
         keepsOutput: false,

@@ -1,8 +1,7 @@
 import { after, before, describe, it } from 'node:test';
-import { CHAOS } from '../support/fault-env.js';
 import { withPgClient } from '../support/postgres.js';
 import { effectLog, resultTokens, startPgBossEnv, type PgBossEnv } from './pg-boss-env.js';
-import { soak, type SoakQueue } from './soak-story.js';
+import { SOAK_SIZE, soak, type SoakQueue } from './soak-story.js';
 
 // soak-story.ts on pg-boss: the job's run-time limit is 2 s, the expiry sweep runs every second
 // in the test process; the result row and the effect log are written in one fenced statement,
@@ -26,8 +25,7 @@ describe('pg-boss soak: 8 fenced workers, random SIGSTOP and SIGKILL', () => {
         label: 'pg-boss',
         worker: new URL('./pg-boss-worker.js', import.meta.url),
         config: { url: env.url, bossSchema: env.bossSchema, schema: env.schema, queue: env.queue },
-        jobs: CHAOS ? 1000 : 150,
-        faultMs: CHAOS ? 60_000 : 10_000,
+        ...SOAK_SIZE,
         settleMs: 120_000,
         keepsOutput: true,
         // insert() answers ids only when asked; finals() counts the queue's jobs.
